@@ -1,0 +1,99 @@
+//! What a dispatcher call produces: deliveries, released infos and warnings, in order.
+
+use crate::{InfoId, SubscriptionId};
+
+/// One thing the host must do after a dispatcher call, in the order pushed.
+#[derive(Debug, PartialEq)]
+pub enum Emit<T> {
+    /// Send `events` (never empty) to the consumer of `to`.
+    Events {
+        /// The subscription that receives the batch.
+        to: SubscriptionId,
+        /// The batch, in order.
+        events: Vec<T>,
+    },
+    /// Deliver this info message to the producer's `handle_info` now: every
+    /// event queued before it has gone out.
+    Info(InfoId),
+    /// Something the user should hear about; the host logs it.
+    Warning(Warning),
+}
+
+/// A condition worth a log line, reported by the dispatcher instead of logged by it
+/// (dispatchers do no I/O).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Warning {
+    /// Demand dispatcher: a consumer asked for more than the first ask seen
+    /// (GenStage's "expects a maximum demand of ..." warning).
+    AskLargerThanMaxDemand {
+        /// The subscription that asked.
+        subscription: SubscriptionId,
+        /// What it asked.
+        asked: usize,
+        /// The maximum the dispatcher expects.
+        expected: usize,
+    },
+    /// Events were dropped by the dispatcher (e.g. queued events of a
+    /// cancelled partition).
+    EventsDropped {
+        /// How many.
+        count: usize,
+        /// Why, for the log line.
+        reason: &'static str,
+    },
+}
+
+/// Collects what a dispatcher call wants the host to do.
+///
+/// A host keeps one outbox, passes it to each call and drains it afterwards;
+/// the dispatcher only ever appends.
+#[derive(Debug)]
+pub struct Outbox<T> {
+    items: Vec<Emit<T>>,
+}
+
+impl<T> Default for Outbox<T> {
+    fn default() -> Self {
+        Self { items: Vec::new() }
+    }
+}
+
+impl<T> Outbox<T> {
+    /// An empty outbox.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queue `events` for the consumer of `to`. Empty batches are ignored, so
+    /// dispatchers never need to check.
+    pub fn send(&mut self, to: SubscriptionId, events: Vec<T>) {
+        if !events.is_empty() {
+            self.items.push(Emit::Events { to, events });
+        }
+    }
+
+    /// Release an info message.
+    pub fn info(&mut self, info: InfoId) {
+        self.items.push(Emit::Info(info));
+    }
+
+    /// Report a warning.
+    pub fn warn(&mut self, warning: Warning) {
+        self.items.push(Emit::Warning(warning));
+    }
+
+    /// Whether nothing was emitted.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Take everything emitted so far, in order.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Emit<T>> {
+        self.items.drain(..)
+    }
+
+    /// Everything emitted so far, in order, without taking it.
+    pub fn items(&self) -> &[Emit<T>] {
+        &self.items
+    }
+}
