@@ -17,6 +17,20 @@ pub enum Emit<T> {
     Info(InfoId),
     /// Something the user should hear about; the host logs it.
     Warning(Warning),
+    /// Call [`Dispatcher::ask`](crate::Dispatcher::ask) for `subscription`
+    /// with `n`, as if its consumer had asked, once everything pushed before
+    /// this has been carried out (the host may do it right away or queue it
+    /// behind messages already waiting, as GenStage does).
+    ///
+    /// The Broadcast dispatcher pushes this from `dispatch` to give back the
+    /// demand of events a subscription's selector rejected: GenStage sends
+    /// itself exactly this ask.
+    Ask {
+        /// The subscription whose demand is given back.
+        subscription: SubscriptionId,
+        /// How many events.
+        n: usize,
+    },
 }
 
 /// A condition worth a log line, reported by the dispatcher instead of logged by it
@@ -75,6 +89,14 @@ impl<T> Outbox<T> {
     /// Release an info message.
     pub fn info(&mut self, info: InfoId) {
         self.items.push(Emit::Info(info));
+    }
+
+    /// Ask the host to call [`Dispatcher::ask`](crate::Dispatcher::ask) for
+    /// `subscription` with `n` (see [`Emit::Ask`]). Zero is ignored.
+    pub fn ask(&mut self, subscription: SubscriptionId, n: usize) {
+        if n > 0 {
+            self.items.push(Emit::Ask { subscription, n });
+        }
     }
 
     /// Report a warning.
