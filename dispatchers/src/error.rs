@@ -7,7 +7,9 @@ use crate::{ConsumerId, PartitionKey};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubscribeError {
     /// Partition dispatcher: the subscription named no partition.
-    #[error("the partition dispatcher needs a `partition` subscription option (one of {available})")]
+    #[error(
+        "the partition dispatcher needs a `partition` subscription option (one of {available})"
+    )]
     PartitionMissing {
         /// The partitions that exist, for the message.
         available: String,

@@ -15,8 +15,7 @@ use crate::{
 
 /// Why a [`Warning::EventsDropped`] is pushed when a consumer cancels with
 /// events queued in its partition.
-pub(crate) const DROPPED_ON_CANCEL: &str =
-    "the partition's consumer cancelled with events queued for it; they are asked for again upstream";
+pub(crate) const DROPPED_ON_CANCEL: &str = "the partition's consumer cancelled with events queued for it; they are asked for again upstream";
 
 /// Why a [`Warning::EventsDropped`] is pushed when the hash function names a
 /// partition that does not exist.
@@ -65,10 +64,10 @@ pub(crate) const DROPPED_UNKNOWN_PARTITION: &str =
 ///                   SubscriptionId, SubscriptionOptions};
 ///
 /// let mut dispatcher = PartitionDispatcher::named(["odd", "even"], |n: u32| {
-///     if n % 3 == 0 {
+///     if n.is_multiple_of(3) {
 ///         None // discarded
 ///     } else {
-///         Some((n, if n % 2 == 0 { "even" } else { "odd" }))
+///         Some((n, if n.is_multiple_of(2) { "even" } else { "odd" }))
 ///     }
 /// });
 /// let mut out = Outbox::new();
@@ -167,7 +166,11 @@ impl<T> PartitionDispatcher<T> {
             Some((event, index)) if index < count => Routed::Partition(event, index),
             Some(_) => Routed::UnknownPartition,
         };
-        Self::build((0..count).map(PartitionKey::Index).collect(), None, Box::new(route))
+        Self::build(
+            (0..count).map(PartitionKey::Index).collect(),
+            None,
+            Box::new(route),
+        )
     }
 
     /// Named partitions; `hash` maps each event to `Some((event, name))` or
@@ -180,7 +183,7 @@ impl<T> PartitionDispatcher<T> {
     /// use dispatchers::{PartitionDispatcher, PartitionKey};
     ///
     /// let dispatcher = PartitionDispatcher::named(["odd", "even"], |n: u32| {
-    ///     Some((n, if n % 2 == 0 { "even" } else { "odd" }))
+    ///     Some((n, if n.is_multiple_of(2) { "even" } else { "odd" }))
     /// });
     /// let keys: Vec<_> = dispatcher.partitions().cloned().collect();
     /// assert_eq!(keys, vec![PartitionKey::from("odd"), PartitionKey::from("even")]);
@@ -211,7 +214,11 @@ impl<T> PartitionDispatcher<T> {
         Self::build(keys, Some(lookup), Box::new(route))
     }
 
-    fn build(keys: Vec<PartitionKey>, names: Option<HashMap<String, usize>>, hash: HashFn<T>) -> Self {
+    fn build(
+        keys: Vec<PartitionKey>,
+        names: Option<HashMap<String, usize>>,
+        hash: HashFn<T>,
+    ) -> Self {
         Self {
             hash,
             partitions: keys

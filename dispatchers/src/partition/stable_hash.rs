@@ -59,7 +59,10 @@ mod tests {
         for n in 0..100u64 {
             assert_eq!(partition_of(&n, 7), partition_of(&n, 7));
         }
-        assert_eq!(partition_of("apple", 5), partition_of(&String::from("apple"), 5));
+        assert_eq!(
+            partition_of("apple", 5),
+            partition_of(&String::from("apple"), 5)
+        );
     }
 
     #[test]
@@ -87,8 +90,14 @@ mod tests {
 
     #[test]
     fn even_keys_spread_over_two_partitions() {
-        let zeros = (0..1000u64).map(|n| n * 2).filter(|n| partition_of(n, 2) == 0).count();
-        assert!((400..=600).contains(&zeros), "{zeros} of 1000 in partition 0");
+        let zeros = (0..1000u64)
+            .map(|n| n * 2)
+            .filter(|n| partition_of(n, 2) == 0)
+            .count();
+        assert!(
+            (400..=600).contains(&zeros),
+            "{zeros} of 1000 in partition 0"
+        );
     }
 
     #[test]
