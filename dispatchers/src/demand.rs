@@ -28,6 +28,10 @@ use shuffle::SplitMix64;
 /// - Optionally the consumer list is shuffled once at the first dispatch, so
 ///   that the first subscriber is not the first one served when every
 ///   consumer asks at start-up ([`shuffle_demands_on_first_dispatch`](Self::shuffle_demands_on_first_dispatch)).
+///   Where Weir differs: after the shuffle, consumers without demand are
+///   moved behind those with demand. GenStage keeps the raw shuffled order
+///   and stops dispatching at a consumer without demand at the head, holding
+///   events back from the others until that consumer asks.
 ///
 /// # Example
 ///
@@ -228,10 +232,15 @@ impl<T> Dispatcher<T> for DemandDispatcher {
     fn dispatch(&mut self, events: Vec<T>, out: &mut Outbox<T>) -> Vec<T> {
         if let Some(mut rng) = self.shuffle.take() {
             rng.shuffle(&mut self.demands);
+            // Unlike GenStage, consumers without demand go behind the others,
+            // so that one of them at the head cannot hold events back from
+            // consumers that asked. Among those with demand the order stays
+            // shuffled.
+            self.demands.sort_by_key(|d| d.counter == 0);
         }
         let mut events = events;
-        // GenStage serves the head of the list and stops at the first consumer
-        // without demand (after a shuffle that may leave others unserved).
+        // Serve the head until it has no demand: the list keeps every
+        // consumer without demand behind those with some, so then nobody has.
         while !events.is_empty() {
             let Some(head) = self.demands.first().copied() else {
                 break;

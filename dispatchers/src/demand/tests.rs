@@ -354,3 +354,19 @@ fn consumer_with_equal_demand_goes_behind_the_others() {
     d.ask(sub(1), 2, &mut out);
     assert_eq!(demands(&d), vec![(sub(3), 2), (sub(1), 2), (sub(2), 0)]);
 }
+
+#[test]
+fn shuffle_puts_consumers_without_demand_behind_those_with_demand() {
+    for seed in 0..32 {
+        let mut d = DemandDispatcher::new().shuffle_demands_on_first_dispatch_with_seed(seed);
+        let mut out = Outbox::new();
+        for id in 1..=3 {
+            subscribe(&mut d, &mut out, id);
+        }
+        // Only subscription 2 asked before the first dispatch.
+        d.ask(sub(2), 4, &mut out);
+        assert_eq!(d.dispatch(chars("ab"), &mut out), vec![]);
+        assert_eq!(out.drain().collect::<Vec<_>>(), vec![events(2, "ab")]);
+        assert_eq!(d.demands().next(), Some((sub(2), 2)));
+    }
+}
