@@ -54,8 +54,10 @@ pub(crate) const DROPPED_UNKNOWN_PARTITION: &str =
 /// Where Weir differs: an invalid `partition` option refuses that
 /// subscription ([`SubscribeError`]) instead of crashing the producer, an
 /// unknown partition from the hash function drops the event with a warning
-/// instead of crashing, and queued events count toward
-/// [`buffered`](Dispatcher::buffered).
+/// instead of crashing, queued events count toward
+/// [`buffered`](Dispatcher::buffered), and an info is held only behind
+/// events actually queued (GenStage also holds it behind a partition whose
+/// queue was just emptied, until that partition's next ask).
 ///
 /// # Example
 ///
@@ -396,10 +398,7 @@ impl<T: Hash> PartitionDispatcher<T> {
     ///     if events.iter().filter(|f| **f == "apple").count() == 2)));
     /// # Ok::<(), dispatchers::SubscribeError>(())
     /// ```
-    pub fn new(count: usize) -> Self
-    where
-        T: 'static,
-    {
+    pub fn new(count: usize) -> Self {
         Self::with_hash(count, move |event: T| {
             let index = stable_hash::partition_of(&event, count);
             Some((event, index))
@@ -479,10 +478,12 @@ impl<T: Send> Dispatcher<T> for PartitionDispatcher<T> {
                 }
                 self.queued -= dropped;
                 self.waiting += dropped;
-                out.warn(Warning::EventsDropped {
-                    count: dropped,
-                    reason: DROPPED_ON_CANCEL,
-                });
+                if dropped > 0 {
+                    out.warn(Warning::EventsDropped {
+                        count: dropped,
+                        reason: DROPPED_ON_CANCEL,
+                    });
+                }
                 dropped
             }
         }
