@@ -33,6 +33,9 @@ use crate::{
 ///   [`SubscribeError::AlreadySubscribed`]; its first subscription keeps
 ///   working.
 ///
+/// Each consumer gets its own copy of a batch (the last one in the list gets
+/// the original), so events must be `Clone`; share large events as `Arc<_>`.
+///
 /// # Example
 ///
 /// ```
@@ -245,11 +248,15 @@ impl<T: Clone> Dispatcher<T> for BroadcastDispatcher<T> {
         for s in others {
             let (selected, rejected) = select_cloned(&events, s.selector.as_ref());
             out.send(s.subscriber.subscription, selected);
-            given_back.push((s.subscriber.subscription, rejected));
+            if rejected > 0 {
+                given_back.push((s.subscriber.subscription, rejected));
+            }
         }
         let (selected, rejected) = select_owned(events, last.selector.as_ref());
         out.send(last.subscriber.subscription, selected);
-        given_back.push((last.subscriber.subscription, rejected));
+        if rejected > 0 {
+            given_back.push((last.subscriber.subscription, rejected));
+        }
 
         // Rejected events must not consume demand: ask again on behalf of
         // the consumer, after its batch went out.
