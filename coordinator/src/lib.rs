@@ -1,0 +1,4 @@
+//! The `weir` coordinator.
+pub mod chain;
+pub mod hash;
+pub mod manifest;

@@ -1,0 +1,2 @@
+//! Dataset manifests.
+pub mod yaml;
