@@ -1,0 +1,225 @@
+//! The plugin: Demand dispatching plus metrics recording.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use plugin_interface::{
+    CallError, Decision, DispatcherPlugin, MetricsSource, SubscribeRequest, SubscriptionId,
+};
+
+use crate::demand::DemandCore;
+use crate::metrics::{ConsumerCounters, Reader, Registry};
+use crate::options::Options;
+
+/// GenStage's Demand dispatcher (each batch to the consumer with the largest
+/// outstanding demand) that records, per consumer: subscriptions,
+/// cancellations, demand asked (total and rate), events dispatched,
+/// outstanding demand, and a histogram of the time from each ask to the
+/// dispatch of the last event it asked for.
+///
+/// Options (a JSON object, all optional): `max_demand` (the expected maximum
+/// ask; default: the first ask), `shuffle_demands_on_first_dispatch` (bool),
+/// `shuffle_seed` (u64, for a reproducible shuffle),
+/// `latency_buckets_seconds` (ascending upper bounds).
+///
+/// # Example
+///
+/// ```
+/// use plugin_interface::{ConsumerId, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
+/// use metrics_dispatcher::MetricsDispatcher;
+///
+/// let mut dispatcher = MetricsDispatcher::from_options("{}")?;
+/// let metrics = dispatcher.metrics().expect("the metrics dispatcher keeps metrics");
+/// let mut out = Decision::default();
+/// dispatcher.subscribe(&SubscribeRequest::new(SubscriptionId(1), ConsumerId(7), 10, 5), &mut out)?;
+/// dispatcher.ask(SubscriptionId(1), 10, &mut out);
+/// out.clear();
+/// dispatcher.dispatch(4, &[], &mut out);
+/// assert_eq!(out.routed(), 4);
+///
+/// let snapshot = metrics.snapshot();
+/// assert_eq!(snapshot.consumers[0].demand_asked, 10);
+/// assert_eq!(snapshot.consumers[0].events_dispatched, 4);
+/// assert_eq!(snapshot.consumers[0].outstanding_demand, 6);
+/// # Ok::<(), plugin_interface::CallError>(())
+/// ```
+#[derive(Debug)]
+pub struct MetricsDispatcher {
+    core: DemandCore,
+    registry: Arc<Registry>,
+    subscriptions: HashMap<SubscriptionId, Tracked>,
+}
+
+/// What the dispatcher keeps per live subscription for its metrics.
+#[derive(Debug)]
+struct Tracked {
+    counters: Arc<ConsumerCounters>,
+    /// Asks not yet fully served, oldest first: when, and how many events
+    /// are still to come.
+    asks: VecDeque<(Instant, u64)>,
+}
+
+impl Tracked {
+    /// `n` events went out at `now`: they serve the oldest asks first.
+    fn served(&mut self, mut n: u64, now: Instant) {
+        self.counters.dispatched(n);
+        while n > 0 {
+            let Some((asked_at, remaining)) = self.asks.front_mut() else {
+                break;
+            };
+            let taken = (*remaining).min(n);
+            *remaining -= taken;
+            n -= taken;
+            if *remaining == 0 {
+                self.counters
+                    .fulfilled_after(now.saturating_duration_since(*asked_at));
+                self.asks.pop_front();
+            }
+        }
+    }
+}
+
+impl DispatcherPlugin for MetricsDispatcher {
+    fn from_options(options: &str) -> Result<Self, CallError> {
+        let options = Options::parse(options)?;
+        Ok(Self {
+            core: DemandCore::new(options.max_demand, options.shuffle_seed),
+            registry: Arc::new(Registry::new(&options.latency_bounds)),
+            subscriptions: HashMap::new(),
+        })
+    }
+
+    fn metrics(&self) -> Option<Arc<dyn MetricsSource>> {
+        Some(Arc::new(Reader::new(self.registry.clone())))
+    }
+
+    fn subscribe(
+        &mut self,
+        request: &SubscribeRequest,
+        _out: &mut Decision,
+    ) -> Result<(), CallError> {
+        if self.core.contains(request.subscription) {
+            return Err(CallError::refused(format!(
+                "{} is already subscribed",
+                request.subscription
+            )));
+        }
+        self.core.subscribe(request.subscription);
+        let counters = self.registry.consumer(request.consumer, Instant::now());
+        counters.subscribed();
+        self.subscriptions.insert(
+            request.subscription,
+            Tracked {
+                counters,
+                asks: VecDeque::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn cancel(&mut self, subscription: SubscriptionId, _out: &mut Decision) {
+        if let Some(unmet) = self.core.cancel(subscription)
+            && let Some(tracked) = self.subscriptions.remove(&subscription)
+        {
+            tracked.counters.cancelled(unmet);
+        }
+    }
+
+    fn ask(&mut self, subscription: SubscriptionId, n: u64, out: &mut Decision) {
+        if self.core.ask(subscription, n, out)
+            && let Some(tracked) = self.subscriptions.get_mut(&subscription)
+        {
+            tracked.counters.asked(n);
+            tracked.asks.push_back((Instant::now(), n));
+        }
+    }
+
+    fn dispatch(&mut self, count: u64, _keys: &[u64], out: &mut Decision) {
+        let mut now = None;
+        let subscriptions = &mut self.subscriptions;
+        self.core.dispatch(count, |subscription, n| {
+            out.send(subscription, n);
+            if let Some(tracked) = subscriptions.get_mut(&subscription) {
+                tracked.served(n, *now.get_or_insert_with(Instant::now));
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_interface::ConsumerId;
+    use std::time::Duration;
+
+    fn request(subscription: u64, consumer: u64) -> SubscribeRequest {
+        SubscribeRequest::new(SubscriptionId(subscription), ConsumerId(consumer), 10, 5)
+    }
+
+    #[test]
+    fn metrics_are_summed_per_consumer_over_its_subscriptions() {
+        let mut d = MetricsDispatcher::from_options("{}").expect("default options");
+        let reader = d.metrics().expect("keeps metrics");
+        let mut out = Decision::default();
+        d.subscribe(&request(1, 7), &mut out).expect("accepted");
+        d.subscribe(&request(2, 7), &mut out).expect("accepted");
+        d.subscribe(&request(3, 8), &mut out).expect("accepted");
+        d.ask(SubscriptionId(1), 5, &mut out);
+        d.ask(SubscriptionId(2), 5, &mut out);
+        d.ask(SubscriptionId(3), 2, &mut out);
+        out.clear();
+        d.dispatch(8, &[], &mut out);
+        d.cancel(SubscriptionId(2), &mut out);
+
+        let snapshot = reader.snapshot();
+        let seven = &snapshot.consumers[0];
+        assert_eq!(seven.consumer, ConsumerId(7));
+        assert_eq!((seven.subscriptions, seven.cancellations), (2, 1));
+        assert_eq!(seven.demand_asked, 10);
+        assert_eq!(seven.events_dispatched, 8);
+        // Subscription 1 got 5, subscription 2 got 3 then left with 2 unmet.
+        assert_eq!(seven.outstanding_demand, 0);
+        assert_eq!(seven.fulfilment_latency.count(), 1);
+        let eight = &snapshot.consumers[1];
+        assert_eq!(
+            (
+                eight.demand_asked,
+                eight.events_dispatched,
+                eight.outstanding_demand
+            ),
+            (2, 0, 2)
+        );
+        assert_eq!(eight.fulfilment_latency.count(), 0);
+    }
+
+    #[test]
+    fn an_ask_is_fulfilled_when_its_last_event_goes_out() {
+        let mut d = MetricsDispatcher::from_options("{}").expect("default options");
+        let reader = d.metrics().expect("keeps metrics");
+        let mut out = Decision::default();
+        d.subscribe(&request(1, 1), &mut out).expect("accepted");
+        d.ask(SubscriptionId(1), 3, &mut out);
+        d.ask(SubscriptionId(1), 3, &mut out);
+        d.dispatch(2, &[], &mut out);
+        assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 0);
+        std::thread::sleep(Duration::from_millis(2));
+        d.dispatch(2, &[], &mut out);
+        let latency = reader.snapshot().consumers[0].fulfilment_latency.clone();
+        assert_eq!(latency.count(), 1);
+        assert!(latency.sum_seconds >= 0.002, "{latency:?}");
+        d.dispatch(10, &[], &mut out);
+        assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 2);
+    }
+
+    #[test]
+    fn a_duplicated_subscription_is_refused() {
+        let mut d = MetricsDispatcher::from_options("{}").expect("default options");
+        let mut out = Decision::default();
+        d.subscribe(&request(1, 1), &mut out).expect("accepted");
+        assert!(matches!(
+            d.subscribe(&request(1, 2), &mut out),
+            Err(CallError::Refused { .. })
+        ));
+    }
+}
