@@ -1,6 +1,8 @@
 //! `cargo xtask <task>`: the project's automation, in Rust, with no extra
 //! binaries to install (the xtask pattern).
 
+mod image;
+
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -13,6 +15,7 @@ Tasks:
   test      The whole test suite only (cargo test --workspace --all-targets)
   lint      fmt check and clippy -D warnings only
   bench     Criterion benchmarks (extra args go to cargo bench, e.g. `-- chain`)
+  image     Engine images FROM scratch with static binaries (--engine reference|test|all, --release)
   help      This text
 ";
 
@@ -25,6 +28,7 @@ fn main() -> ExitCode {
         "test" => test(),
         "lint" => lint(),
         "bench" => bench(&rest),
+        "image" => image::image(&rest),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(())

@@ -1,0 +1,201 @@
+//! The one error type of this crate's API.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything that can go wrong starting, talking to, or cleaning up after an engine, or staging its
+/// data. Each variant names what went wrong for the caller and carries what is needed to act.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// An operation id with characters a container name cannot hold.
+    #[error(
+        "invalid operation id {id:?}: use 1 to 64 ASCII letters, digits, '_', '.' or '-', starting with a letter or digit"
+    )]
+    InvalidOperationId {
+        /// The rejected id.
+        id: String,
+    },
+    /// A path that cannot be mounted into a container (it has no file name, e.g. `/`).
+    #[error("{path} cannot be mounted into an engine container")]
+    PathNotMountable {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Two inputs with the same file name would be mounted at the same container path.
+    #[error(
+        "two inputs are named {name:?}: container inputs are mounted by file name, which must be unique"
+    )]
+    InputNameClash {
+        /// The clashing file name.
+        name: String,
+    },
+    /// A path given to [`EngineHandle::engine_path`](crate::EngineHandle::engine_path) that is not
+    /// inside any input or the output folder.
+    #[error(
+        "{path} is not inside the operation's inputs or output folder, so the engine cannot see it"
+    )]
+    PathNotMounted {
+        /// The host path.
+        path: PathBuf,
+    },
+    /// The sandboxed engine's user could not read an input.
+    #[error(
+        "the engine runs as uid {uid} and cannot read {path}: make it readable by others (files 0644, folders 0755) or configure the engine user"
+    )]
+    InputNotReadable {
+        /// The unreadable input.
+        path: PathBuf,
+        /// The engine's uid.
+        uid: u32,
+    },
+    /// A file-system operation failed.
+    #[error("could not {action} at {path}")]
+    Io {
+        /// What the runtime was doing.
+        action: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No container daemon socket exists at any of the places looked at.
+    #[error(
+        "no Docker or Podman socket found (tried {tried:?}); start a daemon or set DOCKER_HOST"
+    )]
+    NoDaemonSocket {
+        /// The paths probed.
+        tried: Vec<PathBuf>,
+    },
+    /// `DOCKER_HOST` holds a scheme this runtime does not speak.
+    #[error(
+        "DOCKER_HOST={host:?} is not supported: use unix://PATH, tcp://HOST:PORT or http://HOST:PORT"
+    )]
+    UnsupportedDaemonHost {
+        /// The value.
+        host: String,
+    },
+    /// The daemon did not answer.
+    #[error("the container daemon at {endpoint} does not answer")]
+    DaemonUnavailable {
+        /// Where it was expected.
+        endpoint: String,
+        /// The cause.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// The daemon refused or failed a request.
+    #[error("the container daemon could not {action}")]
+    Daemon {
+        /// What the runtime asked for.
+        action: &'static str,
+        /// The daemon's answer.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// The image is not present locally and pulling is disabled (or the pull did not bring it).
+    #[error(
+        "engine image {image} is not present locally and cannot be pulled: build it (cargo xtask image) or enable pulling"
+    )]
+    ImageNotFound {
+        /// The image reference.
+        image: String,
+    },
+    /// Pulling the image failed.
+    #[error("could not pull engine image {image}")]
+    ImagePullFailed {
+        /// The image reference.
+        image: String,
+        /// The daemon's answer.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// The daemon described an image without an id.
+    #[error("the daemon reported no id for image {image}")]
+    ImageWithoutId {
+        /// The image reference.
+        image: String,
+    },
+    /// The engine binary of a process runtime does not exist or cannot be read.
+    #[error("engine binary {path} not found or not readable")]
+    EngineBinaryNotFound {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine process could not be started.
+    #[error("could not start engine {engine} from {binary}")]
+    SpawnFailed {
+        /// The engine's name.
+        engine: String,
+        /// The binary.
+        binary: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine exited before it was ready or during an operation.
+    #[error(
+        "engine {engine} exited with {status} during operation {operation_id}; its last output:\n{log_tail}"
+    )]
+    EngineExited {
+        /// The engine's name.
+        engine: String,
+        /// The operation.
+        operation_id: String,
+        /// How it ended, e.g. `exit code 134`.
+        status: String,
+        /// The last lines the engine wrote.
+        log_tail: String,
+    },
+    /// The engine did not become ready (socket or port connect, then a gRPC handshake) in time.
+    #[error(
+        "engine {engine} was not ready within {timeout:?} for operation {operation_id}: {reason}"
+    )]
+    EngineNotReady {
+        /// The engine's name.
+        engine: String,
+        /// The operation.
+        operation_id: String,
+        /// The start timeout.
+        timeout: Duration,
+        /// The last connection error.
+        reason: String,
+    },
+    /// The operation did not finish before its deadline.
+    #[error(
+        "engine {engine} did not finish operation {operation_id} within its {deadline:?} deadline"
+    )]
+    DeadlineExceeded {
+        /// The engine's name.
+        engine: String,
+        /// The operation.
+        operation_id: String,
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// The object store failed while staging data.
+    #[error("staging data at {location} failed")]
+    Staging {
+        /// The data location.
+        location: String,
+        /// The store's error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// A remote input has no object at or under its path.
+    #[error("input {location} does not exist")]
+    InputNotFound {
+        /// The data location.
+        location: String,
+    },
+    /// An output object exists already; outputs are never overwritten.
+    #[error("output {location} exists already and is never overwritten")]
+    OutputExists {
+        /// The object.
+        location: String,
+    },
+}
