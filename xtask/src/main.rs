@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         "test" => test(),
         "lint" => lint(),
         "bench" => bench(&rest),
+        "codegen" => codegen(),
         "image" => image::image(&rest),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
@@ -81,4 +82,40 @@ fn bench(rest: &[String]) -> Result<(), String> {
     let mut args = vec!["bench", "--workspace"];
     args.extend(rest.iter().map(String::as_str));
     cargo(&args)
+}
+
+/// `cargo xtask codegen`: regenerates `engine-contract/src/generated/` from
+/// `engine-contract/schema/engine.fbs` with a flatc of the same release as the
+/// pinned `flatbuffers` crate. That flatc is built from bundled sources by the
+/// `xtask/flatc` crate (its own workspace, needs cmake and a C++ compiler), so
+/// the normal build never compiles it. The output is formatted with rustfmt
+/// and committed.
+fn codegen() -> Result<(), String> {
+    let schema = "engine-contract/schema/engine.fbs";
+    let out_dir = "engine-contract/src/generated";
+    cargo(&[
+        "run",
+        "--quiet",
+        "--manifest-path",
+        "xtask/flatc/Cargo.toml",
+        "--target-dir",
+        "target/flatc",
+        "--",
+        "--rust",
+        "-o",
+        out_dir,
+        schema,
+    ])?;
+    let generated = root().join(out_dir).join("engine_generated.rs");
+    let status = Command::new("rustfmt")
+        .args(["--edition", "2024"])
+        .arg(&generated)
+        .status()
+        .map_err(|e| format!("could not run rustfmt: {e}"))?;
+    if status.success() {
+        eprintln!("xtask: regenerated {}", generated.display());
+        Ok(())
+    } else {
+        Err(format!("rustfmt {} failed ({status})", generated.display()))
+    }
 }
