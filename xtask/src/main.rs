@@ -14,7 +14,8 @@ Tasks:
   ci        What CI runs: fmt check, clippy -D warnings, the whole test suite
   test      The whole test suite only (cargo test --workspace --all-targets)
   lint      fmt check and clippy -D warnings only
-  bench     Criterion benchmarks (extra args go to cargo bench, e.g. `-- chain`)
+  bench     Criterion benchmarks: [--quick] [-p CRATE]... [FILTER] [-- ARGS]
+            (figures tables go to target/bench-reports/, see docs/benchmarks.md)
   image     Engine images FROM scratch with static binaries (--engine reference|test|all, --release)
   help      This text
 ";
@@ -54,10 +55,18 @@ fn root() -> PathBuf {
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {
+    cargo_with_env(args, &[])
+}
+
+fn cargo_with_env(args: &[&str], envs: &[(String, String)]) -> Result<(), String> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    for (key, value) in envs {
+        eprintln!("xtask: {key}={value}");
+    }
     eprintln!("xtask: cargo {}", args.join(" "));
     let status = Command::new(&cargo)
         .args(args)
+        .envs(envs.iter().map(|(key, value)| (key, value)))
         .current_dir(root())
         .status()
         .map_err(|e| format!("could not run {cargo}: {e}"))?;
@@ -70,7 +79,14 @@ fn cargo(args: &[&str]) -> Result<(), String> {
 
 fn lint() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ])
 }
 
 fn test() -> Result<(), String> {
@@ -78,10 +94,73 @@ fn test() -> Result<(), String> {
     cargo(&["test", "--workspace", "--doc"])
 }
 
+/// `cargo xtask bench [--quick] [-p CRATE]... [FILTER] [-- ARGS]`: every
+/// bench target of the workspace (or of the given crates), in the bench
+/// profile. `FILTER` selects criterion benchmarks by id (e.g.
+/// `chain/current_thread`); `ARGS` go to the bench binaries as they are.
+/// `--quick` shortens runs: criterion's `--quick`, and `WEIR_BENCH_QUICK=1`
+/// for benches that size their own work (gen-stage's run a tenth of the
+/// events). Benches that print a figures table
+/// also write it to `target/bench-reports/<crate>.md`
+/// (`WEIR_BENCH_REPORT_DIR`).
 fn bench(rest: &[String]) -> Result<(), String> {
-    let mut args = vec!["bench", "--workspace"];
-    args.extend(rest.iter().map(String::as_str));
-    cargo(&args)
+    let mut quick = false;
+    let mut packages: Vec<&str> = Vec::new();
+    let mut bench_args: Vec<&str> = Vec::new();
+    let mut args = rest.iter().map(String::as_str);
+    while let Some(arg) = args.next() {
+        match arg {
+            "--quick" => quick = true,
+            "-p" | "--package" => {
+                packages.push(
+                    args.next()
+                        .ok_or_else(|| format!("{arg} needs a crate name"))?,
+                );
+            }
+            "--" => bench_args.extend(args.by_ref()),
+            flag if flag.starts_with('-') => {
+                return Err(format!(
+                    "bench: unknown option `{flag}` (bench binary flags go after `--`)"
+                ));
+            }
+            filter => bench_args.push(filter),
+        }
+    }
+
+    let mut cargo_args = vec!["bench"];
+    if packages.is_empty() {
+        cargo_args.push("--workspace");
+    }
+    for package in &packages {
+        cargo_args.extend(["-p", package]);
+    }
+    // Only the bench targets: not the libraries' empty libtest harnesses.
+    cargo_args.extend(["--bench", "*", "--"]);
+    if quick {
+        cargo_args.push("--quick");
+    }
+    cargo_args.extend(bench_args);
+
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let report_dir = env::var_os("WEIR_BENCH_REPORT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir.join("bench-reports"));
+    let mut envs = vec![(
+        "WEIR_BENCH_REPORT_DIR".to_owned(),
+        report_dir.display().to_string(),
+    )];
+    if quick {
+        envs.push(("WEIR_BENCH_QUICK".to_owned(), "1".to_owned()));
+    }
+    cargo_with_env(&cargo_args, &envs)?;
+    if let Ok(entries) = std::fs::read_dir(&report_dir) {
+        for entry in entries.flatten() {
+            eprintln!("xtask: figures table {}", entry.path().display());
+        }
+    }
+    Ok(())
 }
 
 /// `cargo xtask codegen`: regenerates `engine-contract/src/generated/` from
