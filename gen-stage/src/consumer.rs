@@ -1,0 +1,276 @@
+//! Consumers: stages that receive events and emit none.
+
+use std::convert::Infallible;
+use std::future::Future;
+
+use dispatchers::SubscriptionOptions;
+
+use crate::options::Setup;
+use crate::shared::StageKind;
+use crate::stage::{Callbacks, ConsumerStage, ConsumesEvents, Stage, unhandled};
+use crate::{
+    Cancellation, ConsumerDemand, ConsumerOptions, Context, Error, Noreply, Reply, ReplyTo,
+    StageRef, StopReason, SubscribeOptions, Subscription,
+};
+
+/// The context handed to a [`Consumer`]'s callbacks.
+pub type ConsumerContext<'a, C> = Context<'a, ConsumerStage<C>>;
+
+/// A stage that receives events from producers (GenStage's `:consumer`).
+///
+/// Only [`handle_events`](Self::handle_events) is required. Callbacks return
+/// [`Noreply`] (a consumer's has no events: `Noreply::none()`, or
+/// `Noreply::Stop(reason)`).
+///
+/// # Example
+///
+/// A consumer that sums what it receives and stops when it has seen 100
+/// events, fed by a producer built from an iterator:
+///
+/// ```
+/// use gen_stage::{Consumer, ConsumerContext, Noreply, StopReason, SubscribeOptions, Subscription};
+/// use tokio::sync::oneshot;
+///
+/// struct Summer { sum: u64, seen: usize, done: Option<oneshot::Sender<u64>> }
+///
+/// impl Consumer for Summer {
+///     type Event = u64;
+///     type Call = ();
+///     type Reply = ();
+///     type Cast = ();
+///     type Info = ();
+///
+///     async fn handle_events(&mut self, events: Vec<u64>, _from: Subscription,
+///                            _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+///         self.sum += events.iter().sum::<u64>();
+///         self.seen += events.len();
+///         if self.seen == 100 {
+///             if let Some(done) = self.done.take() { let _ = done.send(self.sum); }
+///         }
+///         Noreply::none()
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), gen_stage::Error> {
+/// let numbers = gen_stage::from_iter(1..=100u64).await?;
+/// let (done, sum) = oneshot::channel();
+/// let summer = gen_stage::start_consumer(Summer { sum: 0, seen: 0, done: Some(done) }).await?;
+/// summer.subscribe(&numbers, SubscribeOptions::new().max_demand(10)).await?;
+/// assert_eq!(sum.await.expect("the consumer reports"), 5050);
+/// // The producer stops normally after its last event; the permanent
+/// // subscription then stops the consumer with the same reason.
+/// assert_eq!(summer.stopped().await, StopReason::Normal);
+/// # Ok(())
+/// # }
+/// ```
+pub trait Consumer: Send + Sized + 'static {
+    /// The events received.
+    type Event: Send + 'static;
+    /// `handle_call` requests (`()` if unused).
+    type Call: Send + 'static;
+    /// `handle_call` replies (`()` if unused).
+    type Reply: Send + 'static;
+    /// `handle_cast` requests (`()` if unused).
+    type Cast: Send + 'static;
+    /// `handle_info` messages (`()` if unused).
+    type Info: Send + 'static;
+
+    /// Runs in the stage's task before anything else; returns the options
+    /// (initial subscriptions). An `Err` stops the stage and makes its start
+    /// fail.
+    fn init(
+        &mut self,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Result<ConsumerOptions<Self::Event>, StopReason>> + Send {
+        async { Ok(ConsumerOptions::new()) }
+    }
+
+    /// This consumer subscribed to a producer. Choose automatic (default) or
+    /// manual demand; an `Err` stops the consumer.
+    fn handle_subscribe(
+        &mut self,
+        _subscription: Subscription,
+        _options: &SubscribeOptions<Self::Event>,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
+        async { Ok(ConsumerDemand::Automatic) }
+    }
+
+    /// Events from the producer of `from`: a piece of at most
+    /// `max_demand - min_demand` events in automatic mode, a whole message in
+    /// manual mode.
+    fn handle_events(
+        &mut self,
+        events: Vec<Self::Event>,
+        from: Subscription,
+        ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send;
+
+    /// A subscription ended: the producer cancelled or refused it
+    /// ([`Cancellation::Cancel`]) or stopped ([`Cancellation::Down`]). The
+    /// subscription's cancel mode then decides whether the consumer stops.
+    fn handle_cancel(
+        &mut self,
+        _cancellation: Cancellation,
+        _subscription: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send {
+        async { Noreply::none() }
+    }
+
+    /// A call; see [`Producer::handle_call`](crate::Producer::handle_call).
+    fn handle_call(
+        &mut self,
+        _request: Self::Call,
+        _from: ReplyTo<Self::Reply>,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Reply<Self::Reply>> + Send {
+        unhandled("handle_call", std::any::type_name::<Self>());
+        async { Reply::noreply() }
+    }
+
+    /// A cast. The default logs a warning.
+    fn handle_cast(
+        &mut self,
+        _request: Self::Cast,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send {
+        unhandled("handle_cast", std::any::type_name::<Self>());
+        async { Noreply::none() }
+    }
+
+    /// An info message. The default logs a warning.
+    fn handle_info(
+        &mut self,
+        _info: Self::Info,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send {
+        unhandled("handle_info", std::any::type_name::<Self>());
+        async { Noreply::none() }
+    }
+
+    /// The stage is stopping with `reason` (also after a panic).
+    fn terminate(
+        &mut self,
+        _reason: &StopReason,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Start this consumer in its own tokio task (see [`start_consumer`]).
+    fn start(self) -> impl Future<Output = Result<StageRef<ConsumerStage<Self>>, Error>> + Send {
+        start_consumer(self)
+    }
+}
+
+/// Start `consumer` in its own tokio task; returns once its `init` has run
+/// and its initial subscriptions were sent. Must be called within a tokio
+/// runtime.
+pub async fn start_consumer<C: Consumer>(consumer: C) -> Result<StageRef<ConsumerStage<C>>, Error> {
+    crate::run::start(ConsumerStage(consumer)).await
+}
+
+impl<C: Consumer> Stage for ConsumerStage<C> {
+    type In = C::Event;
+    type Out = Infallible;
+    type Call = C::Call;
+    type Reply = C::Reply;
+    type Cast = C::Cast;
+    type Info = C::Info;
+}
+
+impl<C: Consumer> ConsumesEvents for ConsumerStage<C> {}
+
+impl<C: Consumer> Callbacks for ConsumerStage<C> {
+    const KIND: StageKind = StageKind::Consumer;
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<C>()
+    }
+
+    async fn init(
+        &mut self,
+        ctx: &mut Context<'_, Self>,
+    ) -> Result<Setup<C::Event, Infallible>, StopReason> {
+        self.0.init(ctx).await.map(Setup::from)
+    }
+
+    async fn handle_demand(&mut self, _demand: usize, _ctx: &mut Context<'_, Self>) -> Noreply {
+        Noreply::none()
+    }
+
+    async fn handle_subscribe_consumer(
+        &mut self,
+        _subscription: Subscription,
+        _options: &SubscriptionOptions<Infallible>,
+        _ctx: &mut Context<'_, Self>,
+    ) -> Result<(), StopReason> {
+        Ok(())
+    }
+
+    fn handle_subscribe_producer(
+        &mut self,
+        subscription: Subscription,
+        options: &SubscribeOptions<C::Event>,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
+        self.0.handle_subscribe(subscription, options, ctx)
+    }
+
+    fn handle_events(
+        &mut self,
+        events: Vec<C::Event>,
+        from: Subscription,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send {
+        self.0.handle_events(events, from, ctx)
+    }
+
+    fn handle_cancel(
+        &mut self,
+        cancellation: Cancellation,
+        subscription: Subscription,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send {
+        self.0.handle_cancel(cancellation, subscription, ctx)
+    }
+
+    fn handle_call(
+        &mut self,
+        request: C::Call,
+        from: ReplyTo<C::Reply>,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Reply<C::Reply>> + Send {
+        self.0.handle_call(request, from, ctx)
+    }
+
+    fn handle_cast(
+        &mut self,
+        request: C::Cast,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send {
+        self.0.handle_cast(request, ctx)
+    }
+
+    fn handle_info(
+        &mut self,
+        info: C::Info,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply> + Send {
+        self.0.handle_info(info, ctx)
+    }
+
+    fn handle_discarded(&mut self, _discarded: usize) -> bool {
+        true
+    }
+
+    fn terminate(
+        &mut self,
+        reason: &StopReason,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = ()> + Send {
+        self.0.terminate(reason, ctx)
+    }
+}

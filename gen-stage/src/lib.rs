@@ -1,0 +1,158 @@
+//! GenStage for Rust: demand-driven back-pressure between producer,
+//! producer_consumer and consumer stages on tokio.
+//!
+//! A **producer** emits events only when its consumers ask for them; a
+//! **consumer** asks (automatically, `max_demand` at a time, or manually);
+//! a **producer_consumer** does both. Each stage is a tokio task behind a
+//! typed handle; stages talk through one mailbox each, moving events as
+//! `Vec<T>` batches. This is Elixir's
+//! [GenStage](https://hexdocs.pm/gen_stage) with the same observable
+//! behaviour (which events reach which consumer, in which batches, when
+//! demand is asked, when a stage stops), typed events, and the
+//! [`dispatchers`] crate deciding who gets what.
+//!
+//! # Example
+//!
+//! A producer of numbers, a producer_consumer doubling them, and two
+//! consumers sharing the work through the Demand dispatcher:
+//!
+//! ```
+//! use gen_stage::{
+//!     Consumer, ConsumerContext, Noreply, Producer, ProducerConsumer, ProducerConsumerContext,
+//!     ProducerContext, SubscribeOptions, Subscription,
+//! };
+//! use tokio::sync::mpsc;
+//!
+//! struct Numbers { next: u64, last: u64 }
+//!
+//! impl Producer for Numbers {
+//!     type Event = u64;
+//!     type Call = ();
+//!     type Reply = ();
+//!     type Cast = ();
+//!     type Info = ();
+//!
+//!     async fn handle_demand(&mut self, demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<u64> {
+//!         let end = (self.next + demand as u64).min(self.last + 1);
+//!         let events = (self.next..end).collect();
+//!         self.next = end;
+//!         Noreply::Emit(events)
+//!     }
+//! }
+//!
+//! struct Doubler;
+//!
+//! impl ProducerConsumer for Doubler {
+//!     type In = u64;
+//!     type Out = u64;
+//!     type Call = ();
+//!     type Reply = ();
+//!     type Cast = ();
+//!     type Info = ();
+//!
+//!     async fn handle_events(&mut self, events: Vec<u64>, _from: Subscription,
+//!                            _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<u64> {
+//!         Noreply::Emit(events.into_iter().map(|n| n * 2).collect())
+//!     }
+//! }
+//!
+//! struct Collector(mpsc::UnboundedSender<u64>);
+//!
+//! impl Consumer for Collector {
+//!     type Event = u64;
+//!     type Call = ();
+//!     type Reply = ();
+//!     type Cast = ();
+//!     type Info = ();
+//!
+//!     async fn handle_events(&mut self, events: Vec<u64>, _from: Subscription,
+//!                            _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+//!         for event in events {
+//!             let _ = self.0.send(event);
+//!         }
+//!         Noreply::none()
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), gen_stage::Error> {
+//! let numbers = gen_stage::start_producer(Numbers { next: 1, last: 100 }).await?;
+//! let doubler = gen_stage::start_producer_consumer(Doubler).await?;
+//! doubler.subscribe(&numbers, SubscribeOptions::new().max_demand(10)).await?;
+//!
+//! let (tx, mut rx) = mpsc::unbounded_channel();
+//! for _ in 0..2 {
+//!     let collector = gen_stage::start_consumer(Collector(tx.clone())).await?;
+//!     collector.subscribe(&doubler, SubscribeOptions::new().max_demand(5)).await?;
+//! }
+//! let mut sum = 0;
+//! for _ in 0..100 {
+//!     sum += rx.recv().await.expect("100 events");
+//! }
+//! assert_eq!(sum, 2 * 5050);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Map
+//!
+//! - Stages: [`Producer`], [`ProducerConsumer`], [`Consumer`]; start them
+//!   with [`start_producer`], [`start_producer_consumer`],
+//!   [`start_consumer`] (or their `start` methods).
+//! - Handles: [`StageRef`], [`ProducerRef`], [`ConsumerRef`].
+//! - Subscriptions: [`SubscribeOptions`], [`CancelMode`], [`ConsumerDemand`];
+//!   the automatic demand algorithm in [`demand`], the producer buffer in
+//!   [`buffer`].
+//! - Helpers: [`stream`] (consume producers as a `futures::Stream`),
+//!   [`from_iter`] / [`from_stream`] (producers from iterators and streams),
+//!   [`ConsumerSupervisor`] (one task per event), and the raw protocol ends
+//!   in [`protocol`].
+//! - Stop reasons and cancellations: [`StopReason`], [`Cancellation`]; a
+//!   panicking callback stops its stage with [`StopReason::Panicked`].
+
+pub mod buffer;
+mod consumer;
+mod context;
+pub mod demand;
+mod error;
+mod from_iter;
+mod handle;
+mod ids;
+mod message;
+mod options;
+mod producer;
+mod producer_consumer;
+pub mod protocol;
+mod reason;
+mod reply;
+mod run;
+mod shared;
+mod stage;
+mod stream;
+mod subscription;
+
+pub use dispatchers;
+pub use dispatchers::{
+    BroadcastDispatcher, DemandDispatcher, Dispatcher, PartitionDispatcher, PartitionKey,
+    SubscribeError, SubscriptionId, SubscriptionOptions,
+};
+
+pub use buffer::{BufferKeep, BufferSize};
+pub use consumer::{Consumer, ConsumerContext, start_consumer};
+pub use context::Context;
+pub use error::Error;
+pub use from_iter::{
+    FromIterOptions, OnCancel, from_iter, from_iter_with, from_stream, from_stream_with,
+};
+pub use handle::{AsProducer, ConsumerRef, DEFAULT_TIMEOUT, ProducerRef, StageRef};
+pub use ids::{StageId, new_subscription_id};
+pub use options::{ConsumerOptions, DemandMode, ProducerConsumerOptions, ProducerOptions};
+pub use producer::{Producer, ProducerContext, start_producer};
+pub use producer_consumer::{ProducerConsumer, ProducerConsumerContext, start_producer_consumer};
+pub use reason::{Cancellation, StopReason};
+pub use reply::{Noreply, Reply, ReplyTo};
+pub use stage::{
+    ConsumerStage, ConsumesEvents, ProducerConsumerStage, ProducerStage, ProducesEvents, Stage,
+};
+pub use stream::{EventStream, StreamOptions, stream, stream_with};
+pub use subscription::{CancelMode, ConsumerDemand, SubscribeOptions, Subscription};

@@ -1,0 +1,309 @@
+//! What a stage's `init` returns: its dispatcher, buffer, demand mode and
+//! initial subscriptions.
+
+use std::fmt;
+
+use dispatchers::{DemandDispatcher, Dispatcher};
+
+use crate::buffer::{BufferKeep, BufferSize};
+use crate::{AsProducer, Error, ProducerRef, SubscribeOptions};
+
+/// A producer's demand mode (GenStage's `:demand` option and
+/// `GenStage.demand/2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DemandMode {
+    /// Demand goes to `handle_demand` and events out as they come (default).
+    #[default]
+    Forward,
+    /// Demand and emitted events are recorded, in order, and nothing is
+    /// dispatched until the mode switches to `Forward`, which replays them.
+    /// Used to hold a pipeline until every consumer is subscribed.
+    Accumulate,
+}
+
+/// A producer's options (GenStage's `init` options for `:producer`).
+///
+/// ```
+/// use gen_stage::{BroadcastDispatcher, BufferKeep, DemandMode, ProducerOptions};
+///
+/// let options = ProducerOptions::<u64>::new()
+///     .dispatcher(BroadcastDispatcher::new())
+///     .buffer_size(100)
+///     .buffer_keep(BufferKeep::First)
+///     .demand(DemandMode::Accumulate);
+/// # let _ = options;
+/// ```
+pub struct ProducerOptions<T> {
+    pub(crate) dispatcher: Box<dyn Dispatcher<T>>,
+    pub(crate) buffer_size: BufferSize,
+    pub(crate) buffer_keep: BufferKeep,
+    pub(crate) demand: DemandMode,
+}
+
+impl<T: 'static> ProducerOptions<T> {
+    /// The Demand dispatcher, a buffer of 10 000 keeping the last events,
+    /// forward demand.
+    pub fn new() -> Self {
+        Self {
+            dispatcher: Box::new(DemandDispatcher::new()),
+            buffer_size: BufferSize::Limited(10_000),
+            buffer_keep: BufferKeep::Last,
+            demand: DemandMode::Forward,
+        }
+    }
+}
+
+impl<T> ProducerOptions<T> {
+    /// The dispatcher (default: [`DemandDispatcher`]).
+    pub fn dispatcher(mut self, dispatcher: impl Dispatcher<T> + 'static) -> Self {
+        self.dispatcher = Box::new(dispatcher);
+        self
+    }
+
+    /// A dispatcher already boxed (e.g. a plugin).
+    pub fn boxed_dispatcher(mut self, dispatcher: Box<dyn Dispatcher<T>>) -> Self {
+        self.dispatcher = dispatcher;
+        self
+    }
+
+    /// How many undispatched events to keep (default 10 000; `0` is refused
+    /// when the stage starts).
+    pub fn buffer_size(mut self, size: impl Into<BufferSize>) -> Self {
+        self.buffer_size = size.into();
+        self
+    }
+
+    /// Which events a full buffer keeps (default [`BufferKeep::Last`]).
+    pub fn buffer_keep(mut self, keep: BufferKeep) -> Self {
+        self.buffer_keep = keep;
+        self
+    }
+
+    /// The initial demand mode (default [`DemandMode::Forward`]).
+    pub fn demand(mut self, mode: DemandMode) -> Self {
+        self.demand = mode;
+        self
+    }
+}
+
+impl<T: 'static> Default for ProducerOptions<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> fmt::Debug for ProducerOptions<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProducerOptions")
+            .field("dispatcher", &self.dispatcher.name())
+            .field("buffer_size", &self.buffer_size)
+            .field("buffer_keep", &self.buffer_keep)
+            .field("demand", &self.demand)
+            .finish()
+    }
+}
+
+/// The producers a consumer subscribes to when it starts (GenStage's
+/// `:subscribe_to`).
+pub(crate) type SubscribeTo<T> = Vec<(ProducerRef<T>, SubscribeOptions<T>)>;
+
+/// A consumer's options (GenStage's `init` options for `:consumer`).
+///
+/// ```no_run
+/// # async fn example(producer: gen_stage::ProducerRef<u64>) {
+/// use gen_stage::{ConsumerOptions, SubscribeOptions};
+///
+/// let options = ConsumerOptions::new()
+///     .subscribe_to(&producer, SubscribeOptions::new().max_demand(10));
+/// # let _ = options;
+/// # }
+/// ```
+pub struct ConsumerOptions<T> {
+    pub(crate) subscribe_to: SubscribeTo<T>,
+}
+
+impl<T: 'static> ConsumerOptions<T> {
+    /// No initial subscriptions.
+    pub fn new() -> Self {
+        Self {
+            subscribe_to: Vec::new(),
+        }
+    }
+
+    /// Subscribe to `producer` when the stage starts. Invalid options make
+    /// the start fail.
+    pub fn subscribe_to(
+        mut self,
+        producer: &impl AsProducer<T>,
+        options: SubscribeOptions<T>,
+    ) -> Self {
+        self.subscribe_to.push((producer.producer_ref(), options));
+        self
+    }
+}
+
+impl<T: 'static> Default for ConsumerOptions<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: 'static> fmt::Debug for ConsumerOptions<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConsumerOptions")
+            .field("subscribe_to", &self.subscribe_to)
+            .finish()
+    }
+}
+
+/// A producer_consumer's options (GenStage's `init` options for
+/// `:producer_consumer`): a dispatcher and buffer like a producer (but an
+/// unbounded buffer by default, and always forward demand), and initial
+/// subscriptions like a consumer.
+pub struct ProducerConsumerOptions<In, Out> {
+    pub(crate) dispatcher: Box<dyn Dispatcher<Out>>,
+    pub(crate) buffer_size: BufferSize,
+    pub(crate) buffer_keep: BufferKeep,
+    pub(crate) subscribe_to: SubscribeTo<In>,
+}
+
+impl<In, Out: 'static> ProducerConsumerOptions<In, Out> {
+    /// The Demand dispatcher, an unbounded buffer, no subscriptions.
+    pub fn new() -> Self {
+        Self {
+            dispatcher: Box::new(DemandDispatcher::new()),
+            buffer_size: BufferSize::Infinity,
+            buffer_keep: BufferKeep::Last,
+            subscribe_to: Vec::new(),
+        }
+    }
+}
+
+impl<In: 'static, Out> ProducerConsumerOptions<In, Out> {
+    /// The dispatcher (default: [`DemandDispatcher`]).
+    pub fn dispatcher(mut self, dispatcher: impl Dispatcher<Out> + 'static) -> Self {
+        self.dispatcher = Box::new(dispatcher);
+        self
+    }
+
+    /// A dispatcher already boxed (e.g. a plugin).
+    pub fn boxed_dispatcher(mut self, dispatcher: Box<dyn Dispatcher<Out>>) -> Self {
+        self.dispatcher = dispatcher;
+        self
+    }
+
+    /// How many undispatched events to keep (default unbounded).
+    pub fn buffer_size(mut self, size: impl Into<BufferSize>) -> Self {
+        self.buffer_size = size.into();
+        self
+    }
+
+    /// Which events a full buffer keeps.
+    pub fn buffer_keep(mut self, keep: BufferKeep) -> Self {
+        self.buffer_keep = keep;
+        self
+    }
+
+    /// Subscribe to `producer` when the stage starts.
+    pub fn subscribe_to(
+        mut self,
+        producer: &impl AsProducer<In>,
+        options: SubscribeOptions<In>,
+    ) -> Self {
+        self.subscribe_to.push((producer.producer_ref(), options));
+        self
+    }
+}
+
+impl<In, Out: 'static> Default for ProducerConsumerOptions<In, Out> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<In: 'static, Out> fmt::Debug for ProducerConsumerOptions<In, Out> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProducerConsumerOptions")
+            .field("dispatcher", &self.dispatcher.name())
+            .field("buffer_size", &self.buffer_size)
+            .field("buffer_keep", &self.buffer_keep)
+            .field("subscribe_to", &self.subscribe_to)
+            .finish()
+    }
+}
+
+/// Everything `init` decided, whatever the kind of stage.
+pub(crate) struct Setup<In, Out> {
+    pub(crate) producer: Option<ProducerSetup<Out>>,
+    pub(crate) subscribe_to: SubscribeTo<In>,
+}
+
+pub(crate) struct ProducerSetup<T> {
+    pub(crate) dispatcher: Box<dyn Dispatcher<T>>,
+    pub(crate) buffer_size: BufferSize,
+    pub(crate) buffer_keep: BufferKeep,
+    pub(crate) demand: DemandMode,
+}
+
+impl<T> ProducerSetup<T> {
+    /// Refuses `buffer_size: 0` (GenStage accepts it, then crashes).
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.buffer_size == BufferSize::Limited(0) {
+            return Err(Error::InvalidOption {
+                option: "buffer_size",
+                value: "0".to_owned(),
+                expected: "a value equal to or greater than 1, or infinity".to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<In, Out> Setup<In, Out> {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if let Some(producer) = &self.producer {
+            producer.validate()?;
+        }
+        for (_, options) in &self.subscribe_to {
+            options.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl<T> From<ProducerOptions<T>> for Setup<std::convert::Infallible, T> {
+    fn from(options: ProducerOptions<T>) -> Self {
+        Setup {
+            producer: Some(ProducerSetup {
+                dispatcher: options.dispatcher,
+                buffer_size: options.buffer_size,
+                buffer_keep: options.buffer_keep,
+                demand: options.demand,
+            }),
+            subscribe_to: Vec::new(),
+        }
+    }
+}
+
+impl<T> From<ConsumerOptions<T>> for Setup<T, std::convert::Infallible> {
+    fn from(options: ConsumerOptions<T>) -> Self {
+        Setup {
+            producer: None,
+            subscribe_to: options.subscribe_to,
+        }
+    }
+}
+
+impl<In, Out> From<ProducerConsumerOptions<In, Out>> for Setup<In, Out> {
+    fn from(options: ProducerConsumerOptions<In, Out>) -> Self {
+        Setup {
+            producer: Some(ProducerSetup {
+                dispatcher: options.dispatcher,
+                buffer_size: options.buffer_size,
+                buffer_keep: options.buffer_keep,
+                demand: DemandMode::Forward,
+            }),
+            subscribe_to: options.subscribe_to,
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Producer_consumers: stages that receive events, transform them and emit
+//! the result.
+
+use std::future::Future;
+
+use dispatchers::SubscriptionOptions;
+
+use crate::options::Setup;
+use crate::shared::StageKind;
+use crate::stage::{
+    Callbacks, ConsumesEvents, ProducerConsumerStage, ProducesEvents, Stage, unhandled,
+};
+use crate::{
+    Cancellation, ConsumerDemand, Context, Error, Noreply, ProducerConsumerOptions, Reply, ReplyTo,
+    StageRef, StopReason, SubscribeOptions, Subscription,
+};
+
+/// The context handed to a [`ProducerConsumer`]'s callbacks.
+pub type ProducerConsumerContext<'a, P> = Context<'a, ProducerConsumerStage<P>>;
+
+/// A stage that consumes events from producers and emits events to its own
+/// consumers (GenStage's `:producer_consumer`).
+///
+/// Incoming events are handed to [`handle_events`](Self::handle_events) only
+/// while its consumers have demand; otherwise they wait in a queue, so
+/// without downstream demand it takes at most `max_demand` events per
+/// subscription and back-pressure reaches its producers. It has no
+/// `handle_demand`. Its buffer is unbounded by default.
+///
+/// # Example
+///
+/// A doubler between a producer and a stream:
+///
+/// ```
+/// use futures::StreamExt;
+/// use gen_stage::{Noreply, ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions,
+///                 SubscribeOptions, Subscription, StopReason};
+///
+/// struct Doubler;
+///
+/// impl ProducerConsumer for Doubler {
+///     type In = u64;
+///     type Out = u64;
+///     type Call = ();
+///     type Reply = ();
+///     type Cast = ();
+///     type Info = ();
+///
+///     async fn handle_events(&mut self, events: Vec<u64>, _from: Subscription,
+///                            _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<u64> {
+///         Noreply::Emit(events.into_iter().map(|n| n * 2).collect())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), gen_stage::Error> {
+/// let numbers = gen_stage::from_iter(0..5u64).await?;
+/// let doubler = gen_stage::start_producer_consumer(Doubler).await?;
+/// doubler.subscribe(&numbers, SubscribeOptions::new()).await?;
+/// let doubled: Vec<u64> = gen_stage::stream([(doubler.producer(), SubscribeOptions::new())])?
+///     .map(|e| e.expect("an event"))
+///     .collect()
+///     .await;
+/// assert_eq!(doubled, vec![0, 2, 4, 6, 8]);
+/// # Ok(())
+/// # }
+/// ```
+pub trait ProducerConsumer: Send + Sized + 'static {
+    /// The events received.
+    type In: Send + 'static;
+    /// The events emitted.
+    type Out: Send + 'static;
+    /// `handle_call` requests (`()` if unused).
+    type Call: Send + 'static;
+    /// `handle_call` replies (`()` if unused).
+    type Reply: Send + 'static;
+    /// `handle_cast` requests (`()` if unused).
+    type Cast: Send + 'static;
+    /// `handle_info` messages (`()` if unused).
+    type Info: Send + 'static;
+
+    /// Runs in the stage's task before anything else; returns the options
+    /// (dispatcher, buffer, initial subscriptions).
+    fn init(
+        &mut self,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Result<ProducerConsumerOptions<Self::In, Self::Out>, StopReason>> + Send
+    {
+        async { Ok(ProducerConsumerOptions::new()) }
+    }
+
+    /// This stage subscribed to a producer (GenStage's
+    /// `handle_subscribe(:producer, ...)`): choose automatic or manual demand.
+    fn handle_subscribe_producer(
+        &mut self,
+        _subscription: Subscription,
+        _options: &SubscribeOptions<Self::In>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
+        async { Ok(ConsumerDemand::Automatic) }
+    }
+
+    /// A consumer subscribed to this stage (GenStage's
+    /// `handle_subscribe(:consumer, ...)`).
+    fn handle_subscribe_consumer(
+        &mut self,
+        _subscription: Subscription,
+        _options: &SubscriptionOptions<Self::Out>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Result<(), StopReason>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Events from the producer of `from`; return the events to emit.
+    fn handle_events(
+        &mut self,
+        events: Vec<Self::In>,
+        from: Subscription,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply<Self::Out>> + Send;
+
+    /// A subscription ended, on either side: `subscription.consumer ==
+    /// ctx.id()` for this stage's subscriptions to producers,
+    /// `subscription.producer == ctx.id()` for its consumers'.
+    fn handle_cancel(
+        &mut self,
+        _cancellation: Cancellation,
+        _subscription: Subscription,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply<Self::Out>> + Send {
+        async { Noreply::none() }
+    }
+
+    /// A call; see [`Producer::handle_call`](crate::Producer::handle_call).
+    fn handle_call(
+        &mut self,
+        _request: Self::Call,
+        _from: ReplyTo<Self::Reply>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Reply<Self::Reply, Self::Out>> + Send {
+        unhandled("handle_call", std::any::type_name::<Self>());
+        async { Reply::noreply() }
+    }
+
+    /// A cast. The default logs a warning.
+    fn handle_cast(
+        &mut self,
+        _request: Self::Cast,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply<Self::Out>> + Send {
+        unhandled("handle_cast", std::any::type_name::<Self>());
+        async { Noreply::none() }
+    }
+
+    /// An info message. The default logs a warning.
+    fn handle_info(
+        &mut self,
+        _info: Self::Info,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Noreply<Self::Out>> + Send {
+        unhandled("handle_info", std::any::type_name::<Self>());
+        async { Noreply::none() }
+    }
+
+    /// The buffer overflowed and `discarded` events were dropped. Return
+    /// `true` to log the default warning too.
+    fn handle_discarded(&mut self, _discarded: usize) -> bool {
+        true
+    }
+
+    /// The stage is stopping with `reason` (also after a panic).
+    fn terminate(
+        &mut self,
+        _reason: &StopReason,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Start this stage in its own tokio task (see
+    /// [`start_producer_consumer`]).
+    fn start(
+        self,
+    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self>>, Error>> + Send {
+        start_producer_consumer(self)
+    }
+}
+
+/// Start a producer_consumer in its own tokio task; returns once its `init`
+/// has run and its initial subscriptions were sent. Must be called within a
+/// tokio runtime.
+pub async fn start_producer_consumer<P: ProducerConsumer>(
+    stage: P,
+) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
+    crate::run::start(ProducerConsumerStage(stage)).await
+}
+
+impl<P: ProducerConsumer> Stage for ProducerConsumerStage<P> {
+    type In = P::In;
+    type Out = P::Out;
+    type Call = P::Call;
+    type Reply = P::Reply;
+    type Cast = P::Cast;
+    type Info = P::Info;
+}
+
+impl<P: ProducerConsumer> ProducesEvents for ProducerConsumerStage<P> {}
+impl<P: ProducerConsumer> ConsumesEvents for ProducerConsumerStage<P> {}
+
+impl<P: ProducerConsumer> Callbacks for ProducerConsumerStage<P> {
+    const KIND: StageKind = StageKind::ProducerConsumer;
+
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<P>()
+    }
+
+    async fn init(
+        &mut self,
+        ctx: &mut Context<'_, Self>,
+    ) -> Result<Setup<P::In, P::Out>, StopReason> {
+        self.0.init(ctx).await.map(Setup::from)
+    }
+
+    async fn handle_demand(
+        &mut self,
+        _demand: usize,
+        _ctx: &mut Context<'_, Self>,
+    ) -> Noreply<P::Out> {
+        // A producer_consumer's demand goes to its queue of incoming events.
+        Noreply::none()
+    }
+
+    fn handle_subscribe_consumer(
+        &mut self,
+        subscription: Subscription,
+        options: &SubscriptionOptions<P::Out>,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Result<(), StopReason>> + Send {
+        self.0.handle_subscribe_consumer(subscription, options, ctx)
+    }
+
+    fn handle_subscribe_producer(
+        &mut self,
+        subscription: Subscription,
+        options: &SubscribeOptions<P::In>,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
+        self.0.handle_subscribe_producer(subscription, options, ctx)
+    }
+
+    fn handle_events(
+        &mut self,
+        events: Vec<P::In>,
+        from: Subscription,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply<P::Out>> + Send {
+        self.0.handle_events(events, from, ctx)
+    }
+
+    fn handle_cancel(
+        &mut self,
+        cancellation: Cancellation,
+        subscription: Subscription,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply<P::Out>> + Send {
+        self.0.handle_cancel(cancellation, subscription, ctx)
+    }
+
+    fn handle_call(
+        &mut self,
+        request: P::Call,
+        from: ReplyTo<P::Reply>,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Reply<P::Reply, P::Out>> + Send {
+        self.0.handle_call(request, from, ctx)
+    }
+
+    fn handle_cast(
+        &mut self,
+        request: P::Cast,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply<P::Out>> + Send {
+        self.0.handle_cast(request, ctx)
+    }
+
+    fn handle_info(
+        &mut self,
+        info: P::Info,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = Noreply<P::Out>> + Send {
+        self.0.handle_info(info, ctx)
+    }
+
+    fn handle_discarded(&mut self, discarded: usize) -> bool {
+        self.0.handle_discarded(discarded)
+    }
+
+    fn terminate(
+        &mut self,
+        reason: &StopReason,
+        ctx: &mut Context<'_, Self>,
+    ) -> impl Future<Output = ()> + Send {
+        self.0.terminate(reason, ctx)
+    }
+}

@@ -1,0 +1,438 @@
+//! The task that runs a stage: its mailbox loop, start and termination.
+//!
+//! One tokio task per stage. The loop takes many messages per wake-up
+//! (`recv_many`) and handles them in order; protocol logic lives in
+//! [`producer_side`] (dispatcher, buffer, demand modes) and
+//! [`consumer_side`] (subscriptions to producers, automatic demand, the
+//! producer_consumer queue), the policy in the pure [`demand`](crate::demand)
+//! and [`buffer`](crate::buffer) modules.
+
+mod consumer_side;
+mod producer_side;
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use dispatchers::InfoId;
+use futures::FutureExt;
+use tokio::sync::mpsc::{self, UnboundedReceiver, WeakUnboundedSender};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use consumer_side::Queued;
+pub(crate) use consumer_side::Upstream;
+use producer_side::ProducerSide;
+
+use crate::handle::Mailbox;
+use crate::ids::IdMap;
+use crate::message::{Msg, SubscribeTo};
+use crate::shared::{DeadOnDrop, StageKind, StageShared};
+use crate::stage::Callbacks;
+use crate::{Error, Noreply, Reply, ReplyTo, StageRef, StopReason};
+
+/// Messages taken from the mailbox per wake-up.
+const MAILBOX_BATCH: usize = 128;
+
+/// `Err(reason)`: the stage stops with `reason`.
+pub(crate) type Flow = Result<(), StopReason>;
+
+/// Work a message left for right after it: infos released by the dispatcher
+/// and asks it gave back (Broadcast selector refunds).
+enum Pending {
+    Info(InfoId),
+    Ask(dispatchers::SubscriptionId, usize),
+}
+
+/// Builds the [`Context`] for a callback from the core's fields, borrowing
+/// them apart from `stage`.
+macro_rules! ctx {
+    ($core:ident) => {
+        &mut $crate::Context {
+            shared: &$core.shared,
+            me: &$core.me,
+            upstream: &mut $core.upstream,
+        }
+    };
+}
+pub(crate) use ctx;
+
+/// A running stage's state, owned by its task.
+pub(crate) struct Core<S: Callbacks> {
+    pub(crate) stage: S,
+    pub(crate) shared: Arc<StageShared>,
+    pub(crate) me: WeakUnboundedSender<Msg<S>>,
+    /// Producers and producer_consumers: dispatcher, buffer, consumers.
+    producer: Option<ProducerSide<S::Out>>,
+    /// Consumers and producer_consumers: subscriptions to producers.
+    pub(crate) upstream: IdMap<dispatchers::SubscriptionId, Upstream<S::In>>,
+    /// Producer_consumers: incoming events (and the infos and cancellations
+    /// behind them) waiting for downstream demand.
+    pc_queue: VecDeque<Queued<S::In>>,
+    /// Info messages sent through the stage, until delivered.
+    infos: IdMap<InfoId, S::Info>,
+    next_info: u64,
+    pending: VecDeque<Pending>,
+    /// The call being handled, so a panic inside it still answers the caller.
+    current_call: Option<ReplyTo<S::Reply>>,
+}
+
+/// Start `stage` in its own task and wait for its `init`.
+pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(StageShared::new(S::KIND));
+    let span = tracing::info_span!(
+        "stage",
+        stage = %shared.id(),
+        kind = S::KIND.name(),
+        stage_type = stage.type_name()
+    );
+    let (started_tx, started_rx) = oneshot::channel();
+    let core = Core {
+        stage,
+        shared: shared.clone(),
+        me: tx.downgrade(),
+        producer: None,
+        upstream: IdMap::default(),
+        pc_queue: VecDeque::new(),
+        infos: IdMap::default(),
+        next_info: 0,
+        pending: VecDeque::new(),
+        current_call: None,
+    };
+    tokio::spawn(run(core, rx, started_tx).instrument(span));
+    match started_rx.await {
+        Ok(Ok(())) => Ok(StageRef {
+            mailbox: Mailbox { tx, shared },
+        }),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err(Error::InitFailed {
+            stage: shared.id(),
+            reason: shared.reason().unwrap_or(StopReason::Killed),
+        }),
+    }
+}
+
+async fn run<S: Callbacks>(
+    mut core: Core<S>,
+    mut rx: UnboundedReceiver<Msg<S>>,
+    started: oneshot::Sender<Result<(), Error>>,
+) {
+    let _dead_on_drop = DeadOnDrop(core.shared.clone());
+    let init = match AssertUnwindSafe(core.init()).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(Error::InitFailed {
+            stage: core.shared.id(),
+            reason: StopReason::from_panic(&*panic),
+        }),
+    };
+    if let Err(error) = init {
+        let reason = match &error {
+            Error::InitFailed { reason, .. } => reason.clone(),
+            other => StopReason::Custom(format!("bad options: {other}")),
+        };
+        tracing::warn!(%error, "stage failed to start");
+        core.shared.mark_dead(reason);
+        let _ = started.send(Err(error));
+        return;
+    }
+    tracing::debug!("stage started");
+    let _ = started.send(Ok(()));
+
+    let mut batch = Vec::with_capacity(MAILBOX_BATCH);
+    let reason = match AssertUnwindSafe(core.main_loop(&mut rx, &mut batch))
+        .catch_unwind()
+        .await
+    {
+        Ok(reason) => reason,
+        Err(panic) => StopReason::from_panic(&*panic),
+    };
+    core.terminate(reason, rx, batch).await;
+}
+
+impl<S: Callbacks> Core<S> {
+    async fn init(&mut self) -> Result<(), Error> {
+        let stage_id = self.shared.id();
+        let setup = self
+            .stage
+            .init(ctx!(self))
+            .await
+            .map_err(|reason| Error::InitFailed {
+                stage: stage_id,
+                reason,
+            })?;
+        setup.validate()?;
+        if let Some(producer) = setup.producer {
+            self.producer = Some(ProducerSide::new(producer));
+        }
+        for (producer, options) in setup.subscribe_to {
+            let request = SubscribeTo {
+                producer,
+                options,
+                cancel: None,
+                reply: None,
+            };
+            self.subscribe_to(request)
+                .await
+                .map_err(|reason| Error::InitFailed {
+                    stage: stage_id,
+                    reason,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Handles messages until one stops the stage. Messages received but
+    /// not handled stay in `batch`, so their callers learn the stop reason.
+    async fn main_loop(
+        &mut self,
+        rx: &mut UnboundedReceiver<Msg<S>>,
+        batch: &mut Vec<Msg<S>>,
+    ) -> StopReason {
+        loop {
+            if rx.recv_many(batch, MAILBOX_BATCH).await == 0 {
+                // Nothing can reach this stage any more: no handle, no
+                // subscription.
+                return StopReason::Normal;
+            }
+            batch.reverse();
+            while let Some(msg) = batch.pop() {
+                let step = match msg {
+                    Msg::Events { sub, events, from } => self.on_events(sub, events, from).await,
+                    Msg::Ask { sub, n, from } => self.on_ask(sub, n, from).await,
+                    other => self.on_other(other).await,
+                };
+                if let Err(reason) = step {
+                    return reason;
+                }
+                if !self.pending.is_empty()
+                    && let Err(reason) = self.run_pending().await
+                {
+                    return reason;
+                }
+            }
+        }
+    }
+
+    /// Everything but the event path.
+    async fn on_other(&mut self, msg: Msg<S>) -> Flow {
+        match msg {
+            Msg::Events { sub, events, from } => self.on_events(sub, events, from).await,
+            Msg::Ask { sub, n, from } => self.on_ask(sub, n, from).await,
+            Msg::Subscribe(request) => self.on_subscribe(*request).await,
+            Msg::Cancel { sub, reason } => {
+                self.producer_cancel(sub, crate::Cancellation::Cancel(reason))
+                    .await
+            }
+            Msg::ConsumerDown { sub, reason } => {
+                self.producer_cancel(sub, crate::Cancellation::Down(reason))
+                    .await
+            }
+            Msg::Ack { sub } => {
+                self.on_ack(sub);
+                Ok(())
+            }
+            Msg::ProducerCancel { sub, reason } => {
+                self.consumer_cancel(sub, crate::Cancellation::Cancel(reason))
+                    .await
+            }
+            Msg::ProducerDown { sub, reason } => {
+                self.consumer_cancel(sub, crate::Cancellation::Down(reason))
+                    .await
+            }
+            Msg::SubscribeTo(request) => self.subscribe_to(*request).await,
+            Msg::CancelUpstream { sub, reason } => {
+                self.cancel_upstream(sub, reason);
+                Ok(())
+            }
+            Msg::AskUpstream { sub, n, reply } => {
+                self.manual_ask(sub, n, reply);
+                Ok(())
+            }
+            Msg::Call { request, from } => self.on_call(request, from).await,
+            Msg::Cast(request) => {
+                let result = self.stage.handle_cast(request, ctx!(self)).await;
+                self.noreply(result)
+            }
+            Msg::Info(info) => {
+                let result = self.stage.handle_info(info, ctx!(self)).await;
+                self.noreply(result)
+            }
+            Msg::InfoThrough { info, ack } => {
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
+                self.info_through(info);
+                Ok(())
+            }
+            Msg::DemandMode { set, reply } => self.demand_mode(set, reply).await,
+            Msg::EstimateBufferedCount { reply } => {
+                let _ = reply.send(self.estimate_buffered_count());
+                Ok(())
+            }
+            Msg::Stop { reason } => Err(reason),
+        }
+    }
+
+    async fn run_pending(&mut self) -> Flow {
+        while let Some(pending) = self.pending.pop_front() {
+            match pending {
+                Pending::Info(id) => {
+                    if let Some(info) = self.infos.remove(&id) {
+                        let result = self.stage.handle_info(info, ctx!(self)).await;
+                        self.noreply(result)?;
+                    }
+                }
+                Pending::Ask(sub, n) => self.on_ask(sub, n, None).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Carries out what a callback returned.
+    pub(crate) fn noreply(&mut self, result: Noreply<S::Out>) -> Flow {
+        match result {
+            Noreply::Emit(events) => {
+                self.dispatch_events(events);
+                Ok(())
+            }
+            Noreply::Stop(reason) => Err(reason),
+        }
+    }
+
+    async fn on_call(&mut self, request: S::Call, from: ReplyTo<S::Reply>) -> Flow {
+        self.current_call = Some(from.clone());
+        let result = self.stage.handle_call(request, from, ctx!(self)).await;
+        let from = self.current_call.take();
+        match result {
+            Reply::Reply(reply, events) => {
+                // Events go out before the reply.
+                self.dispatch_events(events);
+                if let Some(from) = from {
+                    from.reply(reply);
+                }
+                Ok(())
+            }
+            Reply::Noreply(events) => {
+                self.dispatch_events(events);
+                Ok(())
+            }
+            Reply::Stop(reason, reply) => {
+                if let Some(from) = from {
+                    match reply {
+                        Some(reply) => {
+                            from.reply(reply);
+                        }
+                        None => from.fail(reason.clone()),
+                    }
+                }
+                Err(reason)
+            }
+        }
+    }
+
+    /// An info sent through the stage: behind buffered (producer) or queued
+    /// (producer_consumer) events; at once for consumers.
+    fn info_through(&mut self, info: S::Info) {
+        let id = InfoId(self.next_info);
+        self.next_info += 1;
+        self.infos.insert(id, info);
+        match S::KIND {
+            StageKind::ProducerConsumer if !self.pc_queue.is_empty() => {
+                self.pc_queue.push_back(Queued::Info(id));
+            }
+            StageKind::Producer | StageKind::ProducerConsumer => self.buffer_or_dispatch_info(id),
+            _ => self.pending.push_back(Pending::Info(id)),
+        }
+    }
+
+    async fn terminate(
+        mut self,
+        reason: StopReason,
+        rx: UnboundedReceiver<Msg<S>>,
+        unhandled: Vec<Msg<S>>,
+    ) {
+        if let Some(from) = self.current_call.take() {
+            from.fail(reason.clone());
+        }
+        let terminated = AssertUnwindSafe(self.stage.terminate(&reason, ctx!(self)))
+            .catch_unwind()
+            .await;
+        if let Err(panic) = terminated {
+            tracing::error!(panic = %StopReason::from_panic(&*panic), "terminate panicked");
+        }
+        match &reason {
+            StopReason::Normal | StopReason::Shutdown | StopReason::ShutdownWith(_) => {
+                tracing::debug!(%reason, "stage stopped");
+            }
+            StopReason::Panicked(_) => tracing::error!(%reason, "stage stopped"),
+            _ => tracing::warn!(%reason, "stage stopped"),
+        }
+        // Our monitors on others are no longer needed; theirs on us fire now.
+        for upstream in self.upstream.values_mut() {
+            if let Some(monitor) = upstream.monitor.take() {
+                upstream.producer.shared().demonitor(monitor);
+            }
+        }
+        if let Some(producer) = &mut self.producer {
+            producer.demonitor_all();
+        }
+        self.shared.mark_dead(reason);
+        drop(unhandled);
+        drop(rx);
+    }
+}
+
+impl<S: Callbacks> Core<S> {
+    /// Reads, and optionally sets, the demand mode (GenStage's `demand/1,2`).
+    async fn demand_mode(
+        &mut self,
+        set: Option<crate::DemandMode>,
+        reply: Option<oneshot::Sender<Result<crate::DemandMode, Error>>>,
+    ) -> Flow {
+        let result = match S::KIND {
+            StageKind::Producer => {
+                if let Some(mode) = set {
+                    self.set_demand_mode(mode).await?;
+                }
+                Ok(self.current_demand_mode())
+            }
+            StageKind::ProducerConsumer => match set {
+                Some(crate::DemandMode::Accumulate) => {
+                    tracing::error!(
+                        "demand mode can only be set for producers; this stage is a producer_consumer"
+                    );
+                    Err(self.wrong_kind("setting the demand mode to accumulate", "producers"))
+                }
+                _ => Ok(crate::DemandMode::Forward),
+            },
+            _ => Err(self.wrong_kind("the demand mode", "producers")),
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(result);
+        }
+        Ok(())
+    }
+
+    fn wrong_kind(&self, operation: &'static str, expected: &'static str) -> Error {
+        Error::WrongKind {
+            stage: self.shared.id(),
+            kind: S::KIND.name(),
+            operation,
+            expected,
+        }
+    }
+
+    fn estimate_buffered_count(&self) -> Result<usize, Error> {
+        match &self.producer {
+            Some(producer) => Ok(producer.buffered_count()),
+            None => {
+                tracing::error!("buffered count can only be requested for producers");
+                Err(self.wrong_kind(
+                    "estimate_buffered_count",
+                    "producers and producer_consumers",
+                ))
+            }
+        }
+    }
+}

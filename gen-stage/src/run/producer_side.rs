@@ -1,0 +1,407 @@
+//! The producer side of a stage (producers and producer_consumers): the
+//! dispatcher, the buffer, consumers' subscriptions, demand modes.
+
+use dispatchers::{Dispatcher, Emit, InfoId, Outbox, Subscriber, SubscriptionId};
+
+use super::{Core, Flow, Pending, ctx};
+use crate::buffer::Buffer;
+use crate::ids::IdMap;
+use crate::message::{Msg, SubscribeRequest};
+use crate::options::ProducerSetup;
+use crate::shared::{MonitorId, StageKind};
+use crate::stage::Callbacks;
+use crate::{Cancellation, ConsumerRef, DemandMode, StopReason, Subscription};
+
+/// One consumer's subscription to this stage.
+struct Downstream<T> {
+    consumer: ConsumerRef<T>,
+    subscription: Subscription,
+    monitor: Option<MonitorId>,
+    span: tracing::Span,
+}
+
+/// Recorded while accumulating (GenStage's `events` list in accumulate
+/// mode), replayed in order on the switch to forward.
+enum Accumulated<T> {
+    Demand(usize),
+    Dispatch(Vec<T>),
+}
+
+pub(super) struct ProducerSide<T> {
+    dispatcher: Box<dyn Dispatcher<T>>,
+    /// Reused by every dispatcher call, drained right after.
+    outbox: Outbox<T>,
+    consumers: IdMap<SubscriptionId, Downstream<T>>,
+    buffer: Buffer<T>,
+    /// `Some` while accumulating.
+    accumulated: Option<Vec<Accumulated<T>>>,
+    /// Producer_consumers: downstream demand not yet met (GenStage's
+    /// `events: {queue, demand}` counter).
+    pub(super) pc_demand: usize,
+}
+
+impl<T: 'static> ProducerSide<T> {
+    pub(super) fn new(setup: ProducerSetup<T>) -> Self {
+        Self {
+            dispatcher: setup.dispatcher,
+            outbox: Outbox::new(),
+            consumers: IdMap::default(),
+            buffer: Buffer::new(setup.buffer_size, setup.buffer_keep),
+            accumulated: match setup.demand {
+                DemandMode::Forward => None,
+                DemandMode::Accumulate => Some(Vec::new()),
+            },
+            pc_demand: 0,
+        }
+    }
+
+    pub(super) fn buffered_count(&self) -> usize {
+        self.buffer.len() + self.dispatcher.buffered()
+    }
+
+    pub(super) fn demonitor_all(&mut self) {
+        for downstream in self.consumers.values_mut() {
+            if let Some(monitor) = downstream.monitor.take() {
+                downstream.consumer.shared().demonitor(monitor);
+            }
+        }
+    }
+}
+
+impl<S: Callbacks> Core<S> {
+    pub(super) fn current_demand_mode(&self) -> DemandMode {
+        match self.producer.as_ref().and_then(|p| p.accumulated.as_ref()) {
+            Some(_) => DemandMode::Accumulate,
+            None => DemandMode::Forward,
+        }
+    }
+
+    /// Carries out what the dispatcher pushed into the outbox, in order.
+    fn flush(&mut self) {
+        let Some(producer) = self.producer.as_mut() else {
+            return;
+        };
+        let ProducerSide {
+            outbox, consumers, ..
+        } = producer;
+        for emit in outbox.drain() {
+            match emit {
+                Emit::Events { to, events } => match consumers.get(&to) {
+                    Some(downstream) => {
+                        downstream.consumer.inner.events(to, events, None);
+                    }
+                    None => tracing::warn!(
+                        subscription = %to,
+                        count = events.len(),
+                        "dispatcher sent events to an unknown subscription; dropped"
+                    ),
+                },
+                Emit::Info(id) => self.pending.push_back(Pending::Info(id)),
+                Emit::Ask { subscription, n } => {
+                    self.pending.push_back(Pending::Ask(subscription, n))
+                }
+                Emit::Warning(warning) => tracing::warn!(?warning, "dispatcher warning"),
+            }
+        }
+    }
+
+    /// Dispatch events a callback emitted (or that left the buffer); what
+    /// the dispatcher cannot place is buffered. While accumulating, records
+    /// them instead.
+    pub(super) fn dispatch_events(&mut self, events: Vec<S::Out>) {
+        if events.is_empty() {
+            return;
+        }
+        let Some(producer) = self.producer.as_mut() else {
+            tracing::error!("a consumer cannot dispatch events");
+            return;
+        };
+        if let Some(accumulated) = producer.accumulated.as_mut() {
+            accumulated.push(Accumulated::Dispatch(events));
+            return;
+        }
+        let count = events.len();
+        let leftover = producer.dispatcher.dispatch(events, &mut producer.outbox);
+        if S::KIND == StageKind::ProducerConsumer {
+            producer.pc_demand = producer.pc_demand.saturating_sub(count - leftover.len());
+        }
+        self.flush();
+        if !leftover.is_empty() {
+            self.buffer_events(leftover);
+        }
+    }
+
+    fn buffer_events(&mut self, events: Vec<S::Out>) {
+        let Some(producer) = self.producer.as_mut() else {
+            return;
+        };
+        let held = producer.dispatcher.buffered();
+        let stored = producer.buffer.store(events, held);
+        if stored.discarded > 0 && self.stage.handle_discarded(stored.discarded) {
+            tracing::warn!(
+                discarded = stored.discarded,
+                "producer has discarded {} events from its buffer",
+                stored.discarded
+            );
+        }
+        for info in stored.released {
+            self.dispatch_info(info);
+        }
+    }
+
+    /// Hand an info to the dispatcher, which releases it once the events it
+    /// holds before it have gone out.
+    fn dispatch_info(&mut self, id: InfoId) {
+        match self.producer.as_mut() {
+            Some(producer) => {
+                producer.dispatcher.info(id, &mut producer.outbox);
+                self.flush();
+            }
+            None => self.pending.push_back(Pending::Info(id)),
+        }
+    }
+
+    pub(super) fn buffer_or_dispatch_info(&mut self, id: InfoId) {
+        let Some(producer) = self.producer.as_mut() else {
+            self.pending.push_back(Pending::Info(id));
+            return;
+        };
+        if let Some(id) = producer.buffer.store_info(id) {
+            self.dispatch_info(id);
+        }
+    }
+
+    /// Serve up to `counter` from the buffer (releasing infos in their
+    /// place); returns what is left.
+    fn take_from_buffer(&mut self, mut counter: usize) -> usize {
+        loop {
+            let Some(producer) = self.producer.as_mut() else {
+                return counter;
+            };
+            if counter == 0 || producer.buffer.is_empty() {
+                return counter;
+            }
+            let taken = producer.buffer.take(counter);
+            counter -= taken.events.len();
+            self.dispatch_events(taken.events);
+            for info in taken.released {
+                self.dispatch_info(info);
+            }
+        }
+    }
+
+    /// The dispatcher returned upstream demand `counter`: serve it from the
+    /// buffer, then from `handle_demand` (producers) or the queue of
+    /// incoming events (producer_consumers).
+    pub(super) async fn after_upstream_demand(&mut self, counter: usize) -> Flow {
+        if S::KIND == StageKind::ProducerConsumer {
+            let demand = match self.producer.as_mut() {
+                Some(producer) => {
+                    producer.pc_demand += counter;
+                    producer.pc_demand
+                }
+                None => return Ok(()),
+            };
+            self.take_from_buffer(demand);
+            return self.take_pc_events().await;
+        }
+        let rest = self.take_from_buffer(counter);
+        if rest == 0 {
+            return Ok(());
+        }
+        if let Some(accumulated) = self.producer.as_mut().and_then(|p| p.accumulated.as_mut()) {
+            accumulated.push(Accumulated::Demand(rest));
+            return Ok(());
+        }
+        let result = self.stage.handle_demand(rest, ctx!(self)).await;
+        self.noreply(result)
+    }
+
+    /// A consumer asks for `n` more events.
+    pub(super) async fn on_ask(
+        &mut self,
+        sub: SubscriptionId,
+        n: usize,
+        from: Option<ConsumerRef<S::Out>>,
+    ) -> Flow {
+        let Some(producer) = self.producer.as_mut() else {
+            tracing::error!(subscription = %sub, "a consumer received an ask");
+            return Ok(());
+        };
+        if !producer.consumers.contains_key(&sub) {
+            match from {
+                Some(consumer) => {
+                    consumer.inner.cancel(sub, StopReason::UnknownSubscription);
+                }
+                None => tracing::debug!(subscription = %sub, "ask for an unknown subscription"),
+            }
+            return Ok(());
+        }
+        let counter = producer.dispatcher.ask(sub, n, &mut producer.outbox);
+        self.flush();
+        self.after_upstream_demand(counter).await
+    }
+
+    /// A consumer subscribes.
+    pub(super) async fn on_subscribe(&mut self, request: SubscribeRequest<S::Out>) -> Flow {
+        let SubscribeRequest {
+            sub,
+            consumer,
+            options,
+            cancel,
+        } = request;
+        let Some(producer) = self.producer.as_mut() else {
+            tracing::error!(subscription = %sub, consumer = %consumer.id(), "a consumer cannot be subscribed to");
+            consumer
+                .inner
+                .cancel(sub, StopReason::custom("not_a_producer"));
+            return Ok(());
+        };
+        if producer.consumers.contains_key(&sub) {
+            tracing::error!(subscription = %sub, consumer = %consumer.id(), "duplicated subscription");
+            consumer
+                .inner
+                .cancel(sub, StopReason::DuplicatedSubscription);
+            return Ok(());
+        }
+        if let Some((old, reason)) = cancel {
+            self.producer_cancel(old, Cancellation::Cancel(reason))
+                .await?;
+        }
+        let subscription = Subscription {
+            id: sub,
+            producer: self.shared.id(),
+            consumer: consumer.id(),
+        };
+        let me = self.me.clone();
+        let monitor = consumer
+            .shared()
+            .monitor(Box::new(move |reason: &StopReason| {
+                if let Some(tx) = me.upgrade() {
+                    let _ = tx.send(Msg::ConsumerDown {
+                        sub,
+                        reason: reason.clone(),
+                    });
+                }
+            }));
+        let span = tracing::debug_span!(
+            "subscription",
+            subscription = %sub,
+            producer = %subscription.producer,
+            consumer = %subscription.consumer
+        );
+        span.in_scope(|| tracing::debug!(max_demand = options.max_demand, "consumer subscribed"));
+        if let Some(producer) = self.producer.as_mut() {
+            producer.consumers.insert(
+                sub,
+                Downstream {
+                    consumer,
+                    subscription,
+                    monitor,
+                    span: span.clone(),
+                },
+            );
+        }
+        let result = tracing::Instrument::instrument(
+            self.stage
+                .handle_subscribe_consumer(subscription, &options, ctx!(self)),
+            span.clone(),
+        )
+        .await;
+        result?;
+        let Some(producer) = self.producer.as_mut() else {
+            return Ok(());
+        };
+        let subscriber = Subscriber {
+            subscription: sub,
+            consumer: subscription.consumer.into(),
+        };
+        match producer
+            .dispatcher
+            .subscribe(subscriber, &options, &mut producer.outbox)
+        {
+            Ok(counter) => {
+                if let Some(downstream) = producer.consumers.get(&sub) {
+                    downstream.consumer.inner.ack(sub);
+                }
+                self.flush();
+                self.after_upstream_demand(counter).await
+            }
+            Err(error) => {
+                span.in_scope(|| tracing::warn!(%error, "the dispatcher refused the subscription"));
+                self.flush();
+                self.producer_cancel(
+                    sub,
+                    Cancellation::Cancel(StopReason::SubscriptionRefused(error)),
+                )
+                .await
+            }
+        }
+    }
+
+    /// A consumer's subscription ends: tell the consumer, `handle_cancel`,
+    /// then the dispatcher (which may give back demand).
+    pub(super) async fn producer_cancel(
+        &mut self,
+        sub: SubscriptionId,
+        cancellation: Cancellation,
+    ) -> Flow {
+        let Some(producer) = self.producer.as_mut() else {
+            return Ok(());
+        };
+        let Some(downstream) = producer.consumers.remove(&sub) else {
+            return Ok(());
+        };
+        if let Some(monitor) = downstream.monitor {
+            downstream.consumer.shared().demonitor(monitor);
+        }
+        downstream
+            .consumer
+            .inner
+            .cancel(sub, cancellation.reason().clone());
+        downstream
+            .span
+            .in_scope(|| tracing::debug!(%cancellation, "consumer subscription ended"));
+        let result = tracing::Instrument::instrument(
+            self.stage
+                .handle_cancel(cancellation, downstream.subscription, ctx!(self)),
+            downstream.span,
+        )
+        .await;
+        self.noreply(result)?;
+        let Some(producer) = self.producer.as_mut() else {
+            return Ok(());
+        };
+        let counter = producer.dispatcher.cancel(sub, &mut producer.outbox);
+        self.flush();
+        self.after_upstream_demand(counter).await
+    }
+
+    /// Switch the demand mode; switching to forward replays what was
+    /// accumulated, each demand separately, in order.
+    pub(super) async fn set_demand_mode(&mut self, mode: DemandMode) -> Flow {
+        let Some(producer) = self.producer.as_mut() else {
+            return Ok(());
+        };
+        match mode {
+            DemandMode::Accumulate => {
+                if producer.accumulated.is_none() {
+                    producer.accumulated = Some(Vec::new());
+                }
+                Ok(())
+            }
+            DemandMode::Forward => {
+                let Some(accumulated) = producer.accumulated.take() else {
+                    return Ok(());
+                };
+                for entry in accumulated {
+                    match entry {
+                        Accumulated::Demand(demand) => self.after_upstream_demand(demand).await?,
+                        Accumulated::Dispatch(events) => self.dispatch_events(events),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
