@@ -1,4 +1,34 @@
-//! The `weir` coordinator.
+//! The Weir coordinator: datasets with a verifiable ODF metadata chain, pulled through engines on gen-stage
+//! pipelines. This library is the `weir` binary's implementation; `weir --help` and the crate README are the
+//! user guide.
+//!
+//! - [`manifest`]: the workspace and its `DatasetSnapshot` manifests, errors pointing at file:line and field.
+//! - [`chain`]: metadata events, their FlatBuffers encoding, the chain's rules (sans IO) and its storage in an
+//!   object store (content-addressed blocks, data and checkpoints; the head moved last).
+//! - [`ingest`]: fetch, read, preprocess and merge (append, ledger, snapshot) for root datasets.
+//! - [`engine`]: engines by name, jobs, deadlines and the contract checks on what they return.
+//! - [`transaction`]: one transaction of one dataset, committed atomically.
+//! - [`scheduler`] and [`commands::pull`]: the pull pipeline on gen-stage.
+//!
+//! # Example
+//!
+//! ```
+//! use coordinator::manifest::snapshot::DatasetManifest;
+//! let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: trips\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Append}\n";
+//! let m = DatasetManifest::parse("datasets/trips.yaml".as_ref(), text).unwrap();
+//! assert_eq!(m.name, "trips");
+//! ```
+
 pub mod chain;
+pub mod cli;
+pub mod commands;
+pub mod data;
+pub mod engine;
+pub mod error;
+pub mod exit;
+pub mod fault;
 pub mod hash;
+pub mod ingest;
 pub mod manifest;
+pub mod scheduler;
+pub mod transaction;

@@ -1,1 +1,96 @@
-fn main() {}
+//! `weir`: the Weir coordinator binary. See `weir --help` and coordinator/README.md.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use coordinator::cli::{Cli, Command, EngineCommand, Format};
+use coordinator::commands::{self, Output};
+use coordinator::error::CommandError;
+use coordinator::exit;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    match runtime.block_on(run(&cli)) {
+        Ok(out) => {
+            let text = out.render(cli.format);
+            if !text.is_empty() {
+                println!("{text}");
+            }
+            ExitCode::from(exit::OK)
+        }
+        Err(e) => {
+            report(&e, cli.format);
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn report(e: &CommandError, format: Format) {
+    let mut chain = vec![e.to_string()];
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !chain.iter().any(|c| c.contains(&t)) {
+            chain.push(t);
+        }
+        src = s.source();
+    }
+    if format == Format::Json {
+        let v = serde_json::json!({ "error": chain[0], "causes": &chain[1..], "hint": e.hint(), "exitCode": e.exit_code() });
+        eprintln!("{v}");
+        return;
+    }
+    eprintln!("error: {}", chain[0]);
+    for c in &chain[1..] {
+        eprintln!("  caused by: {c}");
+    }
+    if let Some(h) = e.hint() {
+        eprintln!("  hint: {h}");
+    }
+}
+
+async fn run(cli: &Cli) -> Result<Output, CommandError> {
+    let deadline = match &cli.command {
+        Command::Pull { deadline_secs, .. } => Duration::from_secs(*deadline_secs),
+        _ => Duration::from_secs(600),
+    };
+    let ctx = commands::open(&cli.workspace, cli.engine, deadline)?;
+    match &cli.command {
+        Command::Pull { all, datasets, dispatcher_plugin, max_concurrency, quiet, .. } => {
+            let opts = commands::pull::PullOptions {
+                all: *all,
+                datasets: datasets.clone(),
+                max_concurrency: *max_concurrency,
+                dispatcher_plugin: dispatcher_plugin.clone(),
+                quiet: *quiet || cli.format == Format::Json,
+            };
+            commands::pull::run(&ctx, &opts).await
+        }
+        Command::Verify { dataset } => commands::verify::run(&ctx, dataset).await,
+        Command::Engine { command: EngineCommand::Deprecate { engine, to } } => {
+            commands::deprecate::run(&ctx, engine, to).await
+        }
+        Command::Engine { command: EngineCommand::List } => commands::deprecate::list(&ctx).await,
+        Command::List => commands::list::run(&ctx).await,
+        Command::Validate => commands::validate::run(&ctx).await,
+        Command::Provenance { dataset, offset } => commands::provenance::run(&ctx, dataset, *offset).await,
+        Command::Log { dataset } => commands::log::run(&ctx, dataset).await,
+        Command::Tail { dataset, num_records } => commands::tail::run(&ctx, dataset, *num_records).await,
+        Command::Lineage => commands::lineage::run(&ctx, cli.format),
+        Command::Conformance { engine } => commands::conformance::run(&ctx, engine).await,
+    }
+}

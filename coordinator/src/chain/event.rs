@@ -498,3 +498,13 @@ pub struct MetadataBlock {
     /// The event.
     pub event: MetadataEvent,
 }
+
+impl EngineIdentity {
+    /// The `--to` form of this engine (`embedded`, `process:PATH`, `docker:IMAGE`, `podman:IMAGE`).
+    pub fn reference_for_cli(&self) -> String {
+        match self.runtime.as_str() {
+            "embedded" => "embedded".into(),
+            runtime => format!("{runtime}:{}", self.reference),
+        }
+    }
+}

@@ -334,3 +334,14 @@ impl Chain {
         Some(&self.blocks[..=i])
     }
 }
+
+impl Chain {
+    /// A chain made of the given blocks (a prefix of a stored chain), validated again.
+    pub fn from_blocks(dataset: &str, blocks: &[(Multihash, MetadataBlock)]) -> Result<Chain, StoreError> {
+        let mut v = ChainValidator::default();
+        for (h, b) in blocks {
+            v.push(*h, b).map_err(|source| StoreError::InvalidChain { dataset: dataset.to_string(), source })?;
+        }
+        Ok(Chain { blocks: blocks.to_vec(), summary: v.summary().clone() })
+    }
+}

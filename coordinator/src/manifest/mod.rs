@@ -1,2 +1,4 @@
-//! Dataset manifests.
+//! Dataset manifests (`kind: DatasetSnapshot`) and the workspace that holds them.
+pub mod snapshot;
+pub mod workspace;
 pub mod yaml;

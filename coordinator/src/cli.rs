@@ -1,0 +1,134 @@
+//! The command line: `weir [--workspace DIR] [--format text|json] <command>`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Weir: datasets with a verifiable metadata chain, pulled through sandboxed, version-pinned engines.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about, long_about = None, after_help = crate::exit::EXIT_CODES_HELP)]
+pub struct Cli {
+    /// The workspace folder (holds `weir.yaml` and `datasets/*.yaml`).
+    #[arg(long, global = true, default_value = ".")]
+    pub workspace: PathBuf,
+    /// Output format for commands that print data.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Which runtime serves engines.
+    #[arg(long, global = true, value_enum, default_value_t = EngineRuntimeKind::Embedded)]
+    pub engine: EngineRuntimeKind,
+    /// Log filter (`RUST_LOG` syntax), e.g. `weir=debug`.
+    #[arg(long, global = true, default_value = "warn")]
+    pub log: String,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// For programs: one JSON document on stdout.
+    Json,
+    /// Graphviz (only `lineage`).
+    Dot,
+}
+
+/// How engines run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineRuntimeKind {
+    /// The reference DataFusion engine inside this process.
+    Embedded,
+    /// A local engine binary (`engines.<name>.binary` in `weir.yaml`).
+    Process,
+    /// A Docker container pinned by digest (`engines.<name>.image`).
+    Docker,
+    /// A Podman container pinned by digest.
+    Podman,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ingest root datasets and run transforms until everything is up to date.
+    Pull {
+        /// Pull every dataset.
+        #[arg(long, conflicts_with = "datasets")]
+        all: bool,
+        /// Datasets to pull (their inputs are pulled first).
+        datasets: Vec<String>,
+        /// A dispatcher plugin (`.so`) that also receives progress events; its snapshot is printed at the end.
+        #[arg(long)]
+        dispatcher_plugin: Option<PathBuf>,
+        /// Engine workers running at the same time.
+        #[arg(long, default_value_t = 2)]
+        max_concurrency: usize,
+        /// Deadline for one engine operation, in seconds.
+        #[arg(long, default_value_t = 600)]
+        deadline_secs: u64,
+        /// No progress bars.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Replay every transform of a dataset with its recorded engine and compare output hashes.
+    Verify {
+        /// The dataset.
+        dataset: String,
+    },
+    /// Engine management.
+    Engine {
+        /// What to do.
+        #[command(subcommand)]
+        command: EngineCommand,
+    },
+    /// Datasets with kind, head, record count and last update.
+    List,
+    /// Check the manifests and every stored chain.
+    Validate,
+    /// Where a record came from: the block that wrote it and the input records it was computed from.
+    Provenance {
+        /// The dataset.
+        dataset: String,
+        /// The record's offset.
+        #[arg(long)]
+        offset: u64,
+    },
+    /// The metadata chain of a dataset, newest block first.
+    Log {
+        /// The dataset.
+        dataset: String,
+    },
+    /// The last records of a dataset as a table.
+    Tail {
+        /// The dataset.
+        dataset: String,
+        /// How many records.
+        #[arg(short = 'n', long, default_value_t = 10)]
+        num_records: usize,
+    },
+    /// The dataset graph (`--format text|dot|json`).
+    Lineage,
+    /// Run the engine-contract conformance kit against an engine.
+    Conformance {
+        /// Engine name (as used in transforms), served by `--engine`.
+        engine: String,
+    },
+}
+
+/// `weir engine ...`
+#[derive(Debug, Subcommand)]
+pub enum EngineCommand {
+    /// Replay history with a new engine; when every step matches, let it serve in place of the old one.
+    Deprecate {
+        /// The engine name whose recorded runs are replayed (e.g. `datafusion`).
+        engine: String,
+        /// The new engine: `embedded`, `process:<path>`, `docker:<image@digest>`, `podman:<image@digest>`
+        /// (a bare `image@sha256:...` means docker).
+        #[arg(long)]
+        to: String,
+    },
+    /// Engine compatibility records.
+    List,
+}

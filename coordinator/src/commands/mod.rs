@@ -1,0 +1,83 @@
+//! The commands of `weir`, each in its own file, over a loaded workspace.
+
+pub mod lineage;
+pub mod list;
+pub mod log;
+pub mod conformance;
+pub mod deprecate;
+pub mod provenance;
+pub mod pull;
+pub mod tail;
+pub mod validate;
+pub mod verify;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::chain::store::Storage;
+use crate::cli::{EngineRuntimeKind, Format};
+use crate::engine::EngineResolver;
+use crate::error::CommandError;
+use crate::manifest::workspace::Workspace;
+use crate::transaction::Context;
+
+/// What a command prints: text for people, JSON for programs.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The text form.
+    pub text: String,
+    /// The JSON form.
+    pub json: serde_json::Value,
+}
+
+impl Output {
+    /// Renders for `format`.
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Json => serde_json::to_string_pretty(&self.json).unwrap_or_default(),
+            Format::Text | Format::Dot => self.text.clone(),
+        }
+    }
+}
+
+/// Loads the workspace and opens its storage.
+pub fn open(root: &std::path::Path, runtime: EngineRuntimeKind, deadline: Duration) -> Result<Context, CommandError> {
+    let workspace = Workspace::load(root)?;
+    let storage = Storage::open(&workspace.storage_location())?;
+    let engines = EngineResolver { runtime, config: workspace.config.engines.clone(), deadline };
+    Ok(Context { workspace: Arc::new(workspace), storage, engines })
+}
+
+/// Fails with the list of known datasets when `name` is unknown.
+pub fn known(ctx: &Context, name: &str) -> Result<(), CommandError> {
+    if ctx.workspace.datasets.contains_key(name) {
+        return Ok(());
+    }
+    Err(CommandError::UnknownDataset {
+        name: name.to_string(),
+        known: ctx.workspace.datasets.keys().cloned().collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// Left-aligned columns.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = vec![line(header.iter().map(|s| s.to_string()).collect())];
+    out.extend(rows.iter().map(|r| line(r.clone())));
+    out.join("\n")
+}

@@ -1,0 +1,532 @@
+//! `weir pull`: transactions scheduled on a gen-stage pipeline.
+//!
+//! ```text
+//!  PendingTransactions ──Partition(by dataset)──► Lane[dataset] ──► WorkerPool ──Demand──► Worker × N
+//!        ▲ (producer)                          (one per dataset,   (producer_     (engine workers,
+//!        │                                      max_demand 1)       consumer)       max_demand 1)
+//!        └──────────────── cast: Completion ◄──────────────────────────────────────────┘
+//!                                                                                      │ cast: Progress
+//!  ProgressHub ──Broadcast──► Renderer (indicatif)                                     ▼
+//!   (producer)             └► PluginRelay (--dispatcher-plugin) ──► PluginSink
+//! ```
+//!
+//! The producer holds the [`Scheduler`]: it emits a dataset's transaction only when the dataset is ready
+//! (never two of the same dataset at once), the Partition dispatcher keeps each dataset's transactions in
+//! their own lane and order, and the Demand dispatcher hands them to free workers, so at most `N` engine
+//! operations run at a time. Workers report completions back to the producer and progress to the hub.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use gen_stage::{
+    BroadcastDispatcher, Consumer, ConsumerContext, DemandDispatcher, Noreply, PartitionDispatcher, Producer,
+    ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext, ProducerOptions,
+    ProducerStage, StageRef, SubscribeOptions, Subscription,
+};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use super::{Output, known};
+use crate::error::{CommandError, tx_code};
+use crate::exit;
+use crate::scheduler::{Completion, DatasetState, Scheduler};
+use crate::transaction::{Context, TxOutcome};
+
+/// One transaction to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    /// The dataset.
+    pub dataset: String,
+}
+
+/// What workers tell the progress hub.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum ProgressEvent {
+    /// A transaction started.
+    Started {
+        /// The dataset.
+        dataset: String,
+    },
+    /// A transaction committed.
+    Committed {
+        /// The dataset.
+        dataset: String,
+        /// Records added.
+        records: u64,
+        /// New head.
+        head: String,
+        /// Milliseconds spent.
+        millis: u128,
+    },
+    /// Nothing to do.
+    UpToDate {
+        /// The dataset.
+        dataset: String,
+    },
+    /// It failed.
+    Failed {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl ProgressEvent {
+    fn dataset(&self) -> &str {
+        match self {
+            ProgressEvent::Started { dataset }
+            | ProgressEvent::Committed { dataset, .. }
+            | ProgressEvent::UpToDate { dataset }
+            | ProgressEvent::Failed { dataset, .. } => dataset,
+        }
+    }
+}
+
+/// A completion sent back to the producer.
+#[derive(Debug)]
+pub struct Done {
+    dataset: String,
+    completion: Completion,
+    error: Option<(String, u8)>,
+}
+
+/// The producer of pending transactions.
+struct PendingTransactions {
+    scheduler: Scheduler,
+    datasets: Vec<String>,
+    errors: BTreeMap<String, (String, u8)>,
+    finished: Option<oneshot::Sender<PullReport>>,
+}
+
+/// How a pull ended.
+#[derive(Debug, Clone)]
+pub struct PullReport {
+    /// Final state and committed transactions per dataset.
+    pub states: Vec<(String, DatasetState, u64)>,
+    /// Errors by dataset, with their exit codes.
+    pub errors: BTreeMap<String, (String, u8)>,
+}
+
+impl PendingTransactions {
+    fn ready(&mut self) -> Vec<Task> {
+        let tasks: Vec<Task> = self.scheduler.take_ready().into_iter().map(|dataset| Task { dataset }).collect();
+        if tasks.is_empty() && self.scheduler.is_finished()
+            && let Some(tx) = self.finished.take()
+        {
+            let _ = tx.send(PullReport { states: self.scheduler.states(), errors: self.errors.clone() });
+        }
+        tasks
+    }
+}
+
+impl Producer for PendingTransactions {
+    type Event = Task;
+    type Call = ();
+    type Reply = ();
+    type Cast = Done;
+    type Info = ();
+
+    async fn init(&mut self, _ctx: &mut ProducerContext<'_, Self>) -> Result<ProducerOptions<Task>, gen_stage::StopReason> {
+        let dispatcher = PartitionDispatcher::named(self.datasets.clone(), |t: Task| {
+            let key = t.dataset.clone();
+            Some((t, key))
+        });
+        Ok(ProducerOptions::new().dispatcher(dispatcher))
+    }
+
+    async fn handle_demand(&mut self, _demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<Task> {
+        Noreply::Emit(self.ready())
+    }
+
+    async fn handle_cast(&mut self, done: Done, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<Task> {
+        if let Some(e) = done.error {
+            self.errors.insert(done.dataset.clone(), e);
+        }
+        self.scheduler.complete(&done.dataset, done.completion);
+        Noreply::Emit(self.ready())
+    }
+}
+
+/// One dataset's lane: the consumer of its partition, forwarding in order.
+struct Lane;
+
+impl ProducerConsumer for Lane {
+    type In = Task;
+    type Out = Task;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn handle_events(&mut self, events: Vec<Task>, _from: Subscription, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<Task> {
+        Noreply::Emit(events)
+    }
+}
+
+/// Gathers the lanes and hands tasks to free workers (Demand dispatcher).
+struct WorkerPool;
+
+impl ProducerConsumer for WorkerPool {
+    type In = Task;
+    type Out = Task;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn init(&mut self, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Result<ProducerConsumerOptions<Task, Task>, gen_stage::StopReason> {
+        Ok(ProducerConsumerOptions::new().dispatcher(DemandDispatcher::new()))
+    }
+
+    async fn handle_events(&mut self, events: Vec<Task>, _from: Subscription, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<Task> {
+        Noreply::Emit(events)
+    }
+}
+
+/// An engine worker: runs one transaction at a time.
+struct Worker {
+    ctx: Context,
+    emitted: Arc<std::sync::atomic::AtomicUsize>,
+    scheduler: StageRef<ProducerStage<PendingTransactions>>,
+    progress: StageRef<ProducerStage<ProgressHub>>,
+}
+
+impl Consumer for Worker {
+    type Event = Task;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn handle_events(&mut self, events: Vec<Task>, _from: Subscription, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+        for task in events {
+            let dataset = task.dataset.clone();
+            self.emit(ProgressEvent::Started { dataset: dataset.clone() });
+            let started = Instant::now();
+            let (completion, event, error) = match self.ctx.run_once(&dataset).await {
+                Ok(TxOutcome::Committed { head, records, .. }) => (
+                    Completion::Committed,
+                    ProgressEvent::Committed {
+                        dataset: dataset.clone(),
+                        records,
+                        head: head.to_string(),
+                        millis: started.elapsed().as_millis(),
+                    },
+                    None,
+                ),
+                Ok(TxOutcome::UpToDate { .. }) => {
+                    (Completion::UpToDate, ProgressEvent::UpToDate { dataset: dataset.clone() }, None)
+                }
+                Err(e) => {
+                    let message = error_chain(&e);
+                    warn!(dataset = %dataset, error = %message, "transaction failed; the dataset keeps its previous head");
+                    (
+                        Completion::Failed(message.clone()),
+                        ProgressEvent::Failed { dataset: dataset.clone(), message: message.clone() },
+                        Some((message, tx_code(&e))),
+                    )
+                }
+            };
+            self.emit(event);
+            let _ = self.scheduler.cast(Done { dataset, completion, error });
+        }
+        Noreply::none()
+    }
+}
+
+impl Worker {
+    fn emit(&self, event: ProgressEvent) {
+        if self.progress.cast(event).is_ok() {
+            self.emitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// Progress events in, broadcast to every renderer.
+struct ProgressHub;
+
+impl Producer for ProgressHub {
+    type Event = ProgressEvent;
+    type Call = ();
+    type Reply = ();
+    type Cast = ProgressEvent;
+    type Info = ();
+
+    async fn init(&mut self, _ctx: &mut ProducerContext<'_, Self>) -> Result<ProducerOptions<ProgressEvent>, gen_stage::StopReason> {
+        Ok(ProducerOptions::new().dispatcher(BroadcastDispatcher::new()))
+    }
+
+    async fn handle_demand(&mut self, _demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<ProgressEvent> {
+        Noreply::none()
+    }
+
+    async fn handle_cast(&mut self, event: ProgressEvent, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<ProgressEvent> {
+        Noreply::Emit(vec![event])
+    }
+}
+
+/// Progress bars, one per dataset.
+struct Renderer {
+    bars: BTreeMap<String, indicatif::ProgressBar>,
+    multi: indicatif::MultiProgress,
+    log: Arc<Mutex<Vec<ProgressEvent>>>,
+}
+
+impl Consumer for Renderer {
+    type Event = ProgressEvent;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn handle_events(&mut self, events: Vec<ProgressEvent>, _from: Subscription, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+        for e in events {
+            let bar = self
+                .bars
+                .entry(e.dataset().to_string())
+                .or_insert_with(|| {
+                    let style = indicatif::ProgressStyle::with_template("{spinner} {prefix:<24} {msg}")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+                    let b = self.multi.add(indicatif::ProgressBar::new_spinner().with_style(style));
+                    b.set_prefix(e.dataset().to_string());
+                    b
+                })
+                .clone();
+            match &e {
+                ProgressEvent::Started { .. } => bar.set_message("running..."),
+                ProgressEvent::Committed { records, millis, .. } => {
+                    bar.set_message(format!("committed {records} record(s) in {millis} ms"));
+                }
+                ProgressEvent::UpToDate { .. } => bar.finish_with_message("up to date"),
+                ProgressEvent::Failed { message, .. } => bar.finish_with_message(format!("FAILED: {message}")),
+            }
+            if let Ok(mut log) = self.log.lock() {
+                log.push(e);
+            }
+        }
+        Noreply::none()
+    }
+}
+
+/// Forwards progress through the plugin's dispatcher.
+struct PluginRelay {
+    dispatcher: Option<plugin_host::PluginDispatcher<ProgressEvent>>,
+}
+
+impl ProducerConsumer for PluginRelay {
+    type In = ProgressEvent;
+    type Out = ProgressEvent;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn init(&mut self, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Result<ProducerConsumerOptions<ProgressEvent, ProgressEvent>, gen_stage::StopReason> {
+        let d = self.dispatcher.take().ok_or(gen_stage::StopReason::Normal)?;
+        Ok(ProducerConsumerOptions::new().dispatcher(d))
+    }
+
+    async fn handle_events(&mut self, events: Vec<ProgressEvent>, _from: Subscription, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<ProgressEvent> {
+        Noreply::Emit(events)
+    }
+}
+
+/// The end of the plugin's branch: counts what the plugin delivered.
+struct PluginSink {
+    delivered: Arc<Mutex<u64>>,
+}
+
+impl Consumer for PluginSink {
+    type Event = ProgressEvent;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn handle_events(&mut self, events: Vec<ProgressEvent>, _from: Subscription, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+        if let Ok(mut n) = self.delivered.lock() {
+            *n += events.len() as u64;
+        }
+        Noreply::none()
+    }
+}
+
+/// Options of `weir pull`.
+#[derive(Debug, Clone)]
+pub struct PullOptions {
+    /// Every dataset.
+    pub all: bool,
+    /// Or these (with their inputs).
+    pub datasets: Vec<String>,
+    /// Engine workers.
+    pub max_concurrency: usize,
+    /// A dispatcher plugin receiving progress events.
+    pub dispatcher_plugin: Option<PathBuf>,
+    /// No progress bars.
+    pub quiet: bool,
+}
+
+fn pipeline_err(e: impl std::fmt::Display) -> CommandError {
+    CommandError::Pipeline { message: e.to_string() }
+}
+
+/// Runs `pull`.
+pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandError> {
+    for d in &opts.datasets {
+        known(ctx, d)?;
+    }
+    let order = ctx.workspace.topological_order()?;
+    let targets: Vec<String> = if opts.all || opts.datasets.is_empty() {
+        order
+    } else {
+        let mut wanted = std::collections::BTreeSet::new();
+        let mut stack = opts.datasets.clone();
+        while let Some(d) = stack.pop() {
+            if wanted.insert(d.clone()) {
+                stack.extend(ctx.workspace.inputs_of(&d));
+            }
+        }
+        order.into_iter().filter(|d| wanted.contains(d)).collect()
+    };
+    let ws = ctx.workspace.clone();
+    let scheduler = Scheduler::new(targets.clone(), |d| ws.inputs_of(d));
+    let started = Instant::now();
+    let (finished_tx, finished_rx) = oneshot::channel();
+
+    // Progress: hub -> renderer (+ plugin branch).
+    let hub = gen_stage::start_producer(ProgressHub).await.map_err(pipeline_err)?;
+    let multi = indicatif::MultiProgress::new();
+    if opts.quiet {
+        multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let renderer = gen_stage::start_consumer(Renderer { bars: BTreeMap::new(), multi, log: log.clone() })
+        .await
+        .map_err(pipeline_err)?;
+    renderer.subscribe(&hub, SubscribeOptions::new().max_demand(100)).await.map_err(pipeline_err)?;
+    let mut metrics = None;
+    let delivered = Arc::new(Mutex::new(0u64));
+    let mut plugin_stages = Vec::new();
+    if let Some(path) = &opts.dispatcher_plugin {
+        let plugin_err = |e: plugin_host::PluginError| CommandError::Plugin { path: path.display().to_string(), message: e.to_string() };
+        let factory = plugin_host::load(path, &json!({})).map_err(plugin_err)?;
+        let dispatcher = factory.dispatcher::<ProgressEvent>().map_err(plugin_err)?;
+        metrics = dispatcher.metrics();
+        let relay = gen_stage::start_producer_consumer(PluginRelay { dispatcher: Some(dispatcher) }).await.map_err(pipeline_err)?;
+        relay.subscribe(&hub, SubscribeOptions::new().max_demand(100)).await.map_err(pipeline_err)?;
+        let sink = gen_stage::start_consumer(PluginSink { delivered: delivered.clone() }).await.map_err(pipeline_err)?;
+        sink.subscribe(&relay, SubscribeOptions::new().max_demand(100)).await.map_err(pipeline_err)?;
+        plugin_stages.push((relay, sink));
+    }
+
+    // Transactions: producer -> lanes -> pool -> workers.
+    let producer = gen_stage::start_producer(PendingTransactions {
+        scheduler,
+        datasets: targets.clone(),
+        errors: BTreeMap::new(),
+        finished: Some(finished_tx),
+    })
+    .await
+    .map_err(pipeline_err)?;
+    let pool = gen_stage::start_producer_consumer(WorkerPool).await.map_err(pipeline_err)?;
+    let mut lanes = Vec::new();
+    for d in &targets {
+        let lane = gen_stage::start_producer_consumer(Lane).await.map_err(pipeline_err)?;
+        lane.subscribe(&producer, SubscribeOptions::new().partition(d.as_str()).max_demand(1).min_demand(0))
+            .await
+            .map_err(pipeline_err)?;
+        pool.subscribe(&lane, SubscribeOptions::new().max_demand(1).min_demand(0)).await.map_err(pipeline_err)?;
+        lanes.push(lane);
+    }
+    let mut workers = Vec::new();
+    let emitted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..opts.max_concurrency.max(1) {
+        let w = gen_stage::start_consumer(Worker {
+            ctx: ctx.clone(),
+            emitted: emitted.clone(),
+            scheduler: producer.clone(),
+            progress: hub.clone(),
+        })
+            .await
+            .map_err(pipeline_err)?;
+        w.subscribe(&pool, SubscribeOptions::new().max_demand(1).min_demand(0)).await.map_err(pipeline_err)?;
+        workers.push(w);
+    }
+    let report = finished_rx.await.map_err(|_| pipeline_err("the scheduler stopped before the pull finished"))?;
+    info!(elapsed_ms = started.elapsed().as_millis() as u64, "pull finished");
+
+    // Let the renderer see every progress event, then stop everything.
+    for _ in 0..200 {
+        let seen = log.lock().map(|l| l.len()).unwrap_or(0);
+        if seen >= emitted.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for w in &workers {
+        let _ = w.stop(gen_stage::StopReason::Normal).await;
+    }
+    let _ = pool.stop(gen_stage::StopReason::Normal).await;
+    for l in &lanes {
+        let _ = l.stop(gen_stage::StopReason::Normal).await;
+    }
+    let _ = producer.stop(gen_stage::StopReason::Normal).await;
+    for (relay, sink) in &plugin_stages {
+        let _ = sink.stop(gen_stage::StopReason::Normal).await;
+        let _ = relay.stop(gen_stage::StopReason::Normal).await;
+    }
+    let _ = renderer.stop(gen_stage::StopReason::Normal).await;
+    let _ = hub.stop(gen_stage::StopReason::Normal).await;
+
+    let metrics_text = match &metrics {
+        Some(m) => Some(m.snapshot().map_err(|e| CommandError::Plugin { path: String::new(), message: e.to_string() })?.to_prometheus()),
+        None => None,
+    };
+    let mut lines = Vec::new();
+    let mut items = Vec::new();
+    for (name, state, transactions) in &report.states {
+        let what = match state {
+            DatasetState::UpToDate => format!("up to date ({transactions} transaction(s))"),
+            DatasetState::Failed(m) => format!("FAILED: {m}"),
+            DatasetState::Skipped { because } => format!("skipped: input `{because}` failed"),
+            other => format!("{other:?}"),
+        };
+        lines.push(format!("{name}: {what}"));
+        items.push(json!({ "dataset": name, "state": what, "transactions": transactions }));
+    }
+    lines.push(format!("pulled {} dataset(s) in {:.2} s", report.states.len(), started.elapsed().as_secs_f64()));
+    if let Some(m) = &metrics_text {
+        lines.push(format!("dispatcher plugin metrics ({} event(s) delivered):", delivered.lock().map(|d| *d).unwrap_or(0)));
+        lines.push(m.trim_end().to_string());
+    }
+    if !report.errors.is_empty() {
+        eprintln!("{}", lines.join("\n"));
+        let code = report.errors.values().next().map_or(exit::FAILURE, |(_, c)| *c);
+        return Err(CommandError::PullFailed {
+            failed: report.errors.len(),
+            messages: report.errors.iter().map(|(d, (m, _))| format!("{d}: {m}")).collect(),
+            code,
+        });
+    }
+    Ok(Output { text: lines.join("\n"), json: json!({ "datasets": items, "pluginMetrics": metrics_text }) })
+}

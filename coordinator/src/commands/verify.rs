@@ -1,0 +1,183 @@
+//! `weir verify DATASET` and the replay it shares with `weir engine deprecate`: run every recorded transform
+//! step again and compare the logical hash of its output with the recorded one.
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Output, known};
+use crate::chain::event::{Checkpoint, EngineIdentity, ExecuteTransform, MetadataEvent, Vocab};
+use crate::chain::store::Chain;
+use crate::data;
+use crate::engine::{EngineFailure, EngineHandle, compat};
+use crate::error::CommandError;
+use crate::hash::Multihash;
+use crate::transaction::{Context, PlannedInput, TransformPlan};
+
+/// One replayed step.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayedStep {
+    /// The dataset.
+    pub dataset: String,
+    /// The block's sequence number.
+    pub sequence_number: u64,
+    /// The block's hash.
+    pub block_hash: Multihash,
+    /// Engine recorded in the block.
+    pub recorded_engine: Option<EngineIdentity>,
+    /// Engine used for the replay.
+    pub replay_engine: EngineIdentity,
+    /// Recorded output: offsets and logical hash.
+    pub recorded: Option<(u64, u64, Multihash)>,
+    /// Replayed output: offsets and logical hash.
+    pub replayed: Option<(u64, u64, Multihash)>,
+}
+
+impl ReplayedStep {
+    /// Whether the outputs are identical.
+    pub fn matches(&self) -> bool {
+        self.recorded == self.replayed
+    }
+
+    /// A precise description of the difference.
+    pub fn describe_mismatch(&self) -> String {
+        let show = |o: &Option<(u64, u64, Multihash)>| match o {
+            Some((s, e, h)) => format!("records [{s}, {e}] with logical hash {h}"),
+            None => "no records".into(),
+        };
+        format!(
+            "dataset `{}` block #{} ({}): recorded {} but {} replayed {}",
+            self.dataset,
+            self.sequence_number,
+            self.block_hash,
+            show(&self.recorded),
+            self.replay_engine.reference,
+            show(&self.replayed)
+        )
+    }
+}
+
+/// Replays the transform steps of `dataset` in order, stopping at the first mismatch.
+pub async fn replay(
+    ctx: &Context,
+    dataset: &str,
+    engine_for: &dyn Fn(&ExecuteTransform, &str) -> Result<Option<EngineHandle>, EngineFailure>,
+) -> Result<Vec<ReplayedStep>, CommandError> {
+    let store = ctx.storage.dataset(dataset);
+    let chain = store.chain().await?;
+    let mut ids = Vec::new();
+    for name in ctx.workspace.datasets.keys() {
+        if let Some(id) = ctx.storage.dataset(name).chain().await?.summary.dataset_id {
+            ids.push((id, name.clone()));
+        }
+    }
+    let mut steps = Vec::new();
+    for (k, (hash, block)) in chain.blocks.iter().enumerate() {
+        let MetadataEvent::ExecuteTransform(recorded) = &block.event else { continue };
+        let prefix = Chain::from_blocks(dataset, &chain.blocks[..k])?;
+        let Some(set_transform) = &prefix.summary.transform else { continue };
+        let sql = set_transform.transform.sql().normalized();
+        let Some(engine) = engine_for(recorded, &sql.engine)? else { continue };
+        let mut inputs = Vec::new();
+        for (qi, ti) in recorded.query_inputs.iter().zip(&set_transform.inputs) {
+            let name = ids
+                .iter()
+                .find(|(id, _)| *id == qi.dataset_id)
+                .map(|(_, n)| n.clone())
+                .unwrap_or_else(|| ti.dataset_ref.clone());
+            let in_chain = ctx.storage.dataset(&name).chain_at(qi.new_block_hash).await?;
+            let Some(schema_slice) = in_chain.data_slices().next().cloned() else { continue };
+            inputs.push(PlannedInput {
+                name,
+                query_alias: ti.query_alias().to_string(),
+                id: qi.dataset_id.clone(),
+                chain: in_chain,
+                prev_block: qi.prev_block_hash,
+                new_block: qi.new_block_hash,
+                prev_offset: qi.prev_offset,
+                new_offset: qi.new_offset,
+                schema_slice,
+            });
+        }
+        let plan = TransformPlan {
+            transform: sql,
+            inputs,
+            prev_checkpoint: recorded.prev_checkpoint.map(|h| Checkpoint { physical_hash: h, size: 0 }),
+            prev_offset: recorded.prev_offset,
+        };
+        let vocab = Vocab::from(&prefix.summary.vocab.clone().unwrap_or_default());
+        let id = chain.summary.dataset_id.clone().unwrap_or(crate::chain::event::DatasetId([0; 32]));
+        let run = ctx.run_engine(&store, &prefix, dataset, id, &plan, &engine, &vocab, block.system_time).await?;
+        let replayed = match &run.output {
+            Some(o) if o.num_rows() > 0 => {
+                let h = data::logical_hash(o, &vocab)?;
+                Some((plan.next_offset(), plan.next_offset() + o.num_rows() as u64 - 1, h))
+            }
+            _ => None,
+        };
+        let step = ReplayedStep {
+            dataset: dataset.to_string(),
+            sequence_number: block.sequence_number,
+            block_hash: *hash,
+            recorded_engine: recorded.engine.clone(),
+            replay_engine: engine.identity().clone(),
+            recorded: recorded
+                .new_data
+                .as_ref()
+                .map(|d| (d.offset_interval.start, d.offset_interval.end, d.logical_hash)),
+            replayed,
+        };
+        let stop = !step.matches();
+        steps.push(step);
+        if stop {
+            break;
+        }
+    }
+    Ok(steps)
+}
+
+/// The engine that replays a recorded step: the recorded one when this runtime serves it, or its recorded
+/// replacement (`weir engine deprecate`).
+pub fn recorded_engine(
+    ctx: &Context,
+    compat: &[compat::Compatibility],
+    recorded: &ExecuteTransform,
+    name: &str,
+) -> Result<EngineHandle, EngineFailure> {
+    let current = ctx.engines.resolve(name)?;
+    let Some(rec) = &recorded.engine else { return Ok(current) };
+    if rec == current.identity() {
+        return Ok(current);
+    }
+    if let Some(replacement) = compat::replacement_for(compat, rec) {
+        if replacement == current.identity() {
+            return Ok(current);
+        }
+        return ctx.engines.by_reference(name, &replacement.reference_for_cli());
+    }
+    Err(EngineFailure::NotConfigured {
+        engine: name.to_string(),
+        runtime: rec.runtime.clone(),
+        hint: format!(
+            "the step was recorded with {} but this runtime serves {}; run `weir engine deprecate {name} --to ...` to replace it",
+            rec.reference,
+            current.identity().reference
+        ),
+    })
+}
+
+/// Runs `verify`.
+pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
+    known(ctx, dataset)?;
+    let compat = compat::load(&ctx.storage).await?;
+    let steps = replay(ctx, dataset, &|rec, name| recorded_engine(ctx, &compat, rec, name).map(Some)).await?;
+    if let Some(bad) = steps.iter().find(|s| !s.matches()) {
+        return Err(CommandError::Mismatch { summary: format!("verification failed: {}", bad.describe_mismatch()) });
+    }
+    let text = if steps.is_empty() {
+        format!("dataset `{dataset}` has no transform steps to verify")
+    } else {
+        format!("dataset `{dataset}`: {} transform step(s) replayed, all outputs identical", steps.len())
+    };
+    Ok(Output { text, json: json!({ "dataset": dataset, "verified": true, "steps": steps }) })
+}

@@ -1,0 +1,188 @@
+//! The engine contract as the coordinator enforces it, sans IO: what a successful ExecuteTransform must have
+//! produced, checked against the files the engine wrote.
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+
+use crate::chain::event::{OffsetInterval, Vocab};
+use crate::data;
+
+/// An engine broke the contract; the transaction is aborted and the dataset keeps its previous head.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContractViolation {
+    /// Success claims records but no data file was written.
+    #[error("the engine claims records [{}, {}] but wrote no data file", interval.start, interval.end)]
+    ClaimsRowsButNoFile {
+        /// The claimed interval.
+        interval: OffsetInterval,
+    },
+    /// The interval does not start at `next_offset`.
+    #[error("the engine's output starts at offset {found} but must start at next_offset {expected}")]
+    WrongStartOffset {
+        /// `next_offset` of the request.
+        expected: u64,
+        /// The interval's start.
+        found: u64,
+    },
+    /// The data file does not hold the claimed number of records.
+    #[error("the engine claims {claimed} records but its data file holds {found}")]
+    RecordCountMismatch {
+        /// Records claimed.
+        claimed: u64,
+        /// Records in the file.
+        found: u64,
+    },
+    /// Offsets in the file are not `next_offset, next_offset + 1, ...`.
+    #[error("offsets are not contiguous: record {index} has offset {found}, expected {expected}")]
+    NonContiguousOffsets {
+        /// Position in the file.
+        index: usize,
+        /// Expected offset.
+        expected: u64,
+        /// Offset found.
+        found: u64,
+    },
+    /// The output schema differs from the dataset's previous output.
+    #[error("the output schema changed: was [{previous}], now [{found}]")]
+    SchemaChanged {
+        /// Previous schema.
+        previous: String,
+        /// New schema.
+        found: String,
+    },
+    /// The data file is unreadable or lacks system columns.
+    #[error("the engine's data file is unusable: {message}")]
+    BadDataFile {
+        /// Why.
+        message: String,
+    },
+    /// The response stream carried two terminal messages.
+    #[error("the engine sent two terminal messages")]
+    TwoTerminalMessages,
+    /// The response stream ended without a terminal message.
+    #[error("the engine closed the stream without a terminal message")]
+    NoTerminalMessage,
+    /// The engine did not finish within the deadline.
+    #[error("the engine did not answer within the {seconds} s deadline")]
+    DeadlineExceeded {
+        /// The deadline.
+        seconds: u64,
+    },
+    /// The watermark went backwards.
+    #[error("the engine's watermark went backwards")]
+    WatermarkRegressed,
+}
+
+/// Checks a Success against the written data file (`None` when no file exists).
+///
+/// ```
+/// use coordinator::chain::event::{OffsetInterval, Vocab};
+/// use coordinator::engine::contract::{check_transform_output, ContractViolation};
+/// let err = check_transform_output(5, Some(OffsetInterval { start: 5, end: 6 }), None, None, &Vocab::default());
+/// assert!(matches!(err, Err(ContractViolation::ClaimsRowsButNoFile { .. })));
+/// ```
+pub fn check_transform_output(
+    next_offset: u64,
+    claimed: Option<OffsetInterval>,
+    file: Option<&RecordBatch>,
+    previous_schema: Option<&SchemaRef>,
+    vocab: &Vocab,
+) -> Result<(), ContractViolation> {
+    let Some(interval) = claimed else {
+        if let Some(b) = file
+            && b.num_rows() > 0
+        {
+            return Err(ContractViolation::RecordCountMismatch { claimed: 0, found: b.num_rows() as u64 });
+        }
+        return Ok(());
+    };
+    let batch = file.ok_or(ContractViolation::ClaimsRowsButNoFile { interval })?;
+    if interval.start != next_offset {
+        return Err(ContractViolation::WrongStartOffset { expected: next_offset, found: interval.start });
+    }
+    if interval.end < interval.start || batch.num_rows() as u64 != interval.len() {
+        return Err(ContractViolation::RecordCountMismatch {
+            claimed: interval.end.saturating_sub(interval.start) + 1,
+            found: batch.num_rows() as u64,
+        });
+    }
+    let offsets =
+        data::offset_values(batch, vocab).map_err(|e| ContractViolation::BadDataFile { message: e.to_string() })?;
+    for (i, o) in offsets.iter().enumerate() {
+        let expected = next_offset + i as u64;
+        if *o != expected {
+            return Err(ContractViolation::NonContiguousOffsets { index: i, expected, found: *o });
+        }
+    }
+    if let Some(prev) = previous_schema {
+        let now = data::normalize_system_columns(batch, vocab)
+            .map_err(|e| ContractViolation::BadDataFile { message: e.to_string() })?
+            .schema();
+        if !data::same_schema(prev, &now) {
+            return Err(ContractViolation::SchemaChanged {
+                previous: data::schema_text(prev),
+                found: data::schema_text(&now),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    fn out(offsets: &[i64], col: &str) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("offset", DataType::Int64, false),
+            Field::new(col, DataType::Utf8, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![Arc::new(Int64Array::from(offsets.to_vec())), Arc::new(StringArray::from(vec!["x"; offsets.len()]))],
+        )
+        .unwrap()
+    }
+
+    const V: fn() -> Vocab = Vocab::default;
+
+    #[test]
+    fn a_matching_output_passes() {
+        let b = out(&[10, 11], "a");
+        assert_eq!(check_transform_output(10, Some(OffsetInterval { start: 10, end: 11 }), Some(&b), None, &V()), Ok(()));
+        assert_eq!(check_transform_output(10, None, Some(&out(&[], "a")), None, &V()), Ok(()));
+    }
+
+    #[test]
+    fn gaps_counts_and_starts_are_violations() {
+        let iv = Some(OffsetInterval { start: 10, end: 11 });
+        assert!(matches!(
+            check_transform_output(10, iv, Some(&out(&[10, 12], "a")), None, &V()),
+            Err(ContractViolation::NonContiguousOffsets { index: 1, expected: 11, found: 12 })
+        ));
+        assert!(matches!(
+            check_transform_output(10, iv, Some(&out(&[10], "a")), None, &V()),
+            Err(ContractViolation::RecordCountMismatch { claimed: 2, found: 1 })
+        ));
+        assert!(matches!(
+            check_transform_output(9, iv, Some(&out(&[10, 11], "a")), None, &V()),
+            Err(ContractViolation::WrongStartOffset { expected: 9, found: 10 })
+        ));
+        assert!(matches!(
+            check_transform_output(10, None, Some(&out(&[10], "a")), None, &V()),
+            Err(ContractViolation::RecordCountMismatch { claimed: 0, found: 1 })
+        ));
+    }
+
+    #[test]
+    fn a_schema_change_is_a_violation() {
+        let prev = out(&[1], "a").schema();
+        assert!(matches!(
+            check_transform_output(10, Some(OffsetInterval { start: 10, end: 10 }), Some(&out(&[10], "b")), Some(&prev), &V()),
+            Err(ContractViolation::SchemaChanged { .. })
+        ));
+    }
+}

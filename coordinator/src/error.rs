@@ -1,0 +1,135 @@
+//! The errors `weir` commands end with, their exit codes and hints.
+
+use crate::chain::store::StoreError;
+use crate::data::DataError;
+use crate::engine::EngineFailure;
+use crate::exit;
+use crate::manifest::workspace::WorkspaceError;
+use crate::transaction::TxError;
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The workspace or a manifest is invalid.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// Storage failed or a chain is invalid.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A transaction failed.
+    #[error(transparent)]
+    Transaction(#[from] TxError),
+    /// An engine failed outside a transaction.
+    #[error(transparent)]
+    Engine(#[from] EngineFailure),
+    /// Records could not be read.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// No such dataset.
+    #[error("unknown dataset `{name}` (datasets: {known})")]
+    UnknownDataset {
+        /// The name given.
+        name: String,
+        /// The names that exist.
+        known: String,
+    },
+    /// No record at that offset.
+    #[error("dataset `{dataset}` has no record at offset {offset}")]
+    NoSuchOffset {
+        /// The dataset.
+        dataset: String,
+        /// The offset.
+        offset: u64,
+    },
+    /// Replay found a difference.
+    #[error("{summary}")]
+    Mismatch {
+        /// What differed, where.
+        summary: String,
+    },
+    /// Datasets failed during a pull.
+    #[error("{failed} dataset(s) failed: {}", messages.join("; "))]
+    PullFailed {
+        /// How many.
+        failed: usize,
+        /// Their errors.
+        messages: Vec<String>,
+        /// The exit code of the first failure.
+        code: u8,
+    },
+    /// The stage pipeline failed.
+    #[error("pipeline: {message}")]
+    Pipeline {
+        /// Why.
+        message: String,
+    },
+    /// A dispatcher plugin could not be loaded or used.
+    #[error("dispatcher plugin {path}: {message}")]
+    Plugin {
+        /// The plugin path.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The conformance kit found failures.
+    #[error("{failed} conformance check(s) failed")]
+    ConformanceFailed {
+        /// How many.
+        failed: usize,
+    },
+}
+
+impl CommandError {
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CommandError::Workspace(_) => exit::INVALID_WORKSPACE,
+            CommandError::Store(_) | CommandError::Data(_) => exit::STORAGE,
+            CommandError::Transaction(t) => tx_code(t),
+            CommandError::Engine(e) => engine_code(e),
+            CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => exit::NOT_FOUND,
+            CommandError::Mismatch { .. } | CommandError::ConformanceFailed { .. } => exit::MISMATCH,
+            CommandError::PullFailed { code, .. } => *code,
+            CommandError::Pipeline { .. } | CommandError::Plugin { .. } => exit::FAILURE,
+        }
+    }
+
+    /// A hint for the user, when there is one.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            CommandError::Workspace(_) => Some("fix the manifest at the position shown, then run `weir validate`"),
+            CommandError::Transaction(TxError::Engine { source: EngineFailure::InvalidQuery { .. }, .. })
+            | CommandError::Engine(EngineFailure::InvalidQuery { .. }) => {
+                Some("fix the SQL in the dataset's manifest; nothing was committed")
+            }
+            CommandError::Transaction(TxError::Engine { .. }) => {
+                Some("the dataset stayed at its previous head; rerun `weir pull` once the engine is fixed")
+            }
+            CommandError::Engine(EngineFailure::NotConfigured { .. }) => {
+                Some("configure the engine under `engines:` in weir.yaml or pick another --engine")
+            }
+            CommandError::UnknownDataset { .. } => Some("`weir list` shows the datasets of the workspace"),
+            CommandError::Mismatch { .. } => Some("`weir log DATASET` shows the recorded blocks and engines"),
+            CommandError::PullFailed { .. } => Some("datasets that failed keep their previous head; rerun `weir pull`"),
+            _ => None,
+        }
+    }
+}
+
+/// The exit code of a failed transaction.
+pub fn tx_code(t: &TxError) -> u8 {
+    match t {
+        TxError::Store(_) => exit::STORAGE,
+        TxError::Engine { source, .. } => engine_code(source),
+        TxError::UnknownDataset { .. } => exit::NOT_FOUND,
+        TxError::Data { .. } | TxError::Fetch { .. } | TxError::Scratch { .. } => exit::FAILURE,
+    }
+}
+
+fn engine_code(e: &EngineFailure) -> u8 {
+    match e {
+        EngineFailure::InvalidQuery { .. } => exit::INVALID_QUERY,
+        EngineFailure::NotConfigured { .. } => exit::NOT_FOUND,
+        EngineFailure::Internal { .. } | EngineFailure::Contract { .. } => exit::ENGINE_FAILED,
+    }
+}

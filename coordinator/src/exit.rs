@@ -1,0 +1,33 @@
+//! Exit codes of the `weir` binary.
+
+/// Success.
+pub const OK: u8 = 0;
+/// An unexpected failure.
+pub const FAILURE: u8 = 1;
+/// Bad command line (clap's own code).
+pub const USAGE: u8 = 2;
+/// The workspace or a manifest is invalid.
+pub const INVALID_WORKSPACE: u8 = 3;
+/// A named dataset or engine does not exist.
+pub const NOT_FOUND: u8 = 4;
+/// An engine rejected a query (InvalidQuery): fix the SQL.
+pub const INVALID_QUERY: u8 = 5;
+/// An engine failed or broke the engine contract; the dataset stayed at its previous head.
+pub const ENGINE_FAILED: u8 = 6;
+/// `verify` / `engine deprecate` found a mismatch.
+pub const MISMATCH: u8 = 7;
+/// Stored data is unreadable or a chain is invalid.
+pub const STORAGE: u8 = 8;
+
+/// The table printed by `weir --help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success
+  1  unexpected failure
+  2  bad command line
+  3  invalid workspace or manifest (the message names file:line:column and the field)
+  4  unknown dataset or engine
+  5  an engine rejected a query (InvalidQuery, with the engine's SQL error)
+  6  an engine failed or broke the contract (the dataset keeps its previous head)
+  7  verify / engine deprecate found a mismatch
+  8  storage unreadable or a metadata chain is invalid";

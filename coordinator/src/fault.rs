@@ -1,0 +1,22 @@
+//! Fault injection for crash tests: `WEIR_FAULT_AT=<step>[:<dataset>]` aborts the process at that step of a
+//! transaction, as a crash would.
+//!
+//! Steps, in transaction order: `after-read` (source read / engine done), `after-data` (data slice
+//! written), `after-checkpoint` (checkpoint written), `after-blocks` (blocks written, head not moved),
+//! `after-head` (head moved).
+
+/// The steps a transaction passes, in order.
+pub const STEPS: &[&str] = &["after-read", "after-data", "after-checkpoint", "after-blocks", "after-head"];
+
+/// Aborts the process if `WEIR_FAULT_AT` names this step (and dataset, when one is given).
+pub fn point(step: &str, dataset: &str) {
+    let Ok(spec) = std::env::var("WEIR_FAULT_AT") else { return };
+    let (want_step, want_dataset) = match spec.split_once(':') {
+        Some((s, d)) => (s, Some(d)),
+        None => (spec.as_str(), None),
+    };
+    if want_step == step && want_dataset.is_none_or(|d| d == dataset) {
+        eprintln!("weir: WEIR_FAULT_AT={spec}: aborting at {step} of a transaction of `{dataset}`");
+        std::process::abort();
+    }
+}

@@ -1,0 +1,4 @@
+//! Root dataset ingestion: fetch, read, preprocess, merge.
+pub mod fetch;
+pub mod merge;
+pub mod read;

@@ -1,0 +1,344 @@
+//! A dataset manifest in ODF's `DatasetSnapshot` form, read with errors that name the file, line and field.
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::yaml::{Located, Position};
+use crate::chain::event::{DatasetKind, MergeStrategy, SetPollingSource, SetTransform, SetVocab};
+
+/// A manifest that cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ManifestError {
+    /// The file cannot be read.
+    #[error("{file}: cannot read: {message}")]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The YAML is malformed.
+    #[error("{file}:{line}:{column}: invalid YAML: {message}")]
+    Syntax {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A field is missing or wrong.
+    #[error("{file}:{line}:{column}: field `{field}`: {message}")]
+    Field {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The field path, e.g. `content.metadata[0].merge.primaryKey`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ManifestError {
+    /// The field path, for field errors.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ManifestError::Field { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// The line, when known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ManifestError::Syntax { line, .. } | ManifestError::Field { line, .. } => Some(*line),
+            ManifestError::Read { .. } => None,
+        }
+    }
+}
+
+/// A dataset as its manifest declares it.
+#[derive(Debug, Clone)]
+pub struct DatasetManifest {
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// The dataset name.
+    pub name: String,
+    /// Root or derivative.
+    pub kind: DatasetKind,
+    /// A root's source.
+    pub polling_source: Option<SetPollingSource>,
+    /// A derivative's transform.
+    pub transform: Option<SetTransform>,
+    /// Column names, if not the defaults.
+    pub vocab: Option<SetVocab>,
+    /// Index of each event in `content.metadata`, for error positions.
+    pub transform_index: Option<usize>,
+    located: Located,
+}
+
+impl DatasetManifest {
+    /// Reads and checks a manifest file.
+    pub fn load(file: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| ManifestError::Read { file: file.to_path_buf(), message: e.to_string() })?;
+        Self::parse(file, &text)
+    }
+
+    /// Parses manifest text; `file` is used in errors.
+    ///
+    /// ```
+    /// use coordinator::manifest::snapshot::DatasetManifest;
+    /// let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: trips\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Legder, primaryKey: [id]}\n";
+    /// let err = DatasetManifest::parse("trips.yaml".as_ref(), text).unwrap_err();
+    /// assert_eq!(err.line(), Some(10));
+    /// assert_eq!(err.field(), Some("content.metadata[0].merge"));
+    /// ```
+    pub fn parse(file: &Path, text: &str) -> Result<Self, ManifestError> {
+        let located = Located::parse(text).map_err(|e| ManifestError::Syntax {
+            file: file.to_path_buf(),
+            line: e.position.line,
+            column: e.position.column,
+            message: e.message,
+        })?;
+        let ctx = Ctx { file, located: &located };
+        let root = &located.value;
+        match root.get("kind").and_then(Value::as_str) {
+            Some("DatasetSnapshot") => {}
+            Some(other) => return Err(ctx.err("kind", format!("expected `DatasetSnapshot`, found `{other}`"))),
+            None => return Err(ctx.err("kind", "missing `kind: DatasetSnapshot`")),
+        }
+        match root.get("version") {
+            Some(v) if v.as_u64() == Some(1) => {}
+            Some(v) => return Err(ctx.err("version", format!("only version 1 is supported, found {v}"))),
+            None => return Err(ctx.err("version", "missing `version: 1`")),
+        }
+        let content = root.get("content").ok_or_else(|| ctx.err("content", "missing"))?;
+        if let Some(obj) = content.as_object() {
+            for key in obj.keys() {
+                if !["name", "kind", "metadata"].contains(&key.as_str()) {
+                    return Err(ctx.err(&format!("content.{key}"), "unknown field (expected name, kind, metadata)"));
+                }
+            }
+        }
+        let name: String = ctx.typed("content.name", content.get("name"))?;
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(ctx.err("content.name", format!("`{name}` is not a dataset name (letters, digits, `-`, `_`, `.`)")));
+        }
+        let kind: DatasetKind = ctx.typed("content.kind", content.get("kind"))?;
+        let events = match content.get("metadata") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a.clone(),
+            Some(_) => return Err(ctx.err("content.metadata", "expected a list of events")),
+        };
+        let mut m = DatasetManifest {
+            file: file.to_path_buf(),
+            name,
+            kind,
+            polling_source: None,
+            transform: None,
+            vocab: None,
+            transform_index: None,
+            located: located.clone(),
+        };
+        for (i, event) in events.iter().enumerate() {
+            let base = format!("content.metadata[{i}]");
+            let mut body = event.clone();
+            let event_kind = match body.as_object_mut().and_then(|o| o.remove("kind")) {
+                Some(Value::String(k)) => k,
+                _ => return Err(ctx.err(&format!("{base}.kind"), "every event needs a `kind`")),
+            };
+            let dup = |what: &str| ctx.err(&base, format!("{what} is declared twice"));
+            match event_kind.as_str() {
+                "SetPollingSource" => {
+                    if m.polling_source.is_some() {
+                        return Err(dup("SetPollingSource"));
+                    }
+                    let src: SetPollingSource = ctx.typed(&base, Some(&body))?;
+                    match &src.merge {
+                        MergeStrategy::Ledger { primary_key } | MergeStrategy::Snapshot { primary_key, .. }
+                            if primary_key.is_empty() =>
+                        {
+                            return Err(ctx.err(&format!("{base}.merge.primaryKey"), "needs at least one column"));
+                        }
+                        _ => {}
+                    }
+                    if let Some(t) = &src.preprocess {
+                        check_sql(&ctx, &format!("{base}.preprocess"), t.sql())?;
+                    }
+                    m.polling_source = Some(src);
+                }
+                "SetTransform" => {
+                    if m.transform.is_some() {
+                        return Err(dup("SetTransform"));
+                    }
+                    let t: SetTransform = ctx.typed(&base, Some(&body))?;
+                    if t.inputs.is_empty() {
+                        return Err(ctx.err(&format!("{base}.inputs"), "a transform needs at least one input"));
+                    }
+                    check_sql(&ctx, &format!("{base}.transform"), t.transform.sql())?;
+                    m.transform = Some(t);
+                    m.transform_index = Some(i);
+                }
+                "SetVocab" => {
+                    if m.vocab.is_some() {
+                        return Err(dup("SetVocab"));
+                    }
+                    m.vocab = Some(ctx.typed(&base, Some(&body))?);
+                }
+                other => {
+                    return Err(ctx.err(
+                        &format!("{base}.kind"),
+                        format!("unsupported event `{other}` (expected SetPollingSource, SetTransform or SetVocab)"),
+                    ));
+                }
+            }
+        }
+        match m.kind {
+            DatasetKind::Root if m.polling_source.is_none() => {
+                return Err(ctx.err("content.metadata", "a Root dataset needs a SetPollingSource event"));
+            }
+            DatasetKind::Root if m.transform.is_some() => {
+                return Err(ctx.err("content.kind", "a Root dataset cannot have a SetTransform (use kind: Derivative)"));
+            }
+            DatasetKind::Derivative if m.transform.is_none() => {
+                return Err(ctx.err("content.metadata", "a Derivative dataset needs a SetTransform event"));
+            }
+            DatasetKind::Derivative if m.polling_source.is_some() => {
+                return Err(ctx.err("content.kind", "a Derivative dataset cannot have a SetPollingSource (use kind: Root)"));
+            }
+            _ => {}
+        }
+        Ok(m)
+    }
+
+    /// An error about a field of this manifest, positioned at that field.
+    pub fn field_error(&self, field: &str, message: impl Into<String>) -> ManifestError {
+        Ctx { file: &self.file, located: &self.located }.err(field, message)
+    }
+}
+
+fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &crate::chain::event::TransformSql) -> Result<(), ManifestError> {
+    if sql.engine.trim().is_empty() {
+        return Err(ctx.err(&format!("{base}.engine"), "needs an engine name"));
+    }
+    let n = sql.normalized();
+    if n.queries.is_empty() || n.queries.iter().any(|q| q.query.trim().is_empty()) {
+        return Err(ctx.err(base, "needs a non-empty `query` or `queries`"));
+    }
+    if n.queries.last().is_some_and(|q| q.alias.is_some()) {
+        return Err(ctx.err(&format!("{base}.queries"), "the last query is the output and must have no alias"));
+    }
+    Ok(())
+}
+
+struct Ctx<'a> {
+    file: &'a Path,
+    located: &'a Located,
+}
+
+impl Ctx<'_> {
+    fn err(&self, field: &str, message: impl Into<String>) -> ManifestError {
+        let Position { line, column } = self.located.position_of(field).unwrap_or(Position { line: 1, column: 1 });
+        ManifestError::Field { file: self.file.to_path_buf(), line, column, field: field.to_string(), message: message.into() }
+    }
+
+    fn typed<T: DeserializeOwned>(&self, base: &str, v: Option<&Value>) -> Result<T, ManifestError> {
+        let v = v.cloned().unwrap_or(Value::Null);
+        serde_path_to_error::deserialize(v).map_err(|e| {
+            let inner = e.path().to_string();
+            let mut field = if inner == "." || inner.is_empty() { base.to_string() } else { format!("{base}.{inner}") };
+            let message = e.into_inner().to_string();
+            // Inside ODF's `kind`-tagged unions serde loses the path; an unknown field still names itself.
+            if let Some(name) = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+                field = format!("{field}.{name}");
+            }
+            self.err(&field, message)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::event::{FetchStep, ReadStep};
+
+    const ROOT: &str = "\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: stations
+  kind: Root
+  metadata:
+    - kind: SetPollingSource
+      fetch:
+        kind: FilesGlob
+        path: data/stations-*.csv
+      read:
+        kind: Csv
+        header: true
+      merge:
+        kind: Snapshot
+        primaryKey: [station_id]
+    - kind: SetVocab
+      eventTimeColumn: observed_at
+";
+
+    fn parse(text: &str) -> Result<DatasetManifest, ManifestError> {
+        DatasetManifest::parse(Path::new("datasets/x.yaml"), text)
+    }
+
+    #[test]
+    fn a_root_manifest_reads_into_its_events() {
+        let m = parse(ROOT).unwrap();
+        assert_eq!(m.name, "stations");
+        let src = m.polling_source.unwrap();
+        assert_eq!(src.fetch, FetchStep::FilesGlob { path: "data/stations-*.csv".into() });
+        assert_eq!(src.read, ReadStep::Csv { schema: vec![], separator: None, header: Some(true) });
+        assert_eq!(src.merge, MergeStrategy::Snapshot { primary_key: vec!["station_id".into()], compare_columns: None });
+        assert_eq!(m.vocab.unwrap().event_time_column.as_deref(), Some("observed_at"));
+    }
+
+    #[test]
+    fn a_misspelt_field_points_at_its_line() {
+        let err = parse(&ROOT.replace("primaryKey", "primaryKeys")).unwrap_err();
+        assert_eq!(err.line(), Some(15), "{err}");
+        assert!(err.to_string().contains("datasets/x.yaml:15"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_type_deep_in_an_event_names_the_field_path() {
+        let err = parse(&ROOT.replace("header: true", "header: sometimes")).unwrap_err();
+        assert_eq!(err.field(), Some("content.metadata[0].read"), "{err}");
+        assert_eq!(err.line(), Some(11));
+    }
+
+    #[test]
+    fn an_empty_primary_key_is_rejected_at_the_primary_key() {
+        let err = parse(&ROOT.replace("[station_id]", "[]")).unwrap_err();
+        assert_eq!(err.field(), Some("content.metadata[0].merge.primaryKey"));
+        assert_eq!(err.line(), Some(16));
+    }
+
+    #[test]
+    fn a_derivative_needs_a_transform_with_sql() {
+        let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: d\n  kind: Derivative\n  metadata:\n    - kind: SetTransform\n      inputs: [{datasetRef: stations}]\n      transform:\n        kind: Sql\n        engine: datafusion\n";
+        let err = parse(text).unwrap_err();
+        assert_eq!(err.field(), Some("content.metadata[0].transform"));
+        assert_eq!(err.line(), Some(9));
+    }
+
+    #[test]
+    fn wrong_document_kind_and_version_are_reported() {
+        assert_eq!(parse(&ROOT.replace("DatasetSnapshot", "Dataset")).unwrap_err().field(), Some("kind"));
+        assert_eq!(parse(&ROOT.replace("version: 1", "version: 2")).unwrap_err().line(), Some(2));
+    }
+}

@@ -1,0 +1,286 @@
+//! A workspace: a folder with an optional `weir.yaml` and dataset manifests under `datasets/`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::snapshot::{DatasetManifest, ManifestError};
+use super::yaml::Located;
+
+/// Which engine serves an engine name, per runtime (`weir.yaml` → `engines.<name>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// OCI image pinned by digest, for `--engine docker|podman` (e.g. an ODF engine image).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The port the image's engine listens on (ODF images: 2884; Weir's: 5544).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// A local engine binary, for `--engine process` (relative to the workspace).
+    #[serde(default)]
+    pub binary: Option<String>,
+}
+
+/// `weir.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Where the chains and data live: a directory relative to the workspace (default `.weir`), or an
+    /// object-store URL such as `s3://bucket/prefix`.
+    #[serde(default)]
+    pub storage: Option<String>,
+    /// Engine name → how to run it.
+    #[serde(default)]
+    pub engines: BTreeMap<String, EngineConfig>,
+}
+
+/// A loaded, cross-checked workspace.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// The workspace folder.
+    pub root: PathBuf,
+    /// `weir.yaml`.
+    pub config: WorkspaceConfig,
+    /// Datasets by name.
+    pub datasets: BTreeMap<String, DatasetManifest>,
+}
+
+/// Why a workspace cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The folder does not exist or has no `datasets/`.
+    #[error("{root}: not a weir workspace: {message}")]
+    NotAWorkspace {
+        /// The folder.
+        root: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A manifest (or `weir.yaml`) is invalid.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// Two manifests declare the same dataset.
+    #[error("dataset `{name}` is declared twice: in {first} and {second}")]
+    DuplicateDataset {
+        /// The name.
+        name: String,
+        /// One file.
+        first: PathBuf,
+        /// The other file.
+        second: PathBuf,
+    },
+    /// Transforms form a cycle.
+    #[error("datasets form a cycle: {}", cycle.join(" -> "))]
+    Cycle {
+        /// The datasets in the cycle.
+        cycle: Vec<String>,
+    },
+}
+
+impl Workspace {
+    /// Loads `root/weir.yaml` (optional) and every `root/datasets/*.yaml`.
+    pub fn load(root: &Path) -> Result<Self, WorkspaceError> {
+        let not_ws = |message: String| WorkspaceError::NotAWorkspace { root: root.to_path_buf(), message };
+        let dir = root.join("datasets");
+        if !dir.is_dir() {
+            return Err(not_ws("no `datasets/` folder".into()));
+        }
+        let config_file = root.join("weir.yaml");
+        let config = if config_file.exists() { load_config(&config_file)? } else { WorkspaceConfig::default() };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| not_ws(e.to_string()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        let mut datasets: BTreeMap<String, DatasetManifest> = BTreeMap::new();
+        for f in files {
+            let display = f.strip_prefix(root).map(Path::to_path_buf).unwrap_or(f.clone());
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| ManifestError::Read { file: display.clone(), message: e.to_string() })?;
+            let m = DatasetManifest::parse(&display, &text)?;
+            if let Some(prev) = datasets.get(&m.name) {
+                return Err(WorkspaceError::DuplicateDataset {
+                    name: m.name.clone(),
+                    first: prev.file.clone(),
+                    second: m.file.clone(),
+                });
+            }
+            datasets.insert(m.name.clone(), m);
+        }
+        let ws = Self { root: root.to_path_buf(), config, datasets };
+        ws.check_inputs()?;
+        ws.topological_order()?;
+        Ok(ws)
+    }
+
+    fn check_inputs(&self) -> Result<(), WorkspaceError> {
+        for m in self.datasets.values() {
+            let (Some(t), Some(idx)) = (&m.transform, m.transform_index) else { continue };
+            let mut aliases = BTreeSet::new();
+            for (j, input) in t.inputs.iter().enumerate() {
+                let field = format!("content.metadata[{idx}].inputs[{j}].datasetRef");
+                if !self.datasets.contains_key(&input.dataset_ref) {
+                    let known: Vec<&str> = self.datasets.keys().map(String::as_str).collect();
+                    return Err(m
+                        .field_error(&field, format!("unknown dataset `{}` (known: {})", input.dataset_ref, known.join(", ")))
+                        .into());
+                }
+                if !aliases.insert(input.query_alias().to_string()) {
+                    return Err(m.field_error(&field, format!("alias `{}` is used twice", input.query_alias())).into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Dataset names with every input before the datasets that read it.
+    pub fn topological_order(&self) -> Result<Vec<String>, WorkspaceError> {
+        let mut order = Vec::new();
+        let mut done = BTreeSet::new();
+        for name in self.datasets.keys() {
+            self.visit(name, &mut Vec::new(), &mut done, &mut order)?;
+        }
+        Ok(order)
+    }
+
+    fn visit(
+        &self,
+        name: &str,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        order: &mut Vec<String>,
+    ) -> Result<(), WorkspaceError> {
+        if done.contains(name) {
+            return Ok(());
+        }
+        if let Some(pos) = path.iter().position(|p| p == name) {
+            let mut cycle = path[pos..].to_vec();
+            cycle.push(name.to_string());
+            return Err(WorkspaceError::Cycle { cycle });
+        }
+        path.push(name.to_string());
+        for input in self.inputs_of(name) {
+            self.visit(&input, path, done, order)?;
+        }
+        path.pop();
+        done.insert(name.to_string());
+        order.push(name.to_string());
+        Ok(())
+    }
+
+    /// The names of a dataset's inputs.
+    pub fn inputs_of(&self, name: &str) -> Vec<String> {
+        self.datasets
+            .get(name)
+            .and_then(|m| m.transform.as_ref())
+            .map(|t| t.inputs.iter().map(|i| i.dataset_ref.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Datasets that read `name` directly.
+    pub fn dependents_of(&self, name: &str) -> Vec<String> {
+        self.datasets.keys().filter(|d| self.inputs_of(d).iter().any(|i| i == name)).cloned().collect()
+    }
+
+    /// The storage location, resolved against the workspace folder.
+    pub fn storage_location(&self) -> String {
+        match &self.config.storage {
+            Some(s) if s.contains("://") => s.clone(),
+            Some(s) => self.root.join(s).to_string_lossy().into_owned(),
+            None => self.root.join(".weir").to_string_lossy().into_owned(),
+        }
+    }
+}
+
+fn load_config(file: &Path) -> Result<WorkspaceConfig, ManifestError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| ManifestError::Read { file: PathBuf::from("weir.yaml"), message: e.to_string() })?;
+    let located = Located::parse(&text).map_err(|e| ManifestError::Syntax {
+        file: PathBuf::from("weir.yaml"),
+        line: e.position.line,
+        column: e.position.column,
+        message: e.message,
+    })?;
+    let value = match located.value.clone() {
+        serde_json::Value::Null => serde_json::Value::Object(Default::default()),
+        v => v,
+    };
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let pos = located.position_of(&field);
+        ManifestError::Field {
+            file: PathBuf::from("weir.yaml"),
+            line: pos.map_or(1, |p| p.line),
+            column: pos.map_or(1, |p| p.column),
+            field,
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::create_dir_all(dir.join("datasets")).unwrap();
+        std::fs::write(dir.join("datasets").join(name), text).unwrap();
+    }
+
+    fn derivative(name: &str, input: &str) -> String {
+        format!(
+            "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: {name}\n  kind: Derivative\n  metadata:\n    - kind: SetTransform\n      inputs:\n        - datasetRef: {input}\n      transform:\n        kind: Sql\n        engine: datafusion\n        query: select * from {input}\n"
+        )
+    }
+
+    const ROOT: &str = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: raw\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'in/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Append}\n";
+
+    #[test]
+    fn datasets_are_ordered_inputs_first() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.yaml", &derivative("b", "a1"));
+        write(dir.path(), "b.yaml", &derivative("a1", "raw"));
+        write(dir.path(), "c.yaml", ROOT);
+        let ws = Workspace::load(dir.path()).unwrap();
+        assert_eq!(ws.topological_order().unwrap(), vec!["raw", "a1", "b"]);
+        assert_eq!(ws.dependents_of("raw"), vec!["a1"]);
+    }
+
+    #[test]
+    fn an_unknown_input_points_at_its_dataset_ref_line() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.yaml", &derivative("b", "nope"));
+        let err = Workspace::load(dir.path()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("datasets/a.yaml:9:"), "{text}");
+        assert!(text.contains("content.metadata[0].inputs[0].datasetRef"), "{text}");
+    }
+
+    #[test]
+    fn a_cycle_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.yaml", &derivative("a", "b"));
+        write(dir.path(), "b.yaml", &derivative("b", "a"));
+        assert!(matches!(Workspace::load(dir.path()).unwrap_err(), WorkspaceError::Cycle { .. }));
+    }
+
+    #[test]
+    fn weir_yaml_configures_storage_and_engines() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "c.yaml", ROOT);
+        std::fs::write(
+            dir.path().join("weir.yaml"),
+            "storage: store\nengines:\n  datafusion:\n    image: example/engine@sha256:00\n    port: 2884\n",
+        )
+        .unwrap();
+        let ws = Workspace::load(dir.path()).unwrap();
+        assert!(ws.storage_location().ends_with("store"));
+        assert_eq!(ws.config.engines["datafusion"].port, Some(2884));
+        std::fs::write(dir.path().join("weir.yaml"), "engines:\n  datafusion:\n    prot: 1\n").unwrap();
+        let err = Workspace::load(dir.path()).unwrap_err().to_string();
+        assert!(err.starts_with("weir.yaml:3:"), "{err}");
+    }
+}

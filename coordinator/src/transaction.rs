@@ -1,0 +1,677 @@
+//! One transaction of one dataset: ingest the next source file of a root, or run the next transform step of
+//! a derivative, then commit: data, checkpoint and blocks first, the head last.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::{cast, concat_batches};
+use arrow::datatypes::{Field, Schema};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use tracing::{Instrument, info, info_span};
+
+use crate::chain::event::*;
+use crate::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
+use crate::data::{self, DataError};
+use crate::engine::contract::{self, ContractViolation};
+use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
+use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
+use crate::fault;
+use crate::hash::Multihash;
+use crate::ingest::{fetch, merge, read};
+use crate::manifest::snapshot::DatasetManifest;
+use crate::manifest::workspace::Workspace;
+
+/// What a transaction failed with. The dataset keeps its previous head in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// Storage failed or a chain is invalid.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Records could not be read or written.
+    #[error("dataset `{dataset}`: {source}")]
+    Data {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        #[source]
+        source: DataError,
+    },
+    /// The source could not be fetched.
+    #[error("dataset `{dataset}`: {source}")]
+    Fetch {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        #[source]
+        source: fetch::FetchError,
+    },
+    /// An engine failed, rejected the query or broke the contract.
+    #[error("dataset `{dataset}`: {source}")]
+    Engine {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        #[source]
+        source: EngineFailure,
+    },
+    /// Local scratch space failed.
+    #[error("dataset `{dataset}`: scratch directory: {message}")]
+    Scratch {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        message: String,
+    },
+    /// The dataset is not in the workspace.
+    #[error("unknown dataset `{name}`")]
+    UnknownDataset {
+        /// The name.
+        name: String,
+    },
+}
+
+/// The result of one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxOutcome {
+    /// New blocks were committed.
+    Committed {
+        /// The dataset.
+        dataset: String,
+        /// The new head.
+        head: Multihash,
+        /// Records added.
+        records: u64,
+        /// Blocks added.
+        blocks: u64,
+        /// Whether the source / inputs may have more to do.
+        more: bool,
+    },
+    /// Nothing to do.
+    UpToDate {
+        /// The dataset.
+        dataset: String,
+    },
+}
+
+/// Everything a transaction needs.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The workspace.
+    pub workspace: Arc<Workspace>,
+    /// Its storage.
+    pub storage: Storage,
+    /// Engines.
+    pub engines: EngineResolver,
+}
+
+impl Context {
+    /// Runs the next transaction of `dataset`.
+    pub async fn run_once(&self, dataset: &str) -> Result<TxOutcome, TxError> {
+        let m = self
+            .workspace
+            .datasets
+            .get(dataset)
+            .ok_or_else(|| TxError::UnknownDataset { name: dataset.to_string() })?
+            .clone();
+        let span = info_span!("transaction", dataset = %dataset, kind = ?m.kind);
+        async {
+            match m.kind {
+                DatasetKind::Root => self.ingest_once(&m).await,
+                DatasetKind::Derivative => self.transform_once(&m).await,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn scratch(&self, dataset: &str) -> Result<tempfile::TempDir, TxError> {
+        tempfile::Builder::new()
+            .prefix(&format!("weir-{dataset}-"))
+            .tempdir()
+            .map_err(|e| TxError::Scratch { dataset: dataset.to_string(), message: e.to_string() })
+    }
+
+    async fn ingest_once(&self, m: &DatasetManifest) -> Result<TxOutcome, TxError> {
+        let name = m.name.clone();
+        let data_err = |source| TxError::Data { dataset: name.clone(), source };
+        let store = self.storage.dataset(&m.name);
+        let chain = store.chain().await?;
+        let now = Utc::now();
+        let mut events = metadata_events(&chain, m, now);
+        let Some(src) = &m.polling_source else { return Ok(TxOutcome::UpToDate { dataset: name }) };
+        let vocab = Vocab::from(&m.vocab.clone().unwrap_or_default());
+        let state = chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
+            MetadataEvent::AddData(a) => a.new_source_state.clone(),
+            _ => None,
+        });
+        let next = fetch::next_pending(&self.workspace.root, &src.fetch, state.as_ref())
+            .await
+            .map_err(|source| TxError::Fetch { dataset: name.clone(), source })?;
+        let mut records = 0;
+        if let Some(file) = next {
+            info!(dataset = %name, file = %file.name, "ingesting");
+            let mut batch = read::read(&src.read, file.bytes, &file.name).map_err(data_err)?;
+            if let Some(pre) = &src.preprocess {
+                batch = self.preprocess(&name, pre.sql(), &batch).await?;
+            }
+            let batch = with_event_time(&batch, &vocab, now).map_err(data_err)?;
+            let needs_prev = !matches!(src.merge, MergeStrategy::Append);
+            let prev = if needs_prev { load_all(&store, &chain).await.map_err(|e| self.tx_err(&name, e))? } else { None };
+            let merged = merge::merge(&src.merge, prev.as_ref(), &batch, &vocab).map_err(data_err)?;
+            fault::point("after-read", &name);
+            let first = chain.summary.last_offset.map_or(0, |o| o + 1);
+            let mut watermark = chain.summary.watermark;
+            let new_data = if merged.ops.is_empty() {
+                None
+            } else {
+                let out = data::with_system_columns(&merged.data, &merged.ops, first, now, &vocab).map_err(data_err)?;
+                if let Some(w) = data::max_time(&out, &vocab.event_time).map_err(data_err)? {
+                    watermark = Some(watermark.map_or(w, |p| p.max(w)));
+                }
+                records = out.num_rows() as u64;
+                Some(self.put_slice(&store, &out, &vocab, first).await?)
+            };
+            fault::point("after-data", &name);
+            events.push(MetadataEvent::AddData(AddData {
+                prev_checkpoint: None,
+                prev_offset: chain.summary.last_offset,
+                new_data,
+                new_checkpoint: None,
+                new_watermark: watermark,
+                new_source_state: Some(file.state),
+            }));
+        }
+        if events.is_empty() {
+            return Ok(TxOutcome::UpToDate { dataset: name });
+        }
+        let more = events.iter().any(|e| matches!(e, MetadataEvent::AddData(_)));
+        commit(&store, &chain, events, now, records, more).await
+    }
+
+    fn tx_err(&self, dataset: &str, e: LoadError) -> TxError {
+        match e {
+            LoadError::Store(s) => TxError::Store(s),
+            LoadError::Data(source) => TxError::Data { dataset: dataset.to_string(), source },
+        }
+    }
+
+    async fn put_slice(
+        &self,
+        store: &DatasetStore,
+        out: &RecordBatch,
+        vocab: &Vocab,
+        first: u64,
+    ) -> Result<DataSlice, TxError> {
+        let data_err = |source| TxError::Data { dataset: store.name().to_string(), source };
+        let bytes = data::write_parquet(out).map_err(data_err)?;
+        let logical_hash = data::logical_hash(out, vocab).map_err(data_err)?;
+        let size = bytes.len() as u64;
+        let physical_hash = store.put_file(FileKind::Data, bytes).await?;
+        Ok(DataSlice {
+            logical_hash,
+            physical_hash,
+            offset_interval: OffsetInterval { start: first, end: first + out.num_rows() as u64 - 1 },
+            size,
+        })
+    }
+
+    async fn preprocess(&self, dataset: &str, sql: &TransformSql, batch: &RecordBatch) -> Result<RecordBatch, TxError> {
+        let data_err = |source| TxError::Data { dataset: dataset.to_string(), source };
+        let engine = self.engines.resolve(&sql.engine).map_err(|source| TxError::Engine { dataset: dataset.into(), source })?;
+        let dir = self.scratch(dataset)?;
+        let input = dir.path().join("input.parquet");
+        let output = dir.path().join("output.parquet");
+        let bytes = data::write_parquet(batch).map_err(data_err)?;
+        std::fs::write(&input, &bytes).map_err(|e| TxError::Scratch { dataset: dataset.into(), message: e.to_string() })?;
+        let job = RawQueryJob { input_data_paths: vec![input], transform: sql.clone(), output_data_path: output.clone() };
+        let n = engine.raw_query(&job).await.map_err(|source| TxError::Engine { dataset: dataset.into(), source })?;
+        let out = std::fs::read(&output).map_err(|_| TxError::Engine {
+            dataset: dataset.into(),
+            source: EngineFailure::Contract {
+                engine: sql.engine.clone(),
+                violation: ContractViolation::ClaimsRowsButNoFile { interval: OffsetInterval { start: 0, end: n.saturating_sub(1) } },
+            },
+        })?;
+        let out = data::read_parquet(Bytes::from(out)).map_err(data_err)?;
+        if out.num_rows() as u64 != n {
+            return Err(TxError::Engine {
+                dataset: dataset.into(),
+                source: EngineFailure::Contract {
+                    engine: sql.engine.clone(),
+                    violation: ContractViolation::RecordCountMismatch { claimed: n, found: out.num_rows() as u64 },
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Plans the next transform step of a derivative: `None` when its inputs have nothing new.
+    pub async fn plan_transform(&self, m: &DatasetManifest, chain: &Chain) -> Result<Option<TransformPlan>, TxError> {
+        let Some(t) = &m.transform else { return Ok(None) };
+        let last = last_execute_transform(chain);
+        let mut inputs = Vec::new();
+        let mut any_new = false;
+        for input in &t.inputs {
+            let in_store = self.storage.dataset(&input.dataset_ref);
+            let in_chain = in_store.chain().await?;
+            let Some(id) = in_chain.summary.dataset_id.clone() else { return Ok(None) };
+            // Every input needs data (its schema) before the transform can run.
+            let Some(first_slice) = in_chain.data_slices().next().cloned() else { return Ok(None) };
+            let prev = last.and_then(|e| e.query_inputs.iter().find(|q| q.dataset_id == id));
+            let prev_block = prev.and_then(|p| p.new_block_hash);
+            let prev_offset = prev.and_then(|p| p.new_offset);
+            let new_offset = in_chain.summary.last_offset;
+            let new_block = in_chain.summary.head;
+            let prev_watermark = match prev_block {
+                Some(h) => in_chain.up_to(&h).and_then(|bs| bs.iter().rev().find_map(|(_, b)| b.event.new_watermark())),
+                None => None,
+            };
+            if new_offset > prev_offset || in_chain.summary.watermark > prev_watermark {
+                any_new = true;
+            }
+            inputs.push(PlannedInput {
+                name: input.dataset_ref.clone(),
+                query_alias: input.query_alias().to_string(),
+                id,
+                chain: in_chain,
+                prev_block,
+                new_block,
+                prev_offset,
+                new_offset,
+                schema_slice: first_slice,
+            });
+        }
+        if !any_new {
+            return Ok(None);
+        }
+        Ok(Some(TransformPlan {
+            transform: t.transform.sql().normalized(),
+            inputs,
+            prev_checkpoint: last.and_then(|e| e.new_checkpoint.clone()),
+            prev_offset: chain.summary.last_offset,
+        }))
+    }
+
+    async fn transform_once(&self, m: &DatasetManifest) -> Result<TxOutcome, TxError> {
+        let name = m.name.clone();
+        let store = self.storage.dataset(&name);
+        let chain = store.chain().await?;
+        let now = Utc::now();
+        let mut events = metadata_events(&chain, m, now);
+        let mut records = 0;
+        let plan = self.plan_transform(m, &chain).await?;
+        if let Some(plan) = &plan {
+            let engine = self
+                .engines
+                .resolve(&plan.transform.engine)
+                .map_err(|source| TxError::Engine { dataset: name.clone(), source })?;
+            let vocab = Vocab::from(&m.vocab.clone().unwrap_or_default());
+            let id = chain_dataset_id(&chain, &events);
+            let step = self.execute(&store, &chain, &name, id, plan, &engine, &vocab, now).await?;
+            records = step.new_data.as_ref().map_or(0, |d| d.offset_interval.len());
+            events.push(MetadataEvent::ExecuteTransform(step));
+        }
+        if events.is_empty() {
+            return Ok(TxOutcome::UpToDate { dataset: name });
+        }
+        commit(&store, &chain, events, now, records, plan.is_some()).await
+    }
+
+    /// Runs a planned step on `engine` and stores its data and checkpoint (not the block).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn execute(
+        &self,
+        store: &DatasetStore,
+        chain: &Chain,
+        name: &str,
+        id: DatasetId,
+        plan: &TransformPlan,
+        engine: &EngineHandle,
+        vocab: &Vocab,
+        system_time: DateTime<Utc>,
+    ) -> Result<ExecuteTransform, TxError> {
+        let run = self.run_engine(store, chain, name, id, plan, engine, vocab, system_time).await?;
+        let violation = |violation| TxError::Engine {
+            dataset: name.to_string(),
+            source: EngineFailure::Contract { engine: engine.identity().name.clone(), violation },
+        };
+        let new_data = match &run.output {
+            Some(out) if out.num_rows() > 0 => Some(self.put_slice(store, out, vocab, plan.next_offset()).await?),
+            _ => None,
+        };
+        fault::point("after-data", name);
+        let new_checkpoint = match run.checkpoint {
+            Some(bytes) => {
+                let size = bytes.len() as u64;
+                let physical_hash = store.put_file(FileKind::Checkpoint, bytes).await?;
+                Some(Checkpoint { physical_hash, size })
+            }
+            None => plan.prev_checkpoint.clone(),
+        };
+        fault::point("after-checkpoint", name);
+        if let (Some(prev), Some(new)) = (chain.summary.watermark, run.report.new_watermark)
+            && new < prev
+        {
+            return Err(violation(ContractViolation::WatermarkRegressed));
+        }
+        Ok(ExecuteTransform {
+            query_inputs: plan
+                .inputs
+                .iter()
+                .map(|i| ExecuteTransformInput {
+                    dataset_id: i.id.clone(),
+                    prev_block_hash: i.prev_block,
+                    new_block_hash: i.new_block,
+                    prev_offset: i.prev_offset,
+                    new_offset: i.new_offset,
+                })
+                .collect(),
+            prev_checkpoint: plan.prev_checkpoint.as_ref().map(|c| c.physical_hash),
+            prev_offset: plan.prev_offset,
+            new_data,
+            new_checkpoint,
+            new_watermark: run.report.new_watermark.or(chain.summary.watermark),
+            engine: Some(engine.identity().clone()),
+        })
+    }
+
+    /// Stages inputs, runs the engine, and checks its output against the contract.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_engine(
+        &self,
+        store: &DatasetStore,
+        chain: &Chain,
+        name: &str,
+        id: DatasetId,
+        plan: &TransformPlan,
+        engine: &EngineHandle,
+        vocab: &Vocab,
+        system_time: DateTime<Utc>,
+    ) -> Result<EngineRun, TxError> {
+        let dir = self.scratch(name)?;
+        let mut inputs = Vec::new();
+        for i in &plan.inputs {
+            let in_store = self.storage.dataset(&i.name);
+            let interval = match (i.prev_offset, i.new_offset) {
+                (p, Some(n)) if Some(n) > p => Some(OffsetInterval { start: p.map_or(0, |p| p + 1), end: n }),
+                _ => None,
+            };
+            let mut data_paths = Vec::new();
+            if let Some(iv) = interval {
+                for s in i.chain.data_slices() {
+                    if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
+                        data_paths.push(stage(&in_store, FileKind::Data, &s.physical_hash, dir.path()).await?);
+                    }
+                }
+            }
+            let schema_file = stage(&in_store, FileKind::Data, &i.schema_slice.physical_hash, dir.path()).await?;
+            let in_vocab = Vocab::from(&i.chain.summary.vocab.clone().unwrap_or_default());
+            let blocks = match i.prev_block {
+                Some(p) => {
+                    let from = i.chain.blocks.iter().position(|(h, _)| *h == p).map_or(0, |x| x + 1);
+                    &i.chain.blocks[from..]
+                }
+                None => &i.chain.blocks[..],
+            };
+            let explicit_watermarks = blocks
+                .iter()
+                .filter_map(|(_, b)| b.event.new_watermark().map(|w| (b.system_time, w)))
+                .collect();
+            inputs.push(TransformJobInput {
+                dataset_id: i.id.clone(),
+                dataset_alias: i.name.clone(),
+                query_alias: i.query_alias.clone(),
+                vocab: in_vocab,
+                offset_interval: interval,
+                data_paths,
+                schema_file,
+                explicit_watermarks,
+            });
+        }
+        let prev_checkpoint_path = match &plan.prev_checkpoint {
+            Some(c) => Some(stage(store, FileKind::Checkpoint, &c.physical_hash, dir.path()).await?),
+            None => None,
+        };
+        let out_dir = dir.path().join("out");
+        std::fs::create_dir_all(&out_dir).map_err(|e| TxError::Scratch { dataset: name.into(), message: e.to_string() })?;
+        let job = TransformJob {
+            dataset_id: id,
+            dataset_alias: name.to_string(),
+            system_time,
+            vocab: vocab.clone(),
+            transform: plan.transform.clone(),
+            inputs,
+            next_offset: plan.next_offset(),
+            prev_checkpoint_path,
+            new_checkpoint_path: out_dir.join("checkpoint"),
+            new_data_path: out_dir.join("data"),
+        };
+        let report = engine.transform(&job).await.map_err(|source| TxError::Engine { dataset: name.into(), source })?;
+        fault::point("after-read", name);
+        let violation = |violation| TxError::Engine {
+            dataset: name.to_string(),
+            source: EngineFailure::Contract { engine: engine.identity().name.clone(), violation },
+        };
+        let output = match std::fs::read(&job.new_data_path) {
+            Ok(b) => Some(
+                data::read_parquet(Bytes::from(b))
+                    .map_err(|e| violation(ContractViolation::BadDataFile { message: e.to_string() }))?,
+            ),
+            Err(_) => None,
+        };
+        let previous_schema = match chain.data_slices().last() {
+            Some(s) => {
+                let b = store.get_file(FileKind::Data, &s.physical_hash).await?;
+                let prev = data::read_parquet(b).map_err(|source| TxError::Data { dataset: name.into(), source })?;
+                let prev = data::normalize_system_columns(&prev, vocab).map_err(|source| TxError::Data { dataset: name.into(), source })?;
+                Some(prev.schema())
+            }
+            None => None,
+        };
+        contract::check_transform_output(plan.next_offset(), report.new_offset_interval, output.as_ref(), previous_schema.as_ref(), vocab)
+            .map_err(violation)?;
+        let output = match output {
+            Some(o) => Some(data::normalize_system_columns(&o, vocab).map_err(|source| TxError::Data { dataset: name.into(), source })?),
+            None => None,
+        };
+        let checkpoint = std::fs::read(&job.new_checkpoint_path).ok().map(Bytes::from);
+        Ok(EngineRun { report, output, checkpoint })
+    }
+}
+
+/// What an engine produced for one step.
+#[derive(Debug)]
+pub struct EngineRun {
+    /// The Success message.
+    pub report: crate::engine::job::TransformReport,
+    /// The data file, normalised.
+    pub output: Option<RecordBatch>,
+    /// The checkpoint file.
+    pub checkpoint: Option<Bytes>,
+}
+
+/// One input of a planned step.
+#[derive(Debug, Clone)]
+pub struct PlannedInput {
+    /// Input dataset name.
+    pub name: String,
+    /// SQL table name.
+    pub query_alias: String,
+    /// Input id.
+    pub id: DatasetId,
+    /// Input chain (up to `new_block`).
+    pub chain: Chain,
+    /// Input head consumed before.
+    pub prev_block: Option<Multihash>,
+    /// Input head consumed now.
+    pub new_block: Option<Multihash>,
+    /// Last offset consumed before.
+    pub prev_offset: Option<u64>,
+    /// Last offset consumed now.
+    pub new_offset: Option<u64>,
+    /// A slice whose file carries the input's schema.
+    pub schema_slice: DataSlice,
+}
+
+/// A planned transform step.
+#[derive(Debug, Clone)]
+pub struct TransformPlan {
+    /// The SQL.
+    pub transform: TransformSql,
+    /// Inputs in order.
+    pub inputs: Vec<PlannedInput>,
+    /// Checkpoint to resume from.
+    pub prev_checkpoint: Option<Checkpoint>,
+    /// Last output offset.
+    pub prev_offset: Option<u64>,
+}
+
+impl TransformPlan {
+    /// First offset of the output.
+    pub fn next_offset(&self) -> u64 {
+        self.prev_offset.map_or(0, |o| o + 1)
+    }
+}
+
+/// Copies a stored file to a local path the engine can read (or returns its path when storage is local).
+pub async fn stage(store: &DatasetStore, kind: FileKind, hash: &Multihash, dir: &Path) -> Result<PathBuf, TxError> {
+    if let Some(p) = store.local_path(kind, hash)
+        && p.exists()
+    {
+        return Ok(p);
+    }
+    let bytes = store.get_file(kind, hash).await?;
+    let p = dir.join(hash.to_string());
+    std::fs::write(&p, &bytes).map_err(|e| TxError::Scratch { dataset: store.name().to_string(), message: e.to_string() })?;
+    Ok(p)
+}
+
+fn last_execute_transform(chain: &Chain) -> Option<&ExecuteTransform> {
+    chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
+        MetadataEvent::ExecuteTransform(e) => Some(e),
+        _ => None,
+    })
+}
+
+fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
+    chain.summary.dataset_id.clone().unwrap_or_else(|| {
+        pending
+            .iter()
+            .find_map(|e| match e {
+                MetadataEvent::Seed(s) => Some(s.dataset_id.clone()),
+                _ => None,
+            })
+            .unwrap_or(DatasetId([0; 32]))
+    })
+}
+
+/// The metadata events a manifest needs that the chain does not have yet.
+pub fn metadata_events(chain: &Chain, m: &DatasetManifest, now: DateTime<Utc>) -> Vec<MetadataEvent> {
+    let mut events = Vec::new();
+    if chain.blocks.is_empty() {
+        events.push(MetadataEvent::Seed(Seed { dataset_id: DatasetId::derive(&m.name, now), dataset_kind: m.kind }));
+    }
+    if let Some(src) = &m.polling_source {
+        let mut src = src.clone();
+        if let Some(p) = &src.preprocess {
+            src.preprocess = Some(Transform::Sql(p.sql().normalized()));
+        }
+        if chain.summary.polling_source.as_ref() != Some(&src) {
+            events.push(MetadataEvent::SetPollingSource(src));
+        }
+    }
+    if let Some(t) = &m.transform {
+        let t = SetTransform { inputs: t.inputs.clone(), transform: Transform::Sql(t.transform.sql().normalized()) };
+        if chain.summary.transform.as_ref() != Some(&t) {
+            events.push(MetadataEvent::SetTransform(t));
+        }
+    }
+    if let Some(v) = &m.vocab
+        && chain.summary.vocab.as_ref() != Some(v)
+    {
+        events.push(MetadataEvent::SetVocab(v.clone()));
+    }
+    events
+}
+
+/// Writes the blocks of a transaction, then moves the head: the commit point.
+async fn commit(
+    store: &DatasetStore,
+    chain: &Chain,
+    events: Vec<MetadataEvent>,
+    now: DateTime<Utc>,
+    records: u64,
+    more: bool,
+) -> Result<TxOutcome, TxError> {
+    let mut prev = chain.summary.head;
+    let mut seq = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
+    let blocks = events.len() as u64;
+    for event in events {
+        let block = MetadataBlock { system_time: now, prev_block_hash: prev, sequence_number: seq, event };
+        prev = Some(store.put_block(&block).await?);
+        seq += 1;
+    }
+    fault::point("after-blocks", store.name());
+    let head = prev.ok_or_else(|| TxError::Scratch { dataset: store.name().into(), message: "no blocks".into() })?;
+    store.set_head(chain.summary.head, head).await?;
+    fault::point("after-head", store.name());
+    info!(dataset = %store.name(), head = %head, records, blocks, "transaction committed");
+    Ok(TxOutcome::Committed { dataset: store.name().to_string(), head, records, blocks, more })
+}
+
+/// Why previous records could not be loaded.
+#[derive(Debug)]
+pub enum LoadError {
+    /// Storage failed.
+    Store(StoreError),
+    /// Parquet failed.
+    Data(DataError),
+}
+
+/// All records of a dataset, in offset order (`None` when it has none).
+pub async fn load_all(store: &DatasetStore, chain: &Chain) -> Result<Option<RecordBatch>, LoadError> {
+    let mut batches = Vec::new();
+    for s in chain.data_slices() {
+        let b = store.get_file(FileKind::Data, &s.physical_hash).await.map_err(LoadError::Store)?;
+        batches.push(data::read_parquet(b).map_err(LoadError::Data)?);
+    }
+    let Some(first) = batches.first() else { return Ok(None) };
+    let schema = first.schema();
+    concat_batches(&schema, &batches).map(Some).map_err(|e| LoadError::Data(data::DataError::Arrow {
+        context: "concatenating slices".into(),
+        source: e,
+    }))
+}
+
+/// Ensures an event time column of type `Timestamp(ms, UTC)`; without one, the system time is used.
+fn with_event_time(batch: &RecordBatch, vocab: &Vocab, now: DateTime<Utc>) -> Result<RecordBatch, DataError> {
+    let schema = batch.schema();
+    let mut fields: Vec<Field> = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    let mut found = false;
+    for (f, c) in schema.fields().iter().zip(batch.columns()) {
+        if [&vocab.offset, &vocab.op, &vocab.system_time].contains(&f.name()) {
+            return Err(DataError::Column {
+                message: format!("the source has a column named `{}`, which the coordinator writes itself", f.name()),
+            });
+        }
+        if f.name() == &vocab.event_time {
+            found = true;
+            let c = cast(c, &data::utc_millis()).map_err(data::arrow_err(format!("reading `{}` as a UTC timestamp", f.name())))?;
+            fields.push(Field::new(f.name(), data::utc_millis(), true));
+            columns.push(c);
+        } else {
+            fields.push(f.as_ref().clone().with_nullable(true));
+            columns.push(c.clone());
+        }
+    }
+    if !found {
+        fields.push(Field::new(&vocab.event_time, data::utc_millis(), true));
+        columns.push(Arc::new(
+            arrow::array::TimestampMillisecondArray::from(vec![now.timestamp_millis(); batch.num_rows()]).with_timezone("UTC"),
+        ));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(data::arrow_err("adding event time"))
+}

@@ -1,0 +1,67 @@
+//! Helpers shared by the integration tests: a private copy of the example workspace and the binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+/// The example workspace shipped in `examples/weather`.
+pub fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/weather")
+}
+
+/// A copy of the example workspace (without any stored chains) in a temporary folder.
+pub fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&example(), dir.path());
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name();
+        if name == ".weir" {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// `weir --workspace DIR ...`
+pub fn weir(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("weir").expect("weir binary");
+    c.arg("--workspace").arg(dir).env_remove("WEIR_FAULT_AT").env_remove("WEIR_LOG");
+    c
+}
+
+/// Runs a command expecting success and returns stdout.
+pub fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = weir(dir).args(args).output().expect("run weir");
+    assert!(
+        out.status.success(),
+        "weir {args:?} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `weir list --format json` as JSON.
+pub fn list(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(dir, &["--format", "json", "list"])).expect("json")
+}
+
+/// Head and record count of a dataset.
+pub fn head_and_records(dir: &Path, dataset: &str) -> (serde_json::Value, u64) {
+    let l = list(dir);
+    let d = l["datasets"].as_array().expect("datasets").iter().find(|d| d["name"] == dataset).expect("dataset").clone();
+    (d["head"].clone(), d["records"].as_u64().unwrap_or(0))
+}

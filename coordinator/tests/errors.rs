@@ -1,0 +1,59 @@
+//! What users see when a manifest or a query is wrong.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn an_invalid_manifest_names_file_line_and_field_and_exits_3() {
+    let ws = workspace();
+    let f = ws.path().join("datasets/readings.yaml");
+    let text = std::fs::read_to_string(&f).unwrap().replace("kind: Ledger", "kind: Legder");
+    std::fs::write(&f, &text).unwrap();
+    let merge_line = text.lines().position(|l| l.trim_start().starts_with("merge:")).unwrap() + 1;
+    let out = weir(ws.path()).arg("list").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("datasets/readings.yaml:{merge_line}:")), "{err}");
+    assert!(err.contains("content.metadata[0].merge"), "{err}");
+    assert!(err.contains("Legder"), "{err}");
+}
+
+#[test]
+fn an_unknown_input_dataset_is_pointed_at() {
+    let ws = workspace();
+    let f = ws.path().join("datasets/readings.clean.yaml");
+    let text = std::fs::read_to_string(&f).unwrap().replace("datasetRef: readings", "datasetRef: reading");
+    std::fs::write(&f, text).unwrap();
+    let out = weir(ws.path()).arg("validate").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("datasets/readings.clean.yaml:10:"), "{err}");
+    assert!(err.contains("inputs[0].datasetRef"), "{err}");
+}
+
+#[test]
+fn a_query_the_engine_rejects_shows_the_sql_error_exits_5_and_commits_nothing() {
+    let ws = workspace();
+    let f = ws.path().join("datasets/readings.clean.yaml");
+    let text = std::fs::read_to_string(&f).unwrap().replace("FROM readings", "FROM readingz");
+    std::fs::write(&f, text).unwrap();
+    let out = weir(ws.path()).args(["pull", "--all", "--quiet"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("readingz"), "{err}");
+    assert!(err.contains("rejected the query"), "{err}");
+    // The root was ingested; the failed derivative and everything after it have no head.
+    assert_eq!(head_and_records(ws.path(), "readings").1, 432);
+    assert!(head_and_records(ws.path(), "readings.clean").0.is_null());
+    let l = ok(ws.path(), &["list"]);
+    assert!(l.contains("readings.hot-days"), "{l}");
+}
+
+#[test]
+fn an_unknown_dataset_exits_4() {
+    let ws = workspace();
+    let out = weir(ws.path()).args(["tail", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown dataset `nope`"));
+}
