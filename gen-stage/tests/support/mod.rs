@@ -179,6 +179,31 @@ impl<T: Debug> Inbox<T> {
         .await
     }
 
+    /// The next note, whatever it is.
+    pub async fn next_note(&mut self) -> Note<T>
+    where
+        T: Clone,
+    {
+        self.assert_receive("any note", |note| Some(note.clone()))
+            .await
+    }
+
+    /// Every note up to and including the first one `last` accepts, in order.
+    pub async fn notes_until(&mut self, last: impl Fn(&Note<T>) -> bool) -> Vec<Note<T>>
+    where
+        T: Clone,
+    {
+        let mut notes = Vec::new();
+        loop {
+            let note = self.next_note().await;
+            let done = last(&note);
+            notes.push(note);
+            if done {
+                return notes;
+            }
+        }
+    }
+
     /// The next info a stage forwarded.
     pub async fn next_info(&mut self) -> &'static str {
         self.assert_receive("an info", |note| match note {
