@@ -1,0 +1,181 @@
+//! A filter/map transform, Parquet to Parquet: the engine (ExecuteTransform with all its ODF rules)
+//! against the same SQL run directly through DataFusion on the same file, in the same run.
+//!
+//! `cargo bench -p reference-engine --bench filter_map` uses 10 million rows (generated once and
+//! cached under `target/weir-bench/`); under `cargo test` the benchmark runs once on 100 000 rows.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use reference_engine::arrow::array::{
+    Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+};
+use reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use reference_engine::parquet::arrow::ArrowWriter;
+use reference_engine::parquet::basic::Compression;
+use reference_engine::parquet::file::properties::WriterProperties;
+use reference_engine::{
+    DatasetId, DatasetVocabulary, NoProgress, OffsetInterval, ReferenceEngine, Transform,
+    TransformRequest, TransformRequestInput, TransformSql,
+};
+
+const QUERY: &str = "SELECT event_time, city, population * 2 AS population, population % 7 AS bucket \
+                     FROM input WHERE population % 3 <> 0";
+const BATCH: usize = 65_536;
+
+fn rows() -> usize {
+    if std::env::args().any(|arg| arg == "--bench") {
+        10_000_000
+    } else {
+        100_000
+    }
+}
+
+fn bench_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("weir-bench/reference-engine")
+}
+
+/// The input file with `rows` records, generated once.
+fn input_file(rows: usize) -> PathBuf {
+    let path = bench_dir().join(format!("input-{rows}.parquet"));
+    if path.exists() {
+        return path;
+    }
+    std::fs::create_dir_all(bench_dir()).expect("bench directory");
+    let time = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("offset", DataType::Int64, false),
+        Field::new("op", DataType::Int32, false),
+        Field::new("system_time", time.clone(), false),
+        Field::new("event_time", time, false),
+        Field::new("city", DataType::Utf8, false),
+        Field::new("population", DataType::Int64, false),
+    ]));
+    let partial = path.with_extension("partial");
+    let file = std::fs::File::create(&partial).expect("input file");
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(properties)).expect("writer");
+    let cities: Vec<String> = (0..100).map(|i| format!("city-{i:03}")).collect();
+    for start in (0..rows).step_by(BATCH) {
+        let end = (start + BATCH).min(rows);
+        let offsets = start as i64..end as i64;
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(offsets.clone())),
+                Arc::new(Int32Array::from_value(0, end - start)),
+                Arc::new(
+                    TimestampMillisecondArray::from_value(0, end - start).with_timezone("UTC"),
+                ),
+                Arc::new(
+                    TimestampMillisecondArray::from_iter_values(offsets.clone().map(|o| o * 1000))
+                        .with_timezone("UTC"),
+                ),
+                Arc::new(StringArray::from_iter_values(
+                    offsets.clone().map(|o| cities[(o % 100) as usize].as_str()),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    offsets.map(|o| (o * 7919) % 1_000_003),
+                )),
+            ],
+        )
+        .expect("batch");
+        writer.write(&batch).expect("write");
+    }
+    writer.close().expect("close");
+    std::fs::rename(&partial, &path).expect("rename");
+    path
+}
+
+fn request(input: &Path, rows: usize, out: &Path) -> TransformRequest {
+    let input = input.display().to_string();
+    TransformRequest {
+        dataset_id: DatasetId::from_public_key([1; 32]),
+        dataset_alias: "bench.out".into(),
+        system_time: Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap(),
+        vocab: DatasetVocabulary::default(),
+        transform: Transform::Sql(TransformSql::new("datafusion", QUERY)),
+        query_inputs: vec![TransformRequestInput {
+            dataset_id: DatasetId::from_public_key([2; 32]),
+            dataset_alias: "bench.in".into(),
+            query_alias: "input".into(),
+            vocab: DatasetVocabulary::default(),
+            offset_interval: Some(OffsetInterval {
+                start: 0,
+                end: rows as u64 - 1,
+            }),
+            data_paths: vec![input.clone()],
+            schema_file: input,
+            explicit_watermarks: Vec::new(),
+        }],
+        next_offset: 0,
+        prev_checkpoint_path: None,
+        new_checkpoint_path: out.join("checkpoint").display().to_string(),
+        new_data_path: out.join("data").display().to_string(),
+    }
+}
+
+/// The same SQL straight through DataFusion (default session), written as one Snappy Parquet file.
+async fn datafusion_direct(input: &Path, out: &Path) {
+    use reference_engine::datafusion::config::TableParquetOptions;
+    use reference_engine::datafusion::dataframe::DataFrameWriteOptions;
+    use reference_engine::datafusion::prelude::{ParquetReadOptions, SessionContext};
+    let ctx = SessionContext::new();
+    ctx.register_parquet(
+        "input",
+        input.to_str().expect("utf-8 path"),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .expect("register");
+    let mut options = TableParquetOptions::default();
+    options.global.compression = Some("snappy".to_owned());
+    ctx.sql(QUERY)
+        .await
+        .expect("plan")
+        .write_parquet(
+            out.join("direct.parquet").to_str().expect("utf-8 path"),
+            DataFrameWriteOptions::new().with_single_file_output(true),
+            Some(options),
+        )
+        .await
+        .expect("write");
+}
+
+fn filter_map(c: &mut Criterion) {
+    let rows = rows();
+    let input = input_file(rows);
+    let out = bench_dir().join("out");
+    std::fs::create_dir_all(&out).expect("output directory");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let engine = ReferenceEngine::new();
+    let request = request(&input, rows, &out);
+
+    let mut group = c.benchmark_group(format!("filter_map_{rows}_rows"));
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(rows as u64));
+    group.bench_function("reference_engine", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let outcome = engine
+                .execute_transform(&request, &NoProgress)
+                .await
+                .expect("transform");
+            assert!(outcome.new_offset_interval.is_some());
+        });
+    });
+    group.bench_function("datafusion_direct", |b| {
+        b.to_async(&runtime)
+            .iter(|| datafusion_direct(&input, &out));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, filter_map);
+criterion_main!(benches);

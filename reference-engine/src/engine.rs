@@ -1,0 +1,88 @@
+//! [`ReferenceEngine`]: the five engine operations.
+
+use tracing::Instrument;
+
+use crate::error::EngineError;
+use crate::progress::ProgressSink;
+use crate::request::{
+    DeriveProvenanceRequest, DeriveProvenanceSuccess, MigrateQueryRequest, MigrateQuerySuccess,
+    RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess, ValidateQueryRequest,
+    ValidateQuerySuccess,
+};
+
+/// The reference ODF engine: SQL transforms on DataFusion.
+///
+/// Each operation runs in a fresh DataFusion session, reads the files named in the request and writes
+/// the files it names; the engine itself holds no state between operations (stateful queries keep
+/// theirs in checkpoint files).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReferenceEngine {
+    _private: (),
+}
+
+impl ReferenceEngine {
+    /// The engine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// ExecuteTransform: one transaction of a derivative dataset's transform.
+    pub async fn execute_transform(
+        &self,
+        request: &TransformRequest,
+        progress: &dyn ProgressSink,
+    ) -> Result<TransformSuccess, EngineError> {
+        let span = tracing::info_span!("execute_transform", dataset = %request.dataset_alias, next_offset = request.next_offset);
+        crate::transform::execute_transform(request, progress)
+            .instrument(span)
+            .await
+    }
+
+    /// ExecuteRawQuery: SQL over Parquet files seen as the table `input`.
+    pub async fn execute_raw_query(
+        &self,
+        request: &RawQueryRequest,
+        progress: &dyn ProgressSink,
+    ) -> Result<RawQuerySuccess, EngineError> {
+        let span =
+            tracing::info_span!("execute_raw_query", inputs = request.input_data_paths.len());
+        crate::raw_query::execute_raw_query(request, progress)
+            .instrument(span)
+            .await
+    }
+
+    /// ValidateQuery: the output schema for the inputs' schemas, without reading data.
+    pub async fn validate_query(
+        &self,
+        request: &ValidateQueryRequest,
+    ) -> Result<ValidateQuerySuccess, EngineError> {
+        let span = tracing::info_span!("validate_query", dataset = %request.dataset_alias);
+        crate::validate::validate_query(request)
+            .instrument(span)
+            .await
+    }
+
+    /// MigrateQuery: finalise the previous query's state and start the next query.
+    pub async fn migrate_query(
+        &self,
+        request: &MigrateQueryRequest,
+        progress: &dyn ProgressSink,
+    ) -> Result<MigrateQuerySuccess, EngineError> {
+        let span = tracing::info_span!("migrate_query", dataset = %request.dataset_alias);
+        crate::migrate::migrate_query(request, progress)
+            .instrument(span)
+            .await
+    }
+
+    /// DeriveProvenance: the input offsets behind given output offsets of a map/filter step.
+    pub async fn derive_provenance(
+        &self,
+        request: &DeriveProvenanceRequest,
+        progress: &dyn ProgressSink,
+    ) -> Result<DeriveProvenanceSuccess, EngineError> {
+        let span = tracing::info_span!("derive_provenance", dataset = %request.dataset_alias);
+        crate::provenance::derive_provenance(request, progress)
+            .instrument(span)
+            .await
+    }
+}

@@ -1,0 +1,135 @@
+//! `weir-engine`: the reference ODF engine (SQL on DataFusion) as a gRPC server.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use engine_contract::{EngineAddress, EngineServer, ServeError};
+use reference_engine::ReferenceEngine;
+use tracing_subscriber::EnvFilter;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  stopped cleanly (SIGTERM or SIGINT)
+  1  could not start (logging or runtime setup failed)
+  2  bad command line
+  3  cannot listen on the address (in use, no permission, bad socket path)
+  4  the server failed while serving";
+
+/// Exit code: could not start.
+const EXIT_STARTUP: u8 = 1;
+/// Exit code: cannot listen.
+const EXIT_BIND: u8 = 3;
+/// Exit code: the server failed.
+const EXIT_SERVE: u8 = 4;
+
+/// Serves the ODF engine contract (ExecuteTransform, ExecuteRawQuery, ValidateQuery, MigrateQuery,
+/// DeriveProvenance) over gRPC, with SQL run by DataFusion.
+#[derive(Debug, Parser)]
+#[command(name = "weir-engine", version, after_help = EXIT_CODES)]
+struct Cli {
+    /// IP address to listen on (`localhost` means 127.0.0.1; use 0.0.0.0 inside a container).
+    #[arg(long, default_value = "127.0.0.1", value_parser = parse_host)]
+    host: IpAddr,
+    /// TCP port to listen on.
+    #[arg(long, default_value_t = engine_contract::DEFAULT_PORT)]
+    port: u16,
+    /// Listen on this Unix socket instead of TCP (a stale socket file is replaced).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["host", "port"])]
+    unix_socket: Option<PathBuf>,
+    /// Log filter, in `RUST_LOG` syntax (logs are JSON lines on stderr).
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    log: String,
+}
+
+fn parse_host(text: &str) -> Result<IpAddr, String> {
+    if text == "localhost" {
+        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+    text.parse()
+        .map_err(|_| format!("`{text}` is not an IP address (host names are not resolved)"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(error) = tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(EnvFilter::new(&cli.log))
+        .try_init()
+    {
+        eprintln!("weir-engine: cannot set up logging: {error}");
+        return ExitCode::from(EXIT_STARTUP);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::from(EXIT_STARTUP);
+        }
+    };
+    let address = match &cli.unix_socket {
+        Some(path) => EngineAddress::Unix(path.clone()),
+        None => EngineAddress::Tcp(SocketAddr::new(cli.host, cli.port)),
+    };
+    let result = runtime.block_on(async {
+        EngineServer::new(ReferenceEngine::new())
+            .address(address)
+            .with_graceful_shutdown(shutdown_signal())
+            .serve()
+            .await
+    });
+    match result {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            let (code, hint) = match &error {
+                ServeError::Bind { .. } | ServeError::SocketInUse { .. } => (
+                    EXIT_BIND,
+                    "choose another --port or --unix-socket, or stop the process using it",
+                ),
+                _ => (EXIT_SERVE, "see the error above"),
+            };
+            tracing::error!(error = %error_chain(&error), hint, "engine server stopped");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut terminate, mut interrupt) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(terminate), Ok(interrupt)) => (terminate, interrupt),
+        (Err(error), _) | (_, Err(error)) => {
+            tracing::error!(%error, "cannot listen for signals; stop with SIGKILL");
+            return std::future::pending().await;
+        }
+    };
+    let name = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    tracing::info!(signal = name, "shutting down: finishing running operations");
+}
+
+/// An error with its chain of causes.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,130 @@
+//! Turning a transform's SQL into something runnable: a map/filter plan carrying lineage, or a window
+//! aggregation, with its output layout checked. Every planning error surfaces here, before any data is
+//! read (ValidateQuery is this step alone).
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::Column;
+use datafusion::execution::context::SessionContext;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::changelog::lineage::{OFFSET_CARRIER, OP_CARRIER, carry_lineage};
+use crate::error::EngineError;
+use crate::inputs::RegisteredInput;
+use crate::output::layout::OutputLayout;
+use crate::request::{DatasetVocabulary, Transform, sql};
+use crate::steps::plan_steps;
+use crate::window::checkpoint::fingerprint;
+use crate::window::query::{WindowQuery, buffered_schema, recognise};
+
+/// What kind of query this is.
+#[derive(Debug)]
+pub(crate) enum QueryShape {
+    /// Projections and filters over one input: records flow one to one, lineage is carried.
+    MapFilter {
+        /// Index of the input.
+        input: usize,
+        /// Number of the query's own columns (the two carriers follow them).
+        query_columns: usize,
+    },
+    /// A tumbling-window aggregation.
+    Window(Box<WindowQuery>),
+}
+
+/// A planned query, ready to execute.
+#[derive(Debug)]
+pub(crate) struct PreparedQuery {
+    /// Its kind.
+    pub shape: QueryShape,
+    /// The physical plan: map/filter output with carriers, or pre-aggregation records.
+    pub physical: Arc<dyn ExecutionPlan>,
+    /// How results become output records.
+    pub layout: OutputLayout,
+    /// Fingerprint of the SQL (checkpoints remember it).
+    pub fingerprint: String,
+}
+
+impl PreparedQuery {
+    /// The buffered-record schema of a window aggregation's state.
+    pub(crate) fn buffered_schema(&self) -> SchemaRef {
+        buffered_schema(&self.physical.schema())
+    }
+}
+
+/// Fingerprint of a transform's SQL.
+pub(crate) fn transform_fingerprint(transform: &Transform) -> String {
+    let steps: Vec<(Option<String>, String)> = sql(transform)
+        .steps()
+        .into_iter()
+        .map(|step| (step.alias, step.query))
+        .collect();
+    fingerprint(&steps)
+}
+
+/// Plans `transform` over the registered inputs and checks its output.
+pub(crate) async fn prepare(
+    ctx: &SessionContext,
+    transform: &Transform,
+    inputs: &[RegisteredInput],
+    vocab: &DatasetVocabulary,
+) -> Result<PreparedQuery, EngineError> {
+    let names: Vec<String> = inputs.iter().map(|i| i.query_alias.clone()).collect();
+    let plan = plan_steps(ctx, sql(transform), &names).await?;
+    let fingerprint = transform_fingerprint(transform);
+
+    if let Some(window) = recognise(&plan, inputs)? {
+        let layout = OutputLayout::new(&window.result_schema, vocab)?;
+        let physical = physical_plan(ctx, window.pre_aggregation.clone()).await?;
+        return Ok(PreparedQuery {
+            shape: QueryShape::Window(Box::new(window)),
+            physical,
+            layout,
+            fingerprint,
+        });
+    }
+
+    let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
+    let carried = carry_lineage(&plan, inputs)?;
+    let query_columns = plan.schema().fields().len();
+    let mut exprs: Vec<Expr> = (0..query_columns)
+        .map(|i| Expr::Column(Column::from(carried.plan.schema().qualified_field(i))))
+        .collect();
+    exprs.push(carried.op.clone().alias(OP_CARRIER));
+    exprs.push(carried.offset.clone().alias(OFFSET_CARRIER));
+    let ordered = LogicalPlanBuilder::from(carried.plan)
+        .project(exprs)
+        .and_then(|b| {
+            b.sort(vec![
+                Expr::Column(Column::new_unqualified(OFFSET_CARRIER)).sort(true, false),
+            ])
+        })
+        .and_then(LogicalPlanBuilder::build)
+        .map_err(|e| EngineError::sql(None, e))?;
+    let physical = physical_plan(ctx, ordered).await?;
+    Ok(PreparedQuery {
+        shape: QueryShape::MapFilter {
+            input: carried.input,
+            query_columns,
+        },
+        physical,
+        layout,
+        fingerprint,
+    })
+}
+
+/// Analyses, optimises and plans physically; errors here are the query's (type errors and the like).
+async fn physical_plan(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+    let frame = ctx
+        .execute_logical_plan(plan)
+        .await
+        .map_err(|e| EngineError::sql(None, e))?;
+    frame
+        .create_physical_plan()
+        .await
+        .map_err(|e| EngineError::sql(None, e))
+}

@@ -1,0 +1,69 @@
+//! ExecuteRawQuery: SQL over Parquet files seen as the table `input`, result written as it is.
+//!
+//! No ODF rules apply here (no system columns are added or checked): this is for ad-hoc queries.
+
+use datafusion::common::TableReference;
+use futures::StreamExt;
+
+use crate::error::EngineError;
+use crate::execute::{Reporter, execute, rows_read};
+use crate::inputs::open_parquet;
+use crate::output::writer::ParquetOutput;
+use crate::progress::{Phase, ProgressSink};
+use std::path::{Path, PathBuf};
+
+use crate::request::{RawQueryRequest, RawQuerySuccess, sql};
+use crate::session::new_session;
+use crate::steps::plan_steps;
+
+/// Name of the table the raw query reads.
+pub(crate) const RAW_INPUT_TABLE: &str = "input";
+
+pub(crate) async fn execute_raw_query(
+    request: &RawQueryRequest,
+    progress: &dyn ProgressSink,
+) -> Result<RawQuerySuccess, EngineError> {
+    let mut reporter = Reporter::new(progress);
+    reporter.report(Phase::Planning, None, None);
+    let ctx = new_session();
+    if request.input_data_paths.is_empty() {
+        return Err(EngineError::MalformedRequest {
+            reason: "a raw query needs at least one input file".to_owned(),
+        });
+    }
+    let files: Vec<PathBuf> = request.input_data_paths.iter().map(PathBuf::from).collect();
+    let table = open_parquet(&ctx, RAW_INPUT_TABLE, &files, None).await?;
+    ctx.register_table(TableReference::bare(RAW_INPUT_TABLE), table)
+        .map_err(|e| EngineError::sql(None, e))?;
+    let plan = plan_steps(&ctx, sql(&request.transform), &[RAW_INPUT_TABLE.to_owned()]).await?;
+    let frame = ctx
+        .execute_logical_plan(plan)
+        .await
+        .map_err(|e| EngineError::sql(None, e))?;
+    let physical = frame
+        .create_physical_plan()
+        .await
+        .map_err(|e| EngineError::sql(None, e))?;
+
+    let path = Path::new(&request.output_data_path);
+    let failed = |reason| EngineError::OutputWrite {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut output = ParquetOutput::create(path, physical.schema()).map_err(failed)?;
+    reporter.report(Phase::Executing, Some(0), Some(0));
+    let mut stream = execute(&ctx, &physical)?;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(EngineError::execution)?;
+        output.write(batch).await.map_err(failed)?;
+        reporter.tick(Phase::Executing, &physical, Some(output.rows()));
+    }
+    reporter.report(
+        Phase::Writing,
+        Some(rows_read(&physical)),
+        Some(output.rows()),
+    );
+    let num_records = output.finish().await.map_err(failed)?;
+    tracing::info!(num_records, "raw query finished");
+    Ok(RawQuerySuccess { num_records })
+}

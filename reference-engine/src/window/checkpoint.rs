@@ -1,0 +1,165 @@
+//! The checkpoint file of a window aggregation: one Parquet file.
+//!
+//! Its records are the buffered pre-aggregated records of open windows, in arrival order (columns
+//! `__weir_window`, `__weir_key_<i>`, `__weir_arg_<j>`, `__weir_sign`). Its key-value metadata holds
+//! `weir.checkpoint` (JSON: format version, kind, query fingerprint, how far windows were closed, the
+//! window spec) and `weir.result_schema` (the Arrow IPC schema of the aggregation's results, hex), so
+//! that a checkpoint can be finalised without the query that wrote it (MigrateQuery).
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::parquet::file::metadata::KeyValue;
+use serde::{Deserialize, Serialize};
+
+use super::state::{WindowSpec, WindowState};
+use crate::error::EngineError;
+use crate::output::writer::write_parquet_file;
+
+/// Metadata key of the checkpoint header.
+const HEADER_KEY: &str = "weir.checkpoint";
+/// Metadata key of the result schema.
+const RESULT_SCHEMA_KEY: &str = "weir.result_schema";
+/// Version of the checkpoint format this engine writes and reads.
+const FORMAT: u32 = 1;
+
+/// The checkpoint header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CheckpointHeader {
+    /// Format version.
+    pub format: u32,
+    /// What state this is (`tumbling_window`).
+    pub kind: String,
+    /// Fingerprint of the query that wrote it.
+    pub query_fingerprint: String,
+    /// Windows ending at or before this instant were emitted.
+    pub closed_through_ms: Option<i64>,
+    /// The aggregation.
+    pub spec: WindowSpec,
+}
+
+/// Fingerprint of a query's steps (FNV-1a, stable across runs and builds).
+pub(crate) fn fingerprint(steps: &[(Option<String>, String)]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (alias, query) in steps {
+        for byte in alias
+            .as_deref()
+            .unwrap_or("")
+            .bytes()
+            .chain([0u8])
+            .chain(query.trim().bytes())
+            .chain([0u8])
+        {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
+
+/// Writes `state` to `path`.
+pub(crate) fn write(
+    path: &Path,
+    state: &WindowState,
+    query_fingerprint: &str,
+) -> Result<(), EngineError> {
+    let failed = |reason: String| EngineError::CheckpointWrite {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let header = CheckpointHeader {
+        format: FORMAT,
+        kind: "tumbling_window".to_owned(),
+        query_fingerprint: query_fingerprint.to_owned(),
+        closed_through_ms: state.closed_through_ms(),
+        spec: state.spec().clone(),
+    };
+    let header = serde_json::to_string(&header).map_err(|e| failed(e.to_string()))?;
+    let result_schema = schema_to_hex(&state.result_schema()).map_err(failed)?;
+    write_parquet_file(
+        path,
+        state.buffered_schema(),
+        state.buffered(),
+        vec![
+            KeyValue::new(HEADER_KEY.to_owned(), header),
+            KeyValue::new(RESULT_SCHEMA_KEY.to_owned(), result_schema),
+        ],
+    )
+    .map_err(failed)?;
+    tracing::debug!(path = %path.display(), records = state.buffered_records(), "checkpoint written");
+    Ok(())
+}
+
+/// Reads a checkpoint: its header and the restored state.
+pub(crate) fn read(path: &Path) -> Result<(CheckpointHeader, WindowState), EngineError> {
+    let failed = |reason: String| EngineError::CheckpointRead {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let file = File::open(path).map_err(|e| failed(e.to_string()))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| failed(e.to_string()))?;
+    let metadata = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let value = |key: &str| {
+        metadata
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.clone())
+            .ok_or_else(|| {
+                failed(format!(
+                    "it has no `{key}` metadata: not a checkpoint of this engine"
+                ))
+            })
+    };
+    let header: CheckpointHeader =
+        serde_json::from_str(&value(HEADER_KEY)?).map_err(|e| failed(e.to_string()))?;
+    if header.format != FORMAT || header.kind != "tumbling_window" {
+        return Err(failed(format!(
+            "format {} of kind `{}` is not supported (this engine reads format {FORMAT} `tumbling_window`)",
+            header.format, header.kind
+        )));
+    }
+    let result_schema = schema_from_hex(&value(RESULT_SCHEMA_KEY)?).map_err(failed)?;
+    let buffered_schema = Arc::clone(builder.schema());
+    let reader = builder.build().map_err(|e| failed(e.to_string()))?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(e.to_string()))?;
+    let mut state = WindowState::new(
+        header.spec.clone(),
+        buffered_schema,
+        result_schema,
+        header.closed_through_ms,
+    );
+    state.restore(batches).map_err(|e| failed(e.to_string()))?;
+    Ok((header, state))
+}
+
+fn schema_to_hex(schema: &Schema) -> Result<String, String> {
+    let mut writer = StreamWriter::try_new(Vec::new(), schema).map_err(|e| e.to_string())?;
+    writer.finish().map_err(|e| e.to_string())?;
+    let bytes = writer.into_inner().map_err(|e| e.to_string())?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn schema_from_hex(hex: &str) -> Result<SchemaRef, String> {
+    if !hex.len().is_multiple_of(2) {
+        return Err("the result schema is not hex".to_owned());
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<u8>, _>>()?;
+    let reader = StreamReader::try_new(bytes.as_slice(), None).map_err(|e| e.to_string())?;
+    Ok(reader.schema())
+}

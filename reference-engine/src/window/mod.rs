@@ -1,0 +1,24 @@
+//! Stateful tumbling-window aggregation over event time, driven by watermarks.
+//!
+//! The supported SQL form (one input, any filters and projections below the GROUP BY):
+//!
+//! ```sql
+//! SELECT date_bin(INTERVAL '1 hour', event_time) AS event_time, city,
+//!        count(*) AS readings, sum(population) AS population, avg(x), min(x), max(x)
+//! FROM input WHERE ... GROUP BY 1, city
+//! ```
+//!
+//! Each transaction buffers the pre-aggregated records of windows that are still open; a window
+//! `[start, start + width)` is closed and emitted (one Append record per group, in window then key
+//! order) once a watermark reaches `start + width`. Retractions and corrections arriving before the
+//! window closes are subtracted. Open windows live in the checkpoint between transactions
+//! ([`checkpoint`]), so one big transaction and many small ones produce identical output.
+//!
+//! [`query`] recognises the form and builds the pre-aggregation plan; [`state`] is the sans-IO
+//! aggregation state machine.
+
+pub(crate) mod checkpoint;
+pub(crate) mod query;
+pub mod state;
+
+pub use state::{AggregateKind, OutputSource, WindowSpec, WindowState};

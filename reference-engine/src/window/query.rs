@@ -1,0 +1,301 @@
+//! Recognising the tumbling-window aggregation form in a plan and building its pre-aggregation plan.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::{
+    Aggregate, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection, col,
+};
+
+use super::state::{AggregateKind, OutputSource, WindowSpec};
+use crate::changelog::lineage::{OFFSET_CARRIER, OP_CARRIER, carry_lineage};
+use crate::error::EngineError;
+use crate::inputs::RegisteredInput;
+
+/// Column of the pre-aggregation plan holding each record's window start.
+pub(crate) const WINDOW_COLUMN: &str = "__weir_window";
+
+/// A recognised window aggregation.
+#[derive(Debug, Clone)]
+pub(crate) struct WindowQuery {
+    /// What to aggregate and how results map to output columns.
+    pub spec: WindowSpec,
+    /// Window start, keys, aggregate arguments, input op and offset of each input record, in offset order.
+    pub pre_aggregation: LogicalPlan,
+    /// The query's result columns (names and types as DataFusion plans them).
+    pub result_schema: SchemaRef,
+}
+
+fn unsupported(reason: impl Into<String>) -> EngineError {
+    EngineError::UnsupportedWindowAggregation {
+        reason: reason.into(),
+    }
+}
+
+/// The window aggregation in `plan`, `None` when the plan does not end in a GROUP BY.
+pub(crate) fn recognise(
+    plan: &LogicalPlan,
+    inputs: &[RegisteredInput],
+) -> Result<Option<WindowQuery>, EngineError> {
+    let LogicalPlan::Projection(top) = plan else {
+        return Ok(None);
+    };
+    let aggregate = match top.input.as_ref() {
+        LogicalPlan::Aggregate(aggregate) => aggregate,
+        LogicalPlan::Filter(filter)
+            if matches!(filter.input.as_ref(), LogicalPlan::Aggregate(_)) =>
+        {
+            return Err(unsupported(
+                "HAVING is not supported on a window aggregation; filter the input with WHERE",
+            ));
+        }
+        _ => return Ok(None),
+    };
+    let carried = carry_lineage(&aggregate.input, inputs)?;
+    let input = &inputs[carried.input];
+    let event_time = &input.vocab.event_time_column;
+
+    // GROUP BY: exactly one date_bin over event time, the rest are keys.
+    let mut window = None;
+    let mut keys = Vec::new();
+    for (index, expr) in aggregate.group_expr.iter().enumerate() {
+        if matches!(expr, Expr::GroupingSet(_)) {
+            return Err(unsupported(
+                "GROUPING SETS, CUBE and ROLLUP are not supported",
+            ));
+        }
+        if let Some(width_ms) = date_bin_width(expr, event_time)? {
+            if window.is_some() {
+                return Err(unsupported("GROUP BY has more than one date_bin window"));
+            }
+            window = Some((index, width_ms, expr.clone()));
+        } else {
+            keys.push((index, expr.clone()));
+        }
+    }
+    let Some((window_index, width_ms, window_expr)) = window else {
+        return Err(EngineError::ChangelogUnsafe {
+            explanation: format!(
+                "it aggregates records without a tumbling window over `{event_time}`, and a retraction or \
+                 correction of an aggregated record would need the previous aggregate. Group by a window: \
+                 `GROUP BY date_bin(INTERVAL '1 hour', {event_time}), <keys>`"
+            ),
+        });
+    };
+
+    // Aggregates.
+    let mut aggregates = Vec::new();
+    let mut arguments = Vec::new();
+    for expr in &aggregate.aggr_expr {
+        let (kind, argument) = aggregate_call(expr, aggregate)?;
+        aggregates.push(kind);
+        arguments.push(argument);
+    }
+
+    // SELECT list: each column a group key or an aggregate.
+    let groups = aggregate.group_expr.len();
+    let mut outputs = Vec::new();
+    for expr in &top.expr {
+        let column = match strip_alias(expr) {
+            Expr::Column(column) => column,
+            other => {
+                return Err(unsupported(format!(
+                    "the output column `{other}` must be a GROUP BY key or an aggregate as it is \
+                     (compute on the input below the GROUP BY instead)"
+                )));
+            }
+        };
+        let index = aggregate
+            .schema
+            .index_of_column(column)
+            .map_err(|e| unsupported(e.strip_backtrace()))?;
+        outputs.push(if index == window_index {
+            OutputSource::Window
+        } else if index < groups {
+            let key = keys
+                .iter()
+                .position(|(i, _)| *i == index)
+                .ok_or_else(|| unsupported("a GROUP BY key could not be resolved"))?;
+            OutputSource::Key(key)
+        } else {
+            OutputSource::Aggregate(index - groups)
+        });
+    }
+    let result_schema: SchemaRef = Arc::new(top.schema.as_arrow().clone());
+    for (field, source) in result_schema.fields().iter().zip(&outputs) {
+        if field.name() == event_time && *source != OutputSource::Window {
+            return Err(unsupported(format!(
+                "`{event_time}` must be the window start: `date_bin(...) AS {event_time}`"
+            )));
+        }
+    }
+
+    // Pre-aggregation plan: window start, keys and arguments per input record, in offset order.
+    let window_type = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    let mut exprs = vec![
+        window_expr
+            .cast_to(&window_type, aggregate.input.schema())
+            .map_err(|e| unsupported(e.strip_backtrace()))?
+            .alias(WINDOW_COLUMN),
+    ];
+    exprs.extend(
+        keys.iter()
+            .enumerate()
+            .map(|(i, (_, key))| key.clone().alias(format!("__weir_key_{i}"))),
+    );
+    exprs.extend(
+        arguments
+            .iter()
+            .enumerate()
+            .map(|(i, argument)| argument.clone().alias(format!("__weir_arg_{i}"))),
+    );
+    exprs.push(carried.op.clone().alias(OP_CARRIER));
+    exprs.push(carried.offset.clone().alias(OFFSET_CARRIER));
+    let projection = Projection::try_new(exprs, Arc::new(carried.plan))
+        .map_err(|e| unsupported(e.strip_backtrace()))?;
+    let pre_aggregation = LogicalPlanBuilder::from(LogicalPlan::Projection(projection))
+        .sort(vec![col(OFFSET_CARRIER).sort(true, false)])
+        .and_then(LogicalPlanBuilder::build)
+        .map_err(|e| unsupported(e.strip_backtrace()))?;
+
+    Ok(Some(WindowQuery {
+        spec: WindowSpec {
+            width_ms,
+            keys: keys.len(),
+            aggregates,
+            outputs,
+        },
+        pre_aggregation,
+        result_schema,
+    }))
+}
+
+/// The width in milliseconds when `expr` is `date_bin(<interval>, <event time>[, origin])`.
+fn date_bin_width(expr: &Expr, event_time: &str) -> Result<Option<i64>, EngineError> {
+    let Expr::ScalarFunction(function) = strip_alias(expr) else {
+        return Ok(None);
+    };
+    if function.func.name() != "date_bin" {
+        return Ok(None);
+    }
+    let on_event_time = matches!(function.args.get(1).map(strip_cast), Some(Expr::Column(c)) if c.name == event_time);
+    if !on_event_time {
+        return Err(unsupported(format!(
+            "the window must bin `{event_time}`: date_bin(INTERVAL '...', {event_time})"
+        )));
+    }
+    let width_ns: i128 = match function.args.first().map(strip_cast) {
+        Some(Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _)) => {
+            if v.months != 0 {
+                return Err(unsupported(
+                    "a window of months has no fixed width; use days or less",
+                ));
+            }
+            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds)
+        }
+        Some(Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _)) => {
+            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000
+        }
+        Some(Expr::Literal(ScalarValue::DurationMillisecond(Some(v)), _)) => {
+            i128::from(*v) * 1_000_000
+        }
+        Some(Expr::Literal(ScalarValue::DurationSecond(Some(v)), _)) => {
+            i128::from(*v) * 1_000_000_000
+        }
+        _ => {
+            return Err(unsupported(
+                "the window width must be a constant interval, e.g. INTERVAL '1 hour'",
+            ));
+        }
+    };
+    if width_ns <= 0 || width_ns % 1_000_000 != 0 {
+        return Err(unsupported(
+            "the window width must be a positive whole number of milliseconds",
+        ));
+    }
+    i64::try_from(width_ns / 1_000_000)
+        .map(Some)
+        .map_err(|_| unsupported("the window width is too large"))
+}
+
+/// The kind and argument of one aggregate call.
+fn aggregate_call(
+    expr: &Expr,
+    aggregate: &Aggregate,
+) -> Result<(AggregateKind, Expr), EngineError> {
+    let Expr::AggregateFunction(AggregateFunction { func, params }) = strip_alias(expr) else {
+        return Err(unsupported(format!("`{expr}` is not an aggregate call")));
+    };
+    let kind = match func.name() {
+        "count" => AggregateKind::Count,
+        "sum" => AggregateKind::Sum,
+        "avg" => AggregateKind::Avg,
+        "min" => AggregateKind::Min,
+        "max" => AggregateKind::Max,
+        other => {
+            return Err(unsupported(format!(
+                "the aggregate `{other}` is not supported; use count, sum, avg, min or max"
+            )));
+        }
+    };
+    if params.distinct || params.filter.is_some() || !params.order_by.is_empty() {
+        return Err(unsupported(format!(
+            "`{expr}`: DISTINCT, FILTER and ORDER BY inside aggregates are not supported"
+        )));
+    }
+    let [argument] = params.args.as_slice() else {
+        return Err(unsupported(format!(
+            "`{expr}` must have exactly one argument"
+        )));
+    };
+    let data_type = argument
+        .get_type(aggregate.input.schema())
+        .map_err(|e| unsupported(e.strip_backtrace()))?;
+    let numeric = data_type.is_integer() || data_type.is_floating();
+    let ordered = numeric
+        || matches!(
+            data_type,
+            DataType::Timestamp(..) | DataType::Date32 | DataType::Date64
+        );
+    let supported = match kind {
+        AggregateKind::Count => true,
+        AggregateKind::Sum | AggregateKind::Avg => numeric,
+        AggregateKind::Min | AggregateKind::Max => ordered,
+    };
+    if !supported {
+        return Err(unsupported(format!(
+            "`{expr}` over {data_type} is not supported in a window aggregation"
+        )));
+    }
+    Ok((kind, argument.clone()))
+}
+
+fn strip_alias(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Alias(alias) => strip_alias(&alias.expr),
+        other => other,
+    }
+}
+
+fn strip_cast(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Cast(cast) => strip_cast(&cast.expr),
+        Expr::TryCast(cast) => strip_cast(&cast.expr),
+        Expr::Alias(alias) => strip_cast(&alias.expr),
+        other => other,
+    }
+}
+
+/// The schema of the buffered records: window start, keys, arguments, sign.
+pub(crate) fn buffered_schema(pre_aggregation: &Schema) -> SchemaRef {
+    let mut fields: Vec<Field> = pre_aggregation
+        .fields()
+        .iter()
+        .filter(|f| f.name() != OP_CARRIER && f.name() != OFFSET_CARRIER)
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(super::state::SIGN_COLUMN, DataType::Int8, false));
+    Arc::new(Schema::new(fields))
+}
