@@ -2,7 +2,9 @@
 //! the engine and the operation, plus the last lines kept for error messages.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// How many of the last output lines an error message quotes.
 const TAIL_LINES: usize = 20;
@@ -30,6 +32,8 @@ pub(crate) struct EngineLog {
     engine: Arc<str>,
     operation_id: Arc<str>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// How many streams have ended (stdout and stderr: 2 means all output is in).
+    ended: Arc<AtomicUsize>,
 }
 
 impl EngineLog {
@@ -38,6 +42,23 @@ impl EngineLog {
             engine: engine.into(),
             operation_id: operation_id.into(),
             tail: Arc::new(Mutex::new(VecDeque::with_capacity(TAIL_LINES))),
+            ended: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A log for an engine without output streams (in-process): nothing to wait for.
+    pub(crate) fn without_output(engine: &str, operation_id: &str) -> Self {
+        let log = Self::new(engine, operation_id);
+        log.ended.store(2, Ordering::Release);
+        log
+    }
+
+    /// Waits (at most `timeout`) until both output streams have ended, so that the tail holds an
+    /// engine's last words once it has exited.
+    pub(crate) async fn settle(&self, timeout: Duration) {
+        let give_up = tokio::time::Instant::now() + timeout;
+        while self.ended.load(Ordering::Acquire) < 2 && tokio::time::Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -92,11 +113,13 @@ impl LineSplitter {
         }
     }
 
+    /// The stream ended: emits a last partial line, and counts the stream as ended.
     pub(crate) fn finish(&mut self) {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
             self.emit(&line);
         }
+        self.log.ended.fetch_add(1, Ordering::AcqRel);
     }
 
     fn emit(&self, line: &[u8]) {

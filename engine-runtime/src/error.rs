@@ -198,4 +198,58 @@ pub enum RuntimeError {
         /// The object.
         location: String,
     },
+    /// The daemon did not publish the TCP port of a TCP engine.
+    #[error("container {container} has no host port published for its port {port}")]
+    PortNotPublished {
+        /// The container.
+        container: String,
+        /// The engine's port inside the container.
+        port: u16,
+    },
+    /// The run folder is so deep that the socket path exceeds the 107 bytes Unix allows.
+    #[error("socket path {path} is longer than a Unix socket path may be: use a shorter run root")]
+    SocketPathTooLong {
+        /// The path.
+        path: PathBuf,
+    },
+    /// An in-process engine server could not start.
+    #[error("could not serve in-process engine {engine}")]
+    Serve {
+        /// The engine's name.
+        engine: String,
+        /// The cause.
+        #[source]
+        source: engine_contract::ServeError,
+    },
+    /// The engine answered, but not with success: InvalidQuery, InternalError, UNIMPLEMENTED
+    /// (`OperationNotSupported`), or a breach of the response-stream contract. The source says
+    /// which.
+    #[error("engine {engine} failed operation {operation_id}")]
+    Engine {
+        /// The engine's name.
+        engine: String,
+        /// The operation.
+        operation_id: String,
+        /// What the client saw (boxed: it is large).
+        #[source]
+        source: Box<engine_contract::ClientError>,
+    },
+}
+
+impl RuntimeError {
+    /// The engine's own answer or the protocol breach behind [`RuntimeError::Engine`], e.g. to tell
+    /// an InvalidQuery (the user's SQL) from an engine failure.
+    ///
+    /// ```
+    /// use engine_runtime::RuntimeError;
+    ///
+    /// let error = RuntimeError::InputNotFound { location: "s3://b/x".into() };
+    /// assert!(error.client_error().is_none());
+    /// ```
+    pub fn client_error(&self) -> Option<&engine_contract::ClientError> {
+        match self {
+            Self::Engine { source, .. } => Some(source),
+            _ => None,
+        }
+    }
 }

@@ -1,33 +1,78 @@
-//! Runs ODF engines and stages their data (work in progress: the engine runtimes land once
-//! `engine-contract`'s client and server do).
+//! Runs ODF engines for the coordinator — in sandboxed OCI containers pinned by image id, as local
+//! processes, or in-process — and stages their data with `object_store`.
 //!
-//! Available so far: the container sandbox policy, daemon connection and orphan cleanup, image
-//! resolution, operation folders and path mapping, and data staging with `object_store`.
+//! One trait, [`EngineRuntime`], with three implementations the coordinator does not need to tell
+//! apart: [`ContainerRuntime`] (Docker or Podman through bollard; no network, read-only root,
+//! non-root user, every capability dropped, resource limits), [`ProcessRuntime`] (a local binary as a
+//! child process) and [`InProcessRuntime`] (an [`Engine`](engine_contract::Engine) object served on
+//! an in-process Unix socket). [`EngineRuntime::start`] returns an [`EngineHandle`]: a ready
+//! [`EngineClient`](engine_contract::EngineClient), the [`EngineIdentity`] to record (image id,
+//! binary hash, or name and version), the paths the engine sees, and [`EngineHandle::stop`].
+//! [`StagingArea`] brings remote inputs to local folders and uploads outputs.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! use engine_contract::model::{RawQueryRequest, RawQuerySuccess, Transform, TransformRequest, TransformSql, TransformSuccess};
+//! use engine_contract::{Engine, EngineError, ProgressSink};
+//! use engine_runtime::{EngineRuntime, InProcessRuntime, OperationFolders, OperationId, RuntimeConfig, StartRequest};
+//!
+//! /// Counts its inputs.
+//! struct Counter;
+//!
+//! impl Engine for Counter {
+//!     async fn execute_raw_query(&self, request: RawQueryRequest, _: ProgressSink) -> Result<RawQuerySuccess, EngineError> {
+//!         Ok(RawQuerySuccess { num_records: request.input_data_paths.len() as u64 })
+//!     }
+//!     async fn execute_transform(&self, _: TransformRequest, _: ProgressSink) -> Result<TransformSuccess, EngineError> {
+//!         Err(EngineError::invalid_query("raw queries only"))
+//!     }
+//! }
+//!
+//! let runtime: Box<dyn EngineRuntime> =
+//!     Box::new(InProcessRuntime::new("counter", "0.1.0", Counter, RuntimeConfig::default()));
+//! let out = tempfile::tempdir().unwrap();
+//! let engine = runtime
+//!     .start(StartRequest::new(OperationId::generate(), OperationFolders::new(out.path())))
+//!     .await
+//!     .unwrap();
+//! let request = RawQueryRequest {
+//!     input_data_paths: vec!["a.parquet".into(), "b.parquet".into()],
+//!     transform: Transform::Sql(TransformSql::new("counter", "select count(*)")),
+//!     output_data_path: out.path().join("out.parquet").display().to_string(),
+//! };
+//! let success = engine.execute_raw_query(&request, |_progress| {}).await.unwrap();
+//! assert_eq!(success.num_records, 2);
+//! engine.stop().await.unwrap();
+//! # });
+//! ```
 
-// Parts used only by the runtimes that land with engine-contract's client.
-#[allow(dead_code)]
-mod container {
-    pub(crate) mod daemon;
-    pub(crate) mod image;
-    pub(crate) mod labels;
-    pub(crate) mod sandbox;
-}
+mod config;
+mod connect;
+mod container;
 mod endpoint;
-#[allow(dead_code)]
 mod engine_log;
 mod error;
+mod in_process;
 mod operation;
-#[allow(dead_code)]
 mod ownership;
-#[allow(dead_code)]
 mod paths;
+mod process;
+mod runtime;
 mod staging;
 
+pub use config::RuntimeConfig;
 pub use container::daemon::{DaemonSocket, DockerDaemon};
 pub use container::image::{ImageDigest, PullPolicy};
-pub use container::sandbox::{ContainerUser, SandboxPolicy};
+pub use container::labels::{LABEL_ENGINE, LABEL_MANAGED, LABEL_OPERATION, LABEL_OWNER};
+pub use container::sandbox::{
+    CONTAINER_RUN_DIR, CONTAINER_SOCKET, ContainerUser, NOBODY, SandboxPolicy,
+};
+pub use container::{ContainerEngine, ContainerRuntime};
 pub use endpoint::EngineEndpoint;
 pub use error::RuntimeError;
+pub use in_process::InProcessRuntime;
 pub use operation::{OperationFolders, OperationId};
 pub use paths::{CONTAINER_INPUT_DIR, CONTAINER_OUTPUT_DIR};
+pub use process::{ProcessEngine, ProcessRuntime};
+pub use runtime::{EngineHandle, EngineIdentity, EngineRuntime, StartRequest};
 pub use staging::{DataLocation, MULTIPART_THRESHOLD, PublishedObject, S3Config, StagingArea};

@@ -1,0 +1,243 @@
+//! Engines as local child processes, with the test engine binary.
+#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
+
+mod support;
+
+use std::time::Duration;
+
+use engine_runtime::{
+    EngineEndpoint, EngineIdentity, EngineRuntime, OperationFolders, OperationId, ProcessEngine,
+    ProcessRuntime, RuntimeConfig, RuntimeError, StartRequest,
+};
+use sha2::{Digest, Sha256};
+use support::engine::test_engine_binary;
+use support::requests;
+
+fn config() -> RuntimeConfig {
+    RuntimeConfig::default()
+        .with_start_timeout(Duration::from_secs(20))
+        .with_operation_deadline(Duration::from_secs(20))
+        .with_stop_grace(Duration::from_secs(2))
+}
+
+fn runtime(endpoint: EngineEndpoint) -> ProcessRuntime {
+    ProcessRuntime::new(
+        ProcessEngine::new("test", test_engine_binary()).with_endpoint(endpoint),
+        config(),
+    )
+}
+
+fn workspace() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.txt");
+    std::fs::write(&input, "a\nb\nc\n").unwrap();
+    let output = dir.path().join("out");
+    (dir, input, output)
+}
+
+fn folders(input: &std::path::Path, output: &std::path::Path) -> OperationFolders {
+    OperationFolders::new(output).with_input(input)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn process_engine_on_a_unix_socket_runs_a_raw_query_and_is_pinned_by_binary_hash() {
+    let (_dir, input, output) = workspace();
+    let engine = runtime(EngineEndpoint::UnixSocket)
+        .start(StartRequest::new(
+            OperationId::generate(),
+            folders(&input, &output),
+        ))
+        .await
+        .unwrap();
+    let expected: String = Sha256::digest(std::fs::read(test_engine_binary()).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        engine.identity(),
+        &EngineIdentity::Binary {
+            path: test_engine_binary(),
+            sha256: expected
+        }
+    );
+    assert!(matches!(
+        engine.client().address(),
+        engine_contract::EngineAddress::Unix(_)
+    ));
+    // A process sees host paths as they are.
+    assert_eq!(engine.engine_path(&input).unwrap(), input);
+    let request = requests::raw_query(&engine, "copy", &[&input], &output.join("copy.txt"));
+    let success = engine.execute_raw_query(&request, |_| {}).await.unwrap();
+    assert_eq!(success.num_records, 3);
+    engine.stop().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(output.join("copy.txt")).unwrap(),
+        "a\nb\nc\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_tcp_process_engines_run_concurrently_on_distinct_free_ports() {
+    let runtime = runtime(EngineEndpoint::weir_tcp());
+    let (_a_dir, a_input, a_output) = workspace();
+    let (_b_dir, b_input, b_output) = workspace();
+    let (a, b) = tokio::join!(
+        runtime.start(StartRequest::new(
+            OperationId::generate(),
+            folders(&a_input, &a_output)
+        )),
+        runtime.start(StartRequest::new(
+            OperationId::generate(),
+            folders(&b_input, &b_output)
+        )),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_ne!(a.client().address(), b.client().address());
+    let a_request = requests::transform(&a, "progress 4", &a_input, &a_output, 0);
+    let b_request = requests::transform(&b, "copy", &b_input, &b_output, 100);
+    let mut a_progress = 0;
+    let (a_result, b_result) = tokio::join!(
+        a.execute_transform(&a_request, |_| a_progress += 1),
+        b.execute_transform(&b_request, |_| {}),
+    );
+    assert_eq!(
+        a_result
+            .unwrap()
+            .new_offset_interval
+            .map(|i| (i.start, i.end)),
+        Some((0, 2))
+    );
+    assert_eq!(
+        b_result
+            .unwrap()
+            .new_offset_interval
+            .map(|i| (i.start, i.end)),
+        Some((100, 102))
+    );
+    assert_eq!(a_progress, 4);
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn process_killed_mid_operation_is_reported_as_exited_with_its_last_output() {
+    let (_dir, input, output) = workspace();
+    let engine = runtime(EngineEndpoint::UnixSocket)
+        .start(StartRequest::new(
+            OperationId::generate(),
+            folders(&input, &output),
+        ))
+        .await
+        .unwrap();
+    let request = requests::raw_query(&engine, "crash", &[&input], &output.join("o"));
+    let error = engine
+        .execute_raw_query(&request, |_| {})
+        .await
+        .unwrap_err();
+    match &error {
+        RuntimeError::EngineExited {
+            status, log_tail, ..
+        } => {
+            assert_eq!(status, "signal 6", "abort() raises SIGABRT");
+            assert!(log_tail.contains("aborting mid-operation"), "{log_tail}");
+        }
+        other => panic!("expected EngineExited, got {other:?}"),
+    }
+    engine.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hung_process_hits_the_deadline_and_stop_kills_it() {
+    let (_dir, input, output) = workspace();
+    let runtime = ProcessRuntime::new(
+        ProcessEngine::new("test", test_engine_binary()),
+        config().with_operation_deadline(Duration::from_millis(800)),
+    );
+    let engine = runtime
+        .start(StartRequest::new(
+            OperationId::generate(),
+            folders(&input, &output),
+        ))
+        .await
+        .unwrap();
+    let request = requests::raw_query(&engine, "hang", &[&input], &output.join("o"));
+    let error = engine
+        .execute_raw_query(&request, |_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RuntimeError::DeadlineExceeded { .. }),
+        "{error:?}"
+    );
+    let stopping = std::time::Instant::now();
+    engine.stop().await.unwrap();
+    // The graceful shutdown waits for the hung call; the kill comes after the 2 s grace.
+    assert!(stopping.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn engine_that_exits_before_it_is_ready_is_reported_at_once() {
+    let (_dir, input, output) = workspace();
+    let runtime = ProcessRuntime::new(ProcessEngine::new("false", "/bin/false"), config());
+    let started = std::time::Instant::now();
+    let error = runtime
+        .start(StartRequest::new(
+            OperationId::generate(),
+            folders(&input, &output),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RuntimeError::EngineExited { status, .. } if status == "exit code 1"),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not the start timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_engine_binary_is_named_in_the_error() {
+    let (_dir, input, output) = workspace();
+    let runtime = ProcessRuntime::new(
+        ProcessEngine::new("ghost", "/nonexistent/weir-engine"),
+        config(),
+    );
+    let error = runtime
+        .start(StartRequest::new(
+            OperationId::generate(),
+            folders(&input, &output),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RuntimeError::EngineBinaryNotFound { path, .. } if path.ends_with("weir-engine")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_handle_kills_the_process() {
+    let (_dir, input, output) = workspace();
+    let engine = runtime(EngineEndpoint::UnixSocket)
+        .start(StartRequest::new(
+            OperationId::generate(),
+            folders(&input, &output),
+        ))
+        .await
+        .unwrap();
+    let engine_contract::EngineAddress::Unix(socket) = engine.client().address().clone() else {
+        panic!("expected a Unix socket")
+    };
+    drop(engine);
+    // The run folder with the socket is gone, and nothing answers.
+    for _ in 0..50 {
+        if !socket.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!socket.exists());
+    assert!(tokio::net::UnixStream::connect(&socket).await.is_err());
+}
