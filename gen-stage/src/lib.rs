@@ -112,6 +112,7 @@
 
 pub mod buffer;
 mod consumer;
+mod consumer_supervisor;
 mod context;
 pub mod demand;
 mod error;
@@ -139,6 +140,7 @@ pub use dispatchers::{
 
 pub use buffer::{BufferKeep, BufferSize};
 pub use consumer::{Consumer, ConsumerContext, start_consumer};
+pub use consumer_supervisor::{ChildExit, ConsumerSupervisor, CountChildren, Restart};
 pub use context::Context;
 pub use error::Error;
 pub use from_iter::{
