@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         "test" => test(),
         "lint" => lint(),
         "bench" => bench(&rest),
+        "build" => build(&rest),
         "codegen" => codegen(),
         "image" => image::image(&rest),
         "help" | "--help" | "-h" => {
@@ -197,4 +198,58 @@ fn codegen() -> Result<(), String> {
     } else {
         Err(format!("rustfmt {} failed ({status})", generated.display()))
     }
+}
+
+/// `cargo xtask build [CARGO BUILD ARGS]`: builds the workspace, which
+/// includes every dispatcher plugin under `plugins/` (each a `cdylib`), and
+/// says where the plugin libraries are. Extra args go to `cargo build` (e.g.
+/// `--release`).
+fn build(rest: &[String]) -> Result<(), String> {
+    let mut args = vec!["build", "--workspace"];
+    args.extend(rest.iter().map(String::as_str));
+    cargo(&args)?;
+    let profile = if rest.iter().any(|a| a == "--release" || a == "-r") {
+        "release".to_owned()
+    } else {
+        match rest.iter().position(|a| a == "--profile") {
+            Some(i) => match rest.get(i + 1).map(String::as_str) {
+                Some("dev") | None => "debug".to_owned(),
+                Some(other) => other.to_owned(),
+            },
+            None => "debug".to_owned(),
+        }
+    };
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let out_dir = target.join(profile);
+    let plugins_dir = root().join("plugins");
+    let mut plugins: Vec<String> = std::fs::read_dir(&plugins_dir)
+        .map_err(|e| format!("could not list {}: {e}", plugins_dir.display()))?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().join("Cargo.toml").is_file())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    plugins.sort();
+    println!("dispatcher plugins:");
+    for plugin in &plugins {
+        let file = out_dir.join(format!(
+            "{}{}{}",
+            env::consts::DLL_PREFIX,
+            plugin.replace('-', "_"),
+            env::consts::DLL_SUFFIX
+        ));
+        if !file.is_file() {
+            return Err(format!(
+                "plugin `{plugin}` built no library at {}",
+                file.display()
+            ));
+        }
+        println!("  {plugin}: {}", file.display());
+    }
+    println!(
+        "tests and examples find them with: export WEIR_PLUGIN_DIR={}",
+        out_dir.display()
+    );
+    Ok(())
 }
