@@ -81,6 +81,7 @@ pub mod changelog;
 mod engine;
 mod error;
 mod execute;
+mod fixtures;
 mod inputs;
 mod migrate;
 mod output;
@@ -98,6 +99,7 @@ pub mod window;
 
 pub use engine::ReferenceEngine;
 pub use error::{EngineError, ErrorKind};
+pub use fixtures::ParquetFixtures;
 pub use progress::{NoProgress, Phase, Progress, ProgressSink};
 pub use request::{
     DatasetId, DatasetVocabulary, DeriveProvenanceRequest, DeriveProvenanceSuccess,

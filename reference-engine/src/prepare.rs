@@ -10,7 +10,7 @@ use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 
-use crate::changelog::lineage::{OFFSET_CARRIER, OP_CARRIER, carry_lineage};
+use crate::changelog::lineage::carry_lineage;
 use crate::error::EngineError;
 use crate::inputs::RegisteredInput;
 use crate::output::layout::OutputLayout;
@@ -22,10 +22,8 @@ use crate::window::query::{WindowQuery, buffered_schema, recognise};
 /// What kind of query this is.
 #[derive(Debug)]
 pub(crate) enum QueryShape {
-    /// Projections and filters over one input: records flow one to one, lineage is carried.
+    /// Projections and filters (and UNION ALL): records flow one to one, lineage is carried.
     MapFilter {
-        /// Index of the input.
-        input: usize,
         /// Number of the query's own columns (the two carriers follow them).
         query_columns: usize,
     },
@@ -91,23 +89,16 @@ pub(crate) async fn prepare(
     let mut exprs: Vec<Expr> = (0..query_columns)
         .map(|i| Expr::Column(Column::from(carried.plan.schema().qualified_field(i))))
         .collect();
-    exprs.push(carried.op.clone().alias(OP_CARRIER));
-    exprs.push(carried.offset.clone().alias(OFFSET_CARRIER));
+    exprs.extend(carried.carrier_exprs());
+    let order = carried.order();
     let ordered = LogicalPlanBuilder::from(carried.plan)
         .project(exprs)
-        .and_then(|b| {
-            b.sort(vec![
-                Expr::Column(Column::new_unqualified(OFFSET_CARRIER)).sort(true, false),
-            ])
-        })
+        .and_then(|b| b.sort(order))
         .and_then(LogicalPlanBuilder::build)
         .map_err(|e| EngineError::sql(None, e))?;
     let physical = physical_plan(ctx, ordered).await?;
     Ok(PreparedQuery {
-        shape: QueryShape::MapFilter {
-            input: carried.input,
-            query_columns,
-        },
+        shape: QueryShape::MapFilter { query_columns },
         physical,
         layout,
         fingerprint,

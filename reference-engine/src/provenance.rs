@@ -32,11 +32,8 @@ pub(crate) async fn derive_provenance(
         .collect::<Result<Vec<_>, _>>()?;
     let inputs = register_inputs(&ctx, &sources).await?;
     let prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
-    let (input, query_columns) = match prepared.shape {
-        QueryShape::MapFilter {
-            input,
-            query_columns,
-        } => (input, query_columns),
+    let query_columns = match prepared.shape {
+        QueryShape::MapFilter { query_columns, .. } => query_columns,
         QueryShape::Window(_) => {
             return Err(EngineError::ProvenanceUnsupported {
                 reason:
@@ -52,7 +49,7 @@ pub(crate) async fn derive_provenance(
         .map(|&offset| i64::try_from(offset).unwrap_or(i64::MAX))
         .collect();
     let mut found: BTreeSet<i64> = BTreeSet::new();
-    let mut behind: BTreeSet<i64> = BTreeSet::new();
+    let mut behind: BTreeSet<(i32, i64)> = BTreeSet::new();
     let run = MapFilterRun {
         ctx: &ctx,
         prepared: &prepared,
@@ -68,7 +65,7 @@ pub(crate) async fn derive_provenance(
                 .and_then(|i| records.get(i))
             {
                 found.insert(offset);
-                behind.insert(record.offset);
+                behind.insert((record.input, record.offset));
             }
         }
     })
@@ -87,20 +84,22 @@ pub(crate) async fn derive_provenance(
             produced,
         });
     }
-    let intervals = merge(&behind);
     Ok(DeriveProvenanceSuccess {
         inputs: request
             .query_inputs
             .iter()
             .enumerate()
-            .map(|(index, query_input)| InputProvenance {
-                dataset_id: query_input.dataset_id,
-                query_alias: query_input.query_alias.clone(),
-                offset_intervals: if index == input {
-                    intervals.clone()
-                } else {
-                    Vec::new()
-                },
+            .map(|(index, query_input)| {
+                let offsets: BTreeSet<i64> = behind
+                    .iter()
+                    .filter(|(input, _)| usize::try_from(*input).ok() == Some(index))
+                    .map(|(_, offset)| *offset)
+                    .collect();
+                InputProvenance {
+                    dataset_id: query_input.dataset_id,
+                    query_alias: query_input.query_alias.clone(),
+                    offset_intervals: merge(&offsets),
+                }
             })
             .collect(),
     })

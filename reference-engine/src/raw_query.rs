@@ -26,15 +26,13 @@ pub(crate) async fn execute_raw_query(
     let mut reporter = Reporter::new(progress);
     reporter.report(Phase::Planning, None, None);
     let ctx = new_session();
-    if request.input_data_paths.is_empty() {
-        return Err(EngineError::MalformedRequest {
-            reason: "a raw query needs at least one input file".to_owned(),
-        });
+    // Without input files there is no `input` table: the query may still read none (`SELECT 1`).
+    if !request.input_data_paths.is_empty() {
+        let files: Vec<PathBuf> = request.input_data_paths.iter().map(PathBuf::from).collect();
+        let table = open_parquet(&ctx, RAW_INPUT_TABLE, &files, None).await?;
+        ctx.register_table(TableReference::bare(RAW_INPUT_TABLE), table)
+            .map_err(|e| EngineError::sql(None, e))?;
     }
-    let files: Vec<PathBuf> = request.input_data_paths.iter().map(PathBuf::from).collect();
-    let table = open_parquet(&ctx, RAW_INPUT_TABLE, &files, None).await?;
-    ctx.register_table(TableReference::bare(RAW_INPUT_TABLE), table)
-        .map_err(|e| EngineError::sql(None, e))?;
     let plan = plan_steps(&ctx, sql(&request.transform), &[RAW_INPUT_TABLE.to_owned()]).await?;
     let frame = ctx
         .execute_logical_plan(plan)

@@ -1,19 +1,24 @@
 //! Carrying each input record's operation type and offset through a map/filter query.
 //!
-//! A map/filter query (projections, filters and aliases over one input) turns each input record into at
-//! most one output record. The engine rewrites such a plan so that every projection also passes on two
-//! hidden columns, [`OP_CARRIER`] and [`OFFSET_CARRIER`]: the operation type and the offset of the input
-//! record behind each output record. That is what lets retractions and corrections flow through the
-//! query without the user selecting `op`, and what answers provenance questions.
+//! A map/filter query (projections, filters and aliases over inputs, and `UNION ALL` of such queries)
+//! turns each input record into at most one output record. The engine rewrites such a plan so that
+//! every projection also passes on three hidden columns, [`OP_CARRIER`], [`OFFSET_CARRIER`] and
+//! [`INPUT_CARRIER`]: the operation type, offset and input of the record behind each output record.
+//! That is what lets retractions and corrections flow through the query without the user selecting
+//! `op`, and what answers provenance questions. Output records follow (input, offset) order: the
+//! branches of a `UNION ALL` one after the other, each in offset order.
 //!
 //! Any other operator is refused with an explanation: it would merge, duplicate or reorder records, and
 //! a changelog cannot go through it unchanged.
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{Column, TableReference};
-use datafusion::logical_expr::{Expr, Filter, LogicalPlan, Projection, SubqueryAlias};
+use datafusion::logical_expr::{
+    Expr, ExprSchemable, Filter, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias, lit,
+};
 
 use crate::error::EngineError;
 use crate::inputs::RegisteredInput;
@@ -22,6 +27,8 @@ use crate::inputs::RegisteredInput;
 pub(crate) const OP_CARRIER: &str = "__weir_op";
 /// Hidden column carrying the input record's offset.
 pub(crate) const OFFSET_CARRIER: &str = "__weir_offset";
+/// Hidden column carrying the index of the input the record comes from.
+pub(crate) const INPUT_CARRIER: &str = "__weir_input";
 /// Prefix of every column name the engine reserves.
 pub(crate) const RESERVED_PREFIX: &str = "__weir_";
 
@@ -34,8 +41,34 @@ pub(crate) struct Carried {
     pub op: Expr,
     /// Expression of the input offset in `plan`'s schema.
     pub offset: Expr,
-    /// Index of the one input the records come from.
-    pub input: usize,
+    /// Expression of the input index (Int32) in `plan`'s schema.
+    pub input: Expr,
+    /// Indices of the inputs records come from, in output order (one unless there is a UNION ALL).
+    pub inputs: Vec<usize>,
+}
+
+impl Carried {
+    /// The three carrier expressions, aliased to their hidden names.
+    pub(crate) fn carrier_exprs(&self) -> [Expr; 3] {
+        [
+            self.op.clone().alias(OP_CARRIER),
+            self.offset.clone().alias(OFFSET_CARRIER),
+            self.input.clone().alias(INPUT_CARRIER),
+        ]
+    }
+
+    /// The output order: input offset, preceded by the input when records come from several.
+    pub(crate) fn order(&self) -> Vec<datafusion::logical_expr::SortExpr> {
+        let offset = Expr::Column(Column::new_unqualified(OFFSET_CARRIER)).sort(true, false);
+        if self.inputs.len() > 1 {
+            vec![
+                Expr::Column(Column::new_unqualified(INPUT_CARRIER)).sort(true, false),
+                offset,
+            ]
+        } else {
+            vec![offset]
+        }
+    }
 }
 
 /// Rewrites a map/filter plan to carry lineage, or explains why the plan is not one.
@@ -46,10 +79,25 @@ pub(crate) fn carry_lineage(
     carry(plan, inputs).map_err(|explanation| EngineError::ChangelogUnsafe { explanation })
 }
 
-fn carry(plan: &LogicalPlan, inputs: &[RegisteredInput]) -> Result<Carried, String> {
+/// The carrier columns as a projection outputs them.
+fn carriers() -> Carried {
+    let column = |name: &str| Expr::Column(Column::new_unqualified(name));
+    Carried {
+        plan: LogicalPlan::EmptyRelation(datafusion::logical_expr::EmptyRelation {
+            produce_one_row: false,
+            schema: Arc::new(datafusion::common::DFSchema::empty()),
+        }),
+        op: column(OP_CARRIER),
+        offset: column(OFFSET_CARRIER),
+        input: column(INPUT_CARRIER),
+        inputs: Vec::new(),
+    }
+}
+
+fn carry(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Result<Carried, String> {
     match plan {
         LogicalPlan::TableScan(scan) => {
-            let Some(input) = inputs
+            let Some(input) = registered
                 .iter()
                 .find(|input| scan.table_name == TableReference::bare(input.scan_name.clone()))
             else {
@@ -59,19 +107,20 @@ fn carry(plan: &LogicalPlan, inputs: &[RegisteredInput]) -> Result<Carried, Stri
                 plan: plan.clone(),
                 op: input.operation_type_expr(),
                 offset: Expr::Column(input.offset_column()),
-                input: input.index,
+                input: lit(input.index as i32),
+                inputs: vec![input.index],
             })
         }
         LogicalPlan::Filter(filter) => {
             refuse_subqueries(std::slice::from_ref(&filter.predicate))?;
-            let inner = carry(&filter.input, inputs)?;
+            let inner = carry(&filter.input, registered)?;
             let plan = Filter::try_new(filter.predicate.clone(), Arc::new(inner.plan))
                 .map(LogicalPlan::Filter)
                 .map_err(|e| e.strip_backtrace())?;
             Ok(Carried { plan, ..inner })
         }
         LogicalPlan::SubqueryAlias(alias) => {
-            let inner = carry(&alias.input, inputs)?;
+            let inner = carry(&alias.input, registered)?;
             let plan = SubqueryAlias::try_new(Arc::new(inner.plan), alias.alias.clone())
                 .map(LogicalPlan::SubqueryAlias)
                 .map_err(|e| e.strip_backtrace())?;
@@ -79,23 +128,67 @@ fn carry(plan: &LogicalPlan, inputs: &[RegisteredInput]) -> Result<Carried, Stri
                 plan,
                 op: requalify(inner.op, &alias.alias),
                 offset: requalify(inner.offset, &alias.alias),
-                input: inner.input,
+                input: requalify(inner.input, &alias.alias),
+                inputs: inner.inputs,
             })
         }
         LogicalPlan::Projection(projection) => {
             refuse_subqueries(&projection.expr)?;
-            let inner = carry(&projection.input, inputs)?;
+            let inner = carry(&projection.input, registered)?;
             let mut exprs = projection.expr.clone();
-            exprs.push(inner.op.alias(OP_CARRIER));
-            exprs.push(inner.offset.alias(OFFSET_CARRIER));
+            exprs.extend(inner.carrier_exprs());
             let plan = Projection::try_new(exprs, Arc::new(inner.plan))
                 .map(LogicalPlan::Projection)
                 .map_err(|e| e.strip_backtrace())?;
             Ok(Carried {
                 plan,
-                op: Expr::Column(Column::new_unqualified(OP_CARRIER)),
-                offset: Expr::Column(Column::new_unqualified(OFFSET_CARRIER)),
-                input: inner.input,
+                inputs: inner.inputs,
+                ..carriers()
+            })
+        }
+        LogicalPlan::Union(union) => {
+            // Each branch carries its own lineage, with uniform carrier types.
+            let mut branches = Vec::with_capacity(union.inputs.len());
+            let mut inputs = Vec::new();
+            for branch in &union.inputs {
+                let inner = carry(branch, registered)?;
+                let schema = inner.plan.schema();
+                let mut exprs: Vec<Expr> = schema
+                    .iter()
+                    .take(branch.schema().fields().len())
+                    .map(|field| Expr::Column(Column::from(field)))
+                    .collect();
+                let cast = |expr: &Expr, to: &DataType| -> Result<Expr, String> {
+                    expr.clone().cast_to(to, schema.as_ref()).map_err(|e| e.strip_backtrace())
+                };
+                exprs.push(cast(&inner.op, &DataType::Int32)?.alias(OP_CARRIER));
+                exprs.push(cast(&inner.offset, &DataType::Int64)?.alias(OFFSET_CARRIER));
+                exprs.push(cast(&inner.input, &DataType::Int32)?.alias(INPUT_CARRIER));
+                branches.push(
+                    LogicalPlanBuilder::from(inner.plan)
+                        .project(exprs)
+                        .and_then(LogicalPlanBuilder::build)
+                        .map_err(|e| e.strip_backtrace())?,
+                );
+                for input in inner.inputs {
+                    if !inputs.contains(&input) {
+                        inputs.push(input);
+                    }
+                }
+            }
+            let mut branches = branches.into_iter();
+            let Some(first) = branches.next() else {
+                return Err("an empty UNION reads no input".to_owned());
+            };
+            let mut builder = LogicalPlanBuilder::from(first);
+            for branch in branches {
+                builder = builder.union(branch).map_err(|e| e.strip_backtrace())?;
+            }
+            let plan = builder.build().map_err(|e| e.strip_backtrace())?;
+            Ok(Carried {
+                plan,
+                inputs,
+                ..carriers()
             })
         }
         LogicalPlan::Aggregate(_) => Err("it aggregates records, and a retraction or correction of an \
@@ -103,8 +196,8 @@ fn carry(plan: &LogicalPlan, inputs: &[RegisteredInput]) -> Result<Carried, Stri
              form instead: `SELECT date_bin(INTERVAL '1 hour', event_time) AS event_time, <keys>, <count/sum/avg/min/max>(...) \
              FROM <input> GROUP BY 1, <keys>`"
             .to_owned()),
-        LogicalPlan::Distinct(_) => Err("DISTINCT merges records, so a later retraction of one of them \
-             could not be applied; remove DISTINCT"
+        LogicalPlan::Distinct(_) => Err("DISTINCT (or UNION without ALL) merges records, so a later \
+             retraction of one of them could not be applied; remove DISTINCT or use UNION ALL"
             .to_owned()),
         LogicalPlan::Window(_) => Err("window functions (OVER ...) compute each record from other records \
              of the same transaction, so a retraction would change other output records; use the \
@@ -112,9 +205,6 @@ fn carry(plan: &LogicalPlan, inputs: &[RegisteredInput]) -> Result<Carried, Stri
             .to_owned()),
         LogicalPlan::Join(_) => Err("it joins records, and the engine keeps no state of earlier records \
              to join retractions and corrections against; transform each input separately"
-            .to_owned()),
-        LogicalPlan::Union(_) => Err("UNION interleaves records of several inputs, so offsets and \
-             correction pairs would lose their order; transform each input separately"
             .to_owned()),
         LogicalPlan::Sort(_) => Err("ORDER BY reorders the changelog (a retraction could move before the \
              record it retracts); output records always follow input offset order, so remove ORDER BY"

@@ -13,6 +13,15 @@ pub struct InputRecord {
     pub op: i32,
     /// Its offset in the input.
     pub offset: i64,
+    /// Which input it comes from.
+    pub input: i32,
+}
+
+impl InputRecord {
+    /// Whether `next` is the record right after this one in the same input.
+    fn followed_by(&self, next: &InputRecord) -> bool {
+        self.input == next.input && self.offset.checked_add(1) == Some(next.offset)
+    }
 }
 
 /// Repairs operation types of a filtered changelog, across batches.
@@ -22,7 +31,10 @@ pub struct InputRecord {
 /// use reference_engine::changelog::{APPEND, CORRECT_FROM, CORRECT_TO, RETRACT};
 ///
 /// // Input: 7 CorrectFrom, 8 CorrectTo, 9 CorrectFrom, 10 CorrectTo; the filter kept 7 and 10.
-/// let kept = [InputRecord { op: CORRECT_FROM, offset: 7 }, InputRecord { op: CORRECT_TO, offset: 10 }];
+/// let kept = [
+///     InputRecord { op: CORRECT_FROM, offset: 7, input: 0 },
+///     InputRecord { op: CORRECT_TO, offset: 10, input: 0 },
+/// ];
 /// let mut ops = [CORRECT_FROM, CORRECT_TO];
 /// ChangelogRepair::default().repair(&kept, &mut ops, None);
 /// assert_eq!(ops, [RETRACT, APPEND]);
@@ -53,9 +65,8 @@ impl ChangelogRepair {
             match record.op {
                 CORRECT_FROM => {
                     let following = records.get(i + 1).copied().or(next);
-                    let paired = following.is_some_and(|f| {
-                        f.op == CORRECT_TO && f.offset == record.offset.saturating_add(1)
-                    });
+                    let paired =
+                        following.is_some_and(|f| f.op == CORRECT_TO && record.followed_by(&f));
                     if !paired {
                         *op = RETRACT;
                     }
@@ -66,9 +77,8 @@ impl ChangelogRepair {
                     } else {
                         Some(records[i - 1])
                     };
-                    let paired = preceding.is_some_and(|p| {
-                        p.op == CORRECT_FROM && p.offset.saturating_add(1) == record.offset
-                    });
+                    let paired =
+                        preceding.is_some_and(|p| p.op == CORRECT_FROM && p.followed_by(record));
                     if !paired {
                         *op = APPEND;
                     }
@@ -151,6 +161,7 @@ mod tests {
                     InputRecord {
                         op,
                         offset: offset as i64,
+                        input: 0,
                     },
                     v,
                 )
@@ -239,6 +250,7 @@ mod tests {
         let records = [InputRecord {
             op: CORRECT_FROM,
             offset: 1,
+            input: 0,
         }];
         let mut ops = [APPEND];
         ChangelogRepair::default().repair(&records, &mut ops, None);

@@ -19,7 +19,7 @@ use crate::progress::Phase;
 pub(crate) struct MapFilterRun<'a> {
     pub ctx: &'a SessionContext,
     pub prepared: &'a PreparedQuery,
-    /// Number of the query's own columns; the op and offset carriers follow.
+    /// Number of the query's own columns; the op, offset and input carriers follow.
     pub query_columns: usize,
     /// Offset of the first output record.
     pub first_offset: i64,
@@ -137,20 +137,21 @@ fn input_records(
 ) -> Result<Vec<InputRecord>, EngineError> {
     let ops = cast(batch.column(query_columns), &DataType::Int32)?;
     let offsets = cast(batch.column(query_columns + 1), &DataType::Int64)?;
-    let (Some(ops), Some(offsets)) = (
+    let inputs = cast(batch.column(query_columns + 2), &DataType::Int32)?;
+    let (Some(ops), Some(offsets), Some(inputs)) = (
         ops.as_any().downcast_ref::<Int32Array>(),
         offsets.as_any().downcast_ref::<Int64Array>(),
+        inputs.as_any().downcast_ref::<Int32Array>(),
     ) else {
         return Err(EngineError::MalformedRequest {
-            reason: "input operation types or offsets are not integers".to_owned(),
+            reason: "input operation types, offsets or inputs are not integers".to_owned(),
         });
     };
-    Ok(ops
-        .iter()
-        .zip(offsets.iter())
-        .map(|(op, offset)| InputRecord {
-            op: op.unwrap_or(0),
-            offset: offset.unwrap_or(0),
+    Ok((0..ops.len())
+        .map(|i| InputRecord {
+            op: if ops.is_null(i) { 0 } else { ops.value(i) },
+            offset: offsets.value(i),
+            input: inputs.value(i),
         })
         .collect())
 }

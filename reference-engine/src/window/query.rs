@@ -6,11 +6,11 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{
-    Aggregate, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection, col,
+    Aggregate, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection,
 };
 
 use super::state::{AggregateKind, OutputSource, WindowSpec};
-use crate::changelog::lineage::{OFFSET_CARRIER, OP_CARRIER, carry_lineage};
+use crate::changelog::lineage::{INPUT_CARRIER, OFFSET_CARRIER, OP_CARRIER, carry_lineage};
 use crate::error::EngineError;
 use crate::inputs::RegisteredInput;
 
@@ -54,7 +54,9 @@ pub(crate) fn recognise(
         _ => return Ok(None),
     };
     let carried = carry_lineage(&aggregate.input, inputs)?;
-    let input = &inputs[carried.input];
+    let Some(input) = carried.inputs.first().and_then(|&i| inputs.get(i)) else {
+        return Err(unsupported("the aggregation reads no input"));
+    };
     let event_time = &input.vocab.event_time_column;
 
     // GROUP BY: exactly one date_bin over event time, the rest are keys.
@@ -151,12 +153,12 @@ pub(crate) fn recognise(
             .enumerate()
             .map(|(i, argument)| argument.clone().alias(format!("__weir_arg_{i}"))),
     );
-    exprs.push(carried.op.clone().alias(OP_CARRIER));
-    exprs.push(carried.offset.clone().alias(OFFSET_CARRIER));
+    exprs.extend(carried.carrier_exprs());
+    let order = carried.order();
     let projection = Projection::try_new(exprs, Arc::new(carried.plan))
         .map_err(|e| unsupported(e.strip_backtrace()))?;
     let pre_aggregation = LogicalPlanBuilder::from(LogicalPlan::Projection(projection))
-        .sort(vec![col(OFFSET_CARRIER).sort(true, false)])
+        .sort(order)
         .and_then(LogicalPlanBuilder::build)
         .map_err(|e| unsupported(e.strip_backtrace()))?;
 
@@ -293,7 +295,7 @@ pub(crate) fn buffered_schema(pre_aggregation: &Schema) -> SchemaRef {
     let mut fields: Vec<Field> = pre_aggregation
         .fields()
         .iter()
-        .filter(|f| f.name() != OP_CARRIER && f.name() != OFFSET_CARRIER)
+        .filter(|f| ![OP_CARRIER, OFFSET_CARRIER, INPUT_CARRIER].contains(&f.name().as_str()))
         .map(|f| f.as_ref().clone())
         .collect();
     fields.push(Field::new(super::state::SIGN_COLUMN, DataType::Int8, false));

@@ -146,16 +146,16 @@ impl WindowState {
     }
 
     /// Buffers the records of a pre-aggregation batch: window start, keys, arguments, then the input
-    /// operation type and offset (the last two columns). Records of windows already emitted are late
-    /// and dropped.
+    /// operation type, offset and input index (the last three columns). Records of windows already
+    /// emitted are late and dropped.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), EngineError> {
         let columns = batch.num_columns();
-        if columns < 3 || columns - 1 != self.buffered_schema.fields().len() {
+        if columns < 4 || columns - 2 != self.buffered_schema.fields().len() {
             return Err(EngineError::MalformedRequest {
                 reason: "pre-aggregation batch has an unexpected number of columns".to_owned(),
             });
         }
-        let ops = cast(batch.column(columns - 2), &DataType::Int32)?;
+        let ops = cast(batch.column(columns - 3), &DataType::Int32)?;
         let ops = ops
             .as_any()
             .downcast_ref::<datafusion::arrow::array::Int32Array>()
@@ -175,7 +175,7 @@ impl WindowState {
                 }
             });
         }
-        let mut buffered: Vec<ArrayRef> = batch.columns()[..columns - 2].to_vec();
+        let mut buffered: Vec<ArrayRef> = batch.columns()[..columns - 3].to_vec();
         buffered.push(Arc::new(Int8Array::from(signs)));
         let buffered = RecordBatch::try_new(self.buffered_schema(), buffered)?;
         let windows = window_starts(&buffered)?;
@@ -621,6 +621,7 @@ mod tests {
             Field::new("__weir_arg_4", DataType::Int64, true),
             Field::new("__weir_op", DataType::Int32, false),
             Field::new("__weir_offset", DataType::Int64, false),
+            Field::new("__weir_input", DataType::Int32, false),
         ]));
         RecordBatch::try_new(
             schema,
@@ -634,6 +635,7 @@ mod tests {
                 value(),
                 Arc::new(Int32Array::from_iter_values(records.iter().map(|r| r.3))),
                 Arc::new(Int64Array::from_iter_values(0..records.len() as i64)),
+                Arc::new(Int32Array::from_value(0, records.len())),
             ],
         )
         .unwrap()
