@@ -499,6 +499,8 @@ async fn graceful_shutdown_lets_a_running_call_finish() {
 #[derive(Clone, Default)]
 struct Scripted {
     frames: Vec<Envelope>,
+    /// Keep the stream open after the frames.
+    hold_open: bool,
     received: Arc<Mutex<Vec<bytes::Bytes>>>,
 }
 
@@ -511,7 +513,15 @@ impl Scripted {
             .unwrap()
             .push(request.into_inner().to_frame());
         let frames: Vec<Result<Envelope, Status>> = self.frames.iter().cloned().map(Ok).collect();
-        Ok(Response::new(Box::pin(futures::stream::iter(frames))))
+        let frames = futures::stream::iter(frames);
+        if self.hold_open {
+            use futures::StreamExt;
+            Ok(Response::new(Box::pin(
+                frames.chain(futures::stream::pending()),
+            )))
+        } else {
+            Ok(Response::new(Box::pin(frames)))
+        }
     }
 }
 
@@ -700,4 +710,28 @@ async fn request_on_the_wire_is_tag_0x0a_varint_length_then_the_flatbuffer() {
         TransformRequest::decode(&frames[0][expected.len() - flatbuffer.len()..]).unwrap(),
         request
     );
+}
+
+#[tokio::test]
+async fn terminal_is_accepted_when_the_peer_keeps_the_stream_open() {
+    let (address, _stop) = start_scripted(Scripted {
+        frames: vec![success(4)],
+        hold_open: true,
+        ..Scripted::default()
+    })
+    .await;
+    let client = EngineClient::connect(address)
+        .await
+        .unwrap()
+        .with_deadline(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let success = client
+        .execute_raw_query(&raw_query("x"))
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    assert_eq!(success.num_records, 4);
+    assert!(started.elapsed() < Duration::from_secs(3));
 }

@@ -13,6 +13,10 @@ use crate::model::{EngineResponse, Progress, WireMessage};
 use crate::operation::{Operation, OperationKind};
 use crate::stream_rules::{MessageKind, ResponseStreamRules, StreamViolation};
 
+/// How long [`OperationCall::finish`] waits for the stream to end after the
+/// terminal message.
+const AFTER_TERMINAL_GRACE: Duration = Duration::from_secs(5);
+
 /// A call in flight: read its progress with [`progress`](Self::progress),
 /// then its result with [`finish`](Self::finish).
 ///
@@ -155,9 +159,23 @@ impl<K: OperationKind> OperationCall<K> {
     /// any breach of the stream contract as its own error.
     pub async fn finish(mut self) -> Result<K::Success, ClientError> {
         while self.progress().await?.is_some() {}
-        // The terminal must be the last message.
+        // The terminal must be the last message. A peer that keeps the
+        // stream open after it is given a grace period, not the whole
+        // deadline: the result is already known.
         let index = self.rules.messages_seen();
-        if let Some(envelope) = self.next_frame().await? {
+        let grace = match self.deadline {
+            Some((at, _)) => AFTER_TERMINAL_GRACE.min(at.saturating_duration_since(Instant::now())),
+            None => AFTER_TERMINAL_GRACE,
+        };
+        let after = match tokio::time::timeout(grace, self.stream.message()).await {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(status)) => return Err(ClientError::from_status(K::OPERATION, &status)),
+            Err(_) => {
+                tracing::warn!(operation = %K::OPERATION, ?grace, "stream still open after the terminal message");
+                None
+            }
+        };
+        if let Some(envelope) = after {
             let kind = match self.decode(index, &envelope)? {
                 EngineResponse::Progress(_) => MessageKind::Progress,
                 _ => MessageKind::Terminal,

@@ -84,11 +84,16 @@ pub struct EngineClient {
 /// Any URI will do for a Unix socket: the connector ignores it.
 const UNIX_PLACEHOLDER_URI: &str = "http://127.0.0.1:5544";
 
+/// Bound of one connection attempt (a dropped SYN would otherwise wait for
+/// the OS timeout).
+const CONNECT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+
 async fn dial(address: &EngineAddress) -> Result<Channel, String> {
     match address {
         EngineAddress::Tcp(socket) => {
             let endpoint = Endpoint::from_shared(format!("http://{socket}"))
                 .map_err(|e| e.to_string())?
+                .connect_timeout(CONNECT_ATTEMPT_TIMEOUT)
                 .tcp_nodelay(true);
             endpoint.connect().await.map_err(|e| error_chain(&e))
         }
@@ -194,6 +199,7 @@ impl EngineClient {
         if let Some((_, duration)) = deadline {
             request.set_timeout(duration);
         }
+        tracing::debug!(%operation, address = %self.address, ?deadline, "calling engine");
         let mut inner = self.inner.clone();
         let started = async move {
             match operation {
