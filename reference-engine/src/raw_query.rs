@@ -8,9 +8,11 @@ use futures::StreamExt;
 use crate::error::EngineError;
 use crate::execute::{Reporter, execute, rows_read};
 use crate::inputs::open_parquet;
+use crate::output::layout::{classic_schema, to_classic};
 use crate::output::writer::ParquetOutput;
 use crate::progress::{Phase, ProgressSink};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::request::{RawQueryRequest, RawQuerySuccess, sql};
 use crate::session::new_session;
@@ -48,12 +50,16 @@ pub(crate) async fn execute_raw_query(
         path: path.to_path_buf(),
         reason,
     };
-    let mut output = ParquetOutput::create(path, physical.schema()).map_err(failed)?;
+    let schema = classic_schema(&physical.schema());
+    let mut output = ParquetOutput::create(path, Arc::clone(&schema)).map_err(failed)?;
     reporter.report(Phase::Executing, Some(0), Some(0));
     let mut stream = execute(&ctx, &physical)?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(EngineError::execution)?;
-        output.write(batch).await.map_err(failed)?;
+        output
+            .write(to_classic(&batch, &schema)?)
+            .await
+            .map_err(failed)?;
         reporter.tick(Phase::Executing, &physical, Some(output.rows()));
     }
     reporter.report(

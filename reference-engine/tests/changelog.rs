@@ -120,3 +120,35 @@ async fn order_by_is_refused_because_it_would_reorder_the_changelog() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn union_all_keeps_each_inputs_changelog_in_order() {
+    let fx = Fixture::new();
+    let a = fx.slice(
+        &[
+            record(0, APPEND, 0, "A", 1),
+            record(1, CORRECT_FROM, 0, "A", 1),
+            record(2, CORRECT_TO, 0, "A", 2),
+        ],
+        SystemTypes::Compatible,
+    );
+    let b = fx.slice(
+        &[record(0, APPEND, 0, "B", 1), record(1, RETRACT, 0, "B", 1)],
+        SystemTypes::Spec,
+    );
+    let mut input_b = fx.input("b", vec![b], Some((0, 1)));
+    input_b.schema_file = fx.schema_file(SystemTypes::Spec).display().to_string();
+    let query = "SELECT event_time, city FROM a UNION ALL SELECT event_time, city FROM b";
+    let request = fx.request(
+        query,
+        vec![fx.input("a", vec![a], Some((0, 2))), input_b],
+        0,
+    );
+    transform_ok(&request).await;
+    let out = read_parquet(&request.new_data_path);
+    assert_eq!(strings(&out, "city"), ["A", "A", "A", "B", "B"]);
+    assert_eq!(
+        ints(&out, "op"),
+        [APPEND, CORRECT_FROM, CORRECT_TO, APPEND, RETRACT].map(i64::from)
+    );
+}

@@ -160,6 +160,37 @@ impl OutputLayout {
     }
 }
 
+/// A schema with view types replaced by their classic forms.
+pub(crate) fn classic_schema(schema: &Schema) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), classic_type(f.data_type()), f.is_nullable()))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// `batch` with its columns cast to `schema`'s (classic) types.
+pub(crate) fn to_classic(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, EngineError> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(Arc::clone(column))
+            } else {
+                cast(column, field.data_type())
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}
+
 /// View types written as their classic forms, which every Parquet/Arrow reader knows.
 fn classic_type(data_type: &DataType) -> DataType {
     match data_type {
