@@ -493,23 +493,30 @@ async fn containers_orphaned_by_a_dead_coordinator_are_removed_on_the_next_conne
             .await
             .unwrap();
     }
-    assert_eq!(containers_of(&orphan_op).await.len(), 1);
+    // (Creating succeeded, so the orphan existed; another test's connect may already have removed
+    // it, which is the rule at work too.)
 
     // The next start of a coordinator (a new connection) cleans up.
     let _next = DockerDaemon::connect(&engine_runtime::DaemonSocket::Auto)
         .await
         .unwrap();
-    assert!(containers_of(&orphan_op).await.is_empty(), "orphan removed");
-    assert_eq!(
-        containers_of(&live_op).await.len(),
-        1,
-        "a live coordinator's container is left alone"
-    );
-    assert!(daemon.remove_orphans().await.unwrap().is_empty());
+    let orphans_left = containers_of(&orphan_op).await;
+    let live_left = containers_of(&live_op).await;
+    let removed_again = daemon.remove_orphans().await.unwrap();
     docker
         .remove_container(&format!("weir-test-{live_op}"), None)
         .await
         .unwrap();
+    assert!(orphans_left.is_empty(), "orphan removed: {orphans_left:?}");
+    assert_eq!(
+        live_left.len(),
+        1,
+        "a live coordinator's container is left alone"
+    );
+    assert!(
+        !removed_again.contains(&format!("weir-test-{live_op}")),
+        "{removed_again:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -537,4 +544,61 @@ async fn engine_output_is_logged_with_engine_and_operation() {
             && l.contains("aborting mid-operation")),
         "{lines:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_cancelled_while_waiting_for_readiness_leaves_no_container() {
+    let Some(daemon) = daemon_with_test_image().await else {
+        return;
+    };
+    // The engine listens on 6000 but the runtime waits for 5544: it never becomes ready.
+    let runtime = ContainerRuntime::new(
+        daemon.clone(),
+        ContainerEngine::new("test-deaf", TEST_IMAGE)
+            .with_endpoint(EngineEndpoint::weir_tcp())
+            .with_command(vec!["--port".into(), "6000".into()]),
+        config(),
+    );
+    let (_dir, input, output) = workspace();
+    let operation = OperationId::generate();
+    let start = runtime.start(StartRequest::new(
+        operation.clone(),
+        OperationFolders::new(&output).with_input(&input),
+    ));
+    let watch = async {
+        // Cancel only once the container exists.
+        while containers_of(&operation).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        result = start => panic!("the deaf engine cannot be ready: {:?}", result.map(|_| ())),
+        () = watch => {}
+    }
+    // `start` was dropped mid-readiness: the guard removes the container.
+    assert_no_container_left(&operation).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_that_panics_leaves_no_container() {
+    let Some(daemon) = daemon_with_test_image().await else {
+        return;
+    };
+    let operation = OperationId::generate();
+    let task = {
+        let operation = operation.clone();
+        tokio::spawn(async move {
+            let (_dir, input, output) = workspace();
+            let _engine = runtime(&daemon)
+                .start(StartRequest::new(
+                    operation,
+                    OperationFolders::new(&output).with_input(&input),
+                ))
+                .await
+                .unwrap();
+            panic!("the caller panics while the engine runs");
+        })
+    };
+    assert!(task.await.unwrap_err().is_panic());
+    assert_no_container_left(&operation).await;
 }
