@@ -114,8 +114,13 @@ async fn physical_plan(
         .execute_logical_plan(plan)
         .await
         .map_err(|e| EngineError::sql(None, e))?;
-    frame
+    let physical = frame
         .create_physical_plan()
         .await
-        .map_err(|e| EngineError::sql(None, e))
+        .map_err(|e| EngineError::sql(None, e))?;
+    tracing::debug!(
+        plan = %datafusion::physical_plan::displayable(physical.as_ref()).indent(false),
+        "physical plan"
+    );
+    Ok(physical)
 }
