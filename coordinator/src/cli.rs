@@ -15,8 +15,8 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Which runtime serves engines.
-    #[arg(long, global = true, value_enum, default_value_t = EngineRuntimeKind::Embedded)]
-    pub engine: EngineRuntimeKind,
+    #[arg(long = "engine", id = "engine_runtime", global = true, value_enum, default_value_t = EngineRuntimeKind::Embedded)]
+    pub engine_runtime: EngineRuntimeKind,
     /// Log filter (`RUST_LOG` syntax), e.g. `weir=debug`.
     #[arg(long, global = true, default_value = "warn")]
     pub log: String,

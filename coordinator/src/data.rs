@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use arrow::array::{
+    Array, ArrayRef, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray,
+};
 use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, SortField};
@@ -47,12 +49,16 @@ pub enum DataError {
 /// Result alias.
 pub type Result<T, E = DataError> = std::result::Result<T, E>;
 
-pub(crate) fn arrow_err(context: impl Into<String>) -> impl FnOnce(arrow::error::ArrowError) -> DataError {
+pub(crate) fn arrow_err(
+    context: impl Into<String>,
+) -> impl FnOnce(arrow::error::ArrowError) -> DataError {
     let context = context.into();
     move |source| DataError::Arrow { context, source }
 }
 
-pub(crate) fn parquet_err(context: impl Into<String>) -> impl FnOnce(parquet::errors::ParquetError) -> DataError {
+pub(crate) fn parquet_err(
+    context: impl Into<String>,
+) -> impl FnOnce(parquet::errors::ParquetError) -> DataError {
     let context = context.into();
     move |source| DataError::Parquet { context, source }
 }
@@ -64,17 +70,21 @@ pub fn utc_millis() -> DataType {
 
 /// Reads a whole Parquet file into one batch (possibly empty, always with the file's schema).
 pub fn read_parquet(bytes: Bytes) -> Result<RecordBatch> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(parquet_err("reading Parquet"))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(parquet_err("reading Parquet"))?;
     let schema = builder.schema().clone();
     let reader = builder.build().map_err(parquet_err("reading Parquet"))?;
-    let batches = reader.collect::<std::result::Result<Vec<_>, _>>().map_err(arrow_err("reading Parquet"))?;
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(arrow_err("reading Parquet"))?;
     concat_batches(&schema, &batches).map_err(arrow_err("reading Parquet"))
 }
 
 /// Writes a batch as a Parquet file.
 pub fn write_parquet(batch: &RecordBatch) -> Result<Bytes> {
     let mut buf = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), None).map_err(parquet_err("writing Parquet"))?;
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), None)
+        .map_err(parquet_err("writing Parquet"))?;
     w.write(batch).map_err(parquet_err("writing Parquet"))?;
     w.close().map_err(parquet_err("writing Parquet"))?;
     Ok(Bytes::from(buf))
@@ -104,7 +114,8 @@ pub fn normalize_system_columns(batch: &RecordBatch, vocab: &Vocab) -> Result<Re
             }
         }
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_err("normalising system columns"))
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(arrow_err("normalising system columns"))
 }
 
 /// Weir's logical hash of records: SHA3-256 over the column names and types, then every row in Arrow's
@@ -121,10 +132,17 @@ pub fn logical_hash(batch: &RecordBatch, vocab: &Vocab) -> Result<Multihash> {
     }
     if batch.num_columns() > 0 {
         let conv = RowConverter::new(
-            batch.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect(),
+            batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
         )
         .map_err(arrow_err("hashing records"))?;
-        let rows = conv.convert_columns(batch.columns()).map_err(arrow_err("hashing records"))?;
+        let rows = conv
+            .convert_columns(batch.columns())
+            .map_err(arrow_err("hashing records"))?;
         for row in rows.iter() {
             let bytes = row.as_ref();
             h.update((bytes.len() as u64).to_le_bytes());
@@ -143,10 +161,13 @@ pub fn with_system_columns(
     vocab: &Vocab,
 ) -> Result<RecordBatch> {
     let n = data.num_rows();
-    let offsets: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| first_offset as i64 + i)));
+    let offsets: ArrayRef = Arc::new(Int64Array::from_iter_values(
+        (0..n as i64).map(|i| first_offset as i64 + i),
+    ));
     let ops: ArrayRef = Arc::new(Int32Array::from(ops.to_vec()));
     let st: ArrayRef = Arc::new(
-        TimestampMillisecondArray::from(vec![system_time.timestamp_millis(); n]).with_timezone("UTC"),
+        TimestampMillisecondArray::from(vec![system_time.timestamp_millis(); n])
+            .with_timezone("UTC"),
     );
     let mut fields = vec![
         Field::new(&vocab.offset, DataType::Int64, false),
@@ -158,7 +179,9 @@ pub fn with_system_columns(
     let schema = data.schema();
     let et = schema
         .index_of(&vocab.event_time)
-        .map_err(|_| DataError::Column { message: format!("no `{}` column", vocab.event_time) })?;
+        .map_err(|_| DataError::Column {
+            message: format!("no `{}` column", vocab.event_time),
+        })?;
     fields.push(schema.field(et).clone());
     columns.push(data.column(et).clone());
     for (i, f) in schema.fields().iter().enumerate() {
@@ -167,7 +190,8 @@ pub fn with_system_columns(
             columns.push(data.column(i).clone());
         }
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_err("adding system columns"))
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(arrow_err("adding system columns"))
 }
 
 /// The data columns of a stored batch: everything but offset, op and system_time.
@@ -180,19 +204,25 @@ pub fn data_columns(batch: &RecordBatch, vocab: &Vocab) -> Result<RecordBatch> {
         .filter(|(_, f)| ![&vocab.offset, &vocab.op, &vocab.system_time].contains(&f.name()))
         .map(|(i, _)| i)
         .collect();
-    batch.project(&keep).map_err(arrow_err("projecting data columns"))
+    batch
+        .project(&keep)
+        .map_err(arrow_err("projecting data columns"))
 }
 
 /// The `op` column of a stored batch as i32 values.
 pub fn op_values(batch: &RecordBatch, vocab: &Vocab) -> Result<Vec<i32>> {
     let col = batch
         .column_by_name(&vocab.op)
-        .ok_or_else(|| DataError::Column { message: format!("no `{}` column", vocab.op) })?;
+        .ok_or_else(|| DataError::Column {
+            message: format!("no `{}` column", vocab.op),
+        })?;
     let col = cast(col, &DataType::Int32).map_err(arrow_err("reading op"))?;
     let arr = col
         .as_any()
         .downcast_ref::<Int32Array>()
-        .ok_or_else(|| DataError::Column { message: "op is not an integer".into() })?;
+        .ok_or_else(|| DataError::Column {
+            message: "op is not an integer".into(),
+        })?;
     Ok(arr.iter().map(|v| v.unwrap_or(0)).collect())
 }
 
@@ -200,38 +230,59 @@ pub fn op_values(batch: &RecordBatch, vocab: &Vocab) -> Result<Vec<i32>> {
 pub fn offset_values(batch: &RecordBatch, vocab: &Vocab) -> Result<Vec<u64>> {
     let col = batch
         .column_by_name(&vocab.offset)
-        .ok_or_else(|| DataError::Column { message: format!("no `{}` column", vocab.offset) })?;
+        .ok_or_else(|| DataError::Column {
+            message: format!("no `{}` column", vocab.offset),
+        })?;
     let col = cast(col, &DataType::Int64).map_err(arrow_err("reading offsets"))?;
     let arr = col
         .as_any()
         .downcast_ref::<Int64Array>()
-        .ok_or_else(|| DataError::Column { message: "offset is not an integer".into() })?;
+        .ok_or_else(|| DataError::Column {
+            message: "offset is not an integer".into(),
+        })?;
     if arr.null_count() > 0 {
-        return Err(DataError::Column { message: "offset has nulls".into() });
+        return Err(DataError::Column {
+            message: "offset has nulls".into(),
+        });
     }
     Ok(arr.values().iter().map(|v| *v as u64).collect())
 }
 
 /// The maximum of a timestamp column, in UTC.
 pub fn max_time(batch: &RecordBatch, column: &str) -> Result<Option<DateTime<Utc>>> {
-    let Some(col) = batch.column_by_name(column) else { return Ok(None) };
+    let Some(col) = batch.column_by_name(column) else {
+        return Ok(None);
+    };
     let col = cast(col, &utc_millis()).map_err(arrow_err(format!("reading `{column}`")))?;
     let arr = col
         .as_any()
         .downcast_ref::<TimestampMillisecondArray>()
-        .ok_or_else(|| DataError::Column { message: format!("`{column}` is not a timestamp") })?;
-    Ok(arr.iter().flatten().max().and_then(DateTime::from_timestamp_millis))
+        .ok_or_else(|| DataError::Column {
+            message: format!("`{column}` is not a timestamp"),
+        })?;
+    Ok(arr
+        .iter()
+        .flatten()
+        .max()
+        .and_then(DateTime::from_timestamp_millis))
 }
 
 /// Schemas equal up to nullability and field metadata.
 pub fn same_schema(a: &SchemaRef, b: &SchemaRef) -> bool {
     a.fields().len() == b.fields().len()
-        && a.fields().iter().zip(b.fields()).all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
+        && a.fields()
+            .iter()
+            .zip(b.fields())
+            .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
 }
 
 /// A short text form of a schema for messages.
 pub fn schema_text(s: &SchemaRef) -> String {
-    s.fields().iter().map(|f| format!("{}: {}", f.name(), f.data_type())).collect::<Vec<_>>().join(", ")
+    s.fields()
+        .iter()
+        .map(|f| format!("{}: {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -247,7 +298,9 @@ mod tests {
         RecordBatch::try_new(
             schema,
             vec![
-                Arc::new(TimestampMillisecondArray::from(vec![1000; names.len()]).with_timezone("UTC")),
+                Arc::new(
+                    TimestampMillisecondArray::from(vec![1000; names.len()]).with_timezone("UTC"),
+                ),
                 Arc::new(StringArray::from(names.to_vec())),
             ],
         )
@@ -259,16 +312,29 @@ mod tests {
         let vocab = Vocab::default();
         let b = with_system_columns(&batch(&["a", "b"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
         let round = read_parquet(write_parquet(&b).unwrap()).unwrap();
-        assert_eq!(logical_hash(&b, &vocab).unwrap(), logical_hash(&round, &vocab).unwrap());
-        let other = with_system_columns(&batch(&["a", "c"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
-        assert_ne!(logical_hash(&b, &vocab).unwrap(), logical_hash(&other, &vocab).unwrap());
+        assert_eq!(
+            logical_hash(&b, &vocab).unwrap(),
+            logical_hash(&round, &vocab).unwrap()
+        );
+        let other =
+            with_system_columns(&batch(&["a", "c"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
+        assert_ne!(
+            logical_hash(&b, &vocab).unwrap(),
+            logical_hash(&other, &vocab).unwrap()
+        );
     }
 
     #[test]
     fn system_columns_come_first_with_contiguous_offsets() {
         let vocab = Vocab::default();
-        let b = with_system_columns(&batch(&["a", "b", "c"]), &[0, 1, 0], 10, Utc::now(), &vocab).unwrap();
-        let names: Vec<_> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let b = with_system_columns(&batch(&["a", "b", "c"]), &[0, 1, 0], 10, Utc::now(), &vocab)
+            .unwrap();
+        let names: Vec<_> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         assert_eq!(names, ["offset", "op", "system_time", "event_time", "name"]);
         assert_eq!(offset_values(&b, &vocab).unwrap(), vec![10, 11, 12]);
         assert_eq!(op_values(&b, &vocab).unwrap(), vec![0, 1, 0]);

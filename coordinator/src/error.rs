@@ -87,8 +87,12 @@ impl CommandError {
             CommandError::Store(_) | CommandError::Data(_) => exit::STORAGE,
             CommandError::Transaction(t) => tx_code(t),
             CommandError::Engine(e) => engine_code(e),
-            CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => exit::NOT_FOUND,
-            CommandError::Mismatch { .. } | CommandError::ConformanceFailed { .. } => exit::MISMATCH,
+            CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => {
+                exit::NOT_FOUND
+            }
+            CommandError::Mismatch { .. } | CommandError::ConformanceFailed { .. } => {
+                exit::MISMATCH
+            }
             CommandError::PullFailed { code, .. } => *code,
             CommandError::Pipeline { .. } | CommandError::Plugin { .. } => exit::FAILURE,
         }
@@ -97,20 +101,31 @@ impl CommandError {
     /// A hint for the user, when there is one.
     pub fn hint(&self) -> Option<&'static str> {
         match self {
-            CommandError::Workspace(_) => Some("fix the manifest at the position shown, then run `weir validate`"),
-            CommandError::Transaction(TxError::Engine { source: EngineFailure::InvalidQuery { .. }, .. })
+            CommandError::Workspace(_) => {
+                Some("fix the manifest at the position shown, then run `weir validate`")
+            }
+            CommandError::Transaction(TxError::Engine {
+                source: EngineFailure::InvalidQuery { .. },
+                ..
+            })
             | CommandError::Engine(EngineFailure::InvalidQuery { .. }) => {
                 Some("fix the SQL in the dataset's manifest; nothing was committed")
             }
-            CommandError::Transaction(TxError::Engine { .. }) => {
-                Some("the dataset stayed at its previous head; rerun `weir pull` once the engine is fixed")
-            }
+            CommandError::Transaction(TxError::Engine { .. }) => Some(
+                "the dataset stayed at its previous head; rerun `weir pull` once the engine is fixed",
+            ),
             CommandError::Engine(EngineFailure::NotConfigured { .. }) => {
                 Some("configure the engine under `engines:` in weir.yaml or pick another --engine")
             }
-            CommandError::UnknownDataset { .. } => Some("`weir list` shows the datasets of the workspace"),
-            CommandError::Mismatch { .. } => Some("`weir log DATASET` shows the recorded blocks and engines"),
-            CommandError::PullFailed { .. } => Some("datasets that failed keep their previous head; rerun `weir pull`"),
+            CommandError::UnknownDataset { .. } => {
+                Some("`weir list` shows the datasets of the workspace")
+            }
+            CommandError::Mismatch { .. } => {
+                Some("`weir log DATASET` shows the recorded blocks and engines")
+            }
+            CommandError::PullFailed { .. } => {
+                Some("datasets that failed keep their previous head; rerun `weir pull`")
+            }
             _ => None,
         }
     }

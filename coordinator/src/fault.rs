@@ -6,11 +6,19 @@
 //! `after-head` (head moved).
 
 /// The steps a transaction passes, in order.
-pub const STEPS: &[&str] = &["after-read", "after-data", "after-checkpoint", "after-blocks", "after-head"];
+pub const STEPS: &[&str] = &[
+    "after-read",
+    "after-data",
+    "after-checkpoint",
+    "after-blocks",
+    "after-head",
+];
 
 /// Aborts the process if `WEIR_FAULT_AT` names this step (and dataset, when one is given).
 pub fn point(step: &str, dataset: &str) {
-    let Ok(spec) = std::env::var("WEIR_FAULT_AT") else { return };
+    let Ok(spec) = std::env::var("WEIR_FAULT_AT") else {
+        return;
+    };
     let (want_step, want_dataset) = match spec.split_once(':') {
         Some((s, d)) => (s, Some(d)),
         None => (spec.as_str(), None),

@@ -80,12 +80,17 @@ impl Multihash {
     /// Parses multihash bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, MultihashError> {
         match bytes {
-            [SHA3_256_CODE, len, digest @ ..] if *len as usize == SHA3_256_LEN && digest.len() == SHA3_256_LEN => {
+            [SHA3_256_CODE, len, digest @ ..]
+                if *len as usize == SHA3_256_LEN && digest.len() == SHA3_256_LEN =>
+            {
                 let mut d = [0u8; SHA3_256_LEN];
                 d.copy_from_slice(digest);
                 Ok(Self(d))
             }
-            [code, ..] => Err(MultihashError::UnsupportedHash { code: *code, len: bytes.len().saturating_sub(2) }),
+            [code, ..] => Err(MultihashError::UnsupportedHash {
+                code: *code,
+                len: bytes.len().saturating_sub(2),
+            }),
             [] => Err(MultihashError::UnsupportedHash { code: 0, len: 0 }),
         }
     }
@@ -119,8 +124,12 @@ impl FromStr for Multihash {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let hex = text
             .strip_prefix('f')
-            .ok_or_else(|| MultihashError::UnsupportedMultibase { text: text.to_string() })?;
-        let bytes = decode_hex(hex).ok_or_else(|| MultihashError::NotHex { text: text.to_string() })?;
+            .ok_or_else(|| MultihashError::UnsupportedMultibase {
+                text: text.to_string(),
+            })?;
+        let bytes = decode_hex(hex).ok_or_else(|| MultihashError::NotHex {
+            text: text.to_string(),
+        })?;
         Self::from_bytes(&bytes)
     }
 }
@@ -149,7 +158,10 @@ pub fn decode_hex(text: &str) -> Option<Vec<u8>> {
     }
     (0..text.len())
         .step_by(2)
-        .map(|i| text.get(i..i + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok()))
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
         .collect()
 }
 
@@ -170,8 +182,17 @@ mod tests {
     fn text_form_round_trips_and_rejects_other_bases() {
         let h = Multihash::of(b"block");
         assert_eq!(h.to_string().parse::<Multihash>().unwrap(), h);
-        assert!(matches!("z123".parse::<Multihash>(), Err(MultihashError::UnsupportedMultibase { .. })));
-        assert!(matches!("f12zz".parse::<Multihash>(), Err(MultihashError::NotHex { .. })));
-        assert!(matches!("f1220aa".parse::<Multihash>(), Err(MultihashError::UnsupportedHash { code: 0x12, .. })));
+        assert!(matches!(
+            "z123".parse::<Multihash>(),
+            Err(MultihashError::UnsupportedMultibase { .. })
+        ));
+        assert!(matches!(
+            "f12zz".parse::<Multihash>(),
+            Err(MultihashError::NotHex { .. })
+        ));
+        assert!(matches!(
+            "f1220aa".parse::<Multihash>(),
+            Err(MultihashError::UnsupportedHash { code: 0x12, .. })
+        ));
     }
 }

@@ -19,6 +19,8 @@
 //! assert_eq!(m.name, "trips");
 //! ```
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod chain;
 pub mod cli;
 pub mod commands;

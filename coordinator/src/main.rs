@@ -17,7 +17,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -68,9 +71,16 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         Command::Pull { deadline_secs, .. } => Duration::from_secs(*deadline_secs),
         _ => Duration::from_secs(600),
     };
-    let ctx = commands::open(&cli.workspace, cli.engine, deadline)?;
+    let ctx = commands::open(&cli.workspace, cli.engine_runtime, deadline)?;
     match &cli.command {
-        Command::Pull { all, datasets, dispatcher_plugin, max_concurrency, quiet, .. } => {
+        Command::Pull {
+            all,
+            datasets,
+            dispatcher_plugin,
+            max_concurrency,
+            quiet,
+            ..
+        } => {
             let opts = commands::pull::PullOptions {
                 all: *all,
                 datasets: datasets.clone(),
@@ -81,15 +91,22 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             commands::pull::run(&ctx, &opts).await
         }
         Command::Verify { dataset } => commands::verify::run(&ctx, dataset).await,
-        Command::Engine { command: EngineCommand::Deprecate { engine, to } } => {
-            commands::deprecate::run(&ctx, engine, to).await
-        }
-        Command::Engine { command: EngineCommand::List } => commands::deprecate::list(&ctx).await,
+        Command::Engine {
+            command: EngineCommand::Deprecate { engine, to },
+        } => commands::deprecate::run(&ctx, engine, to).await,
+        Command::Engine {
+            command: EngineCommand::List,
+        } => commands::deprecate::list(&ctx).await,
         Command::List => commands::list::run(&ctx).await,
         Command::Validate => commands::validate::run(&ctx).await,
-        Command::Provenance { dataset, offset } => commands::provenance::run(&ctx, dataset, *offset).await,
+        Command::Provenance { dataset, offset } => {
+            commands::provenance::run(&ctx, dataset, *offset).await
+        }
         Command::Log { dataset } => commands::log::run(&ctx, dataset).await,
-        Command::Tail { dataset, num_records } => commands::tail::run(&ctx, dataset, *num_records).await,
+        Command::Tail {
+            dataset,
+            num_records,
+        } => commands::tail::run(&ctx, dataset, *num_records).await,
         Command::Lineage => commands::lineage::run(&ctx, cli.format),
         Command::Conformance { engine } => commands::conformance::run(&ctx, engine).await,
     }

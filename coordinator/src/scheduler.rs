@@ -64,10 +64,26 @@ impl Scheduler {
     pub fn new(order: Vec<String>, inputs_of: impl Fn(&str) -> Vec<String>) -> Self {
         let inputs = order
             .iter()
-            .map(|d| (d.clone(), inputs_of(d).into_iter().filter(|i| order.contains(i)).collect()))
+            .map(|d| {
+                (
+                    d.clone(),
+                    inputs_of(d)
+                        .into_iter()
+                        .filter(|i| order.contains(i))
+                        .collect(),
+                )
+            })
             .collect();
-        let state = order.iter().map(|d| (d.clone(), DatasetState::Pending)).collect();
-        Self { order, inputs, state, transactions: BTreeMap::new() }
+        let state = order
+            .iter()
+            .map(|d| (d.clone(), DatasetState::Pending))
+            .collect();
+        Self {
+            order,
+            inputs,
+            state,
+            transactions: BTreeMap::new(),
+        }
     }
 
     /// The datasets that may start now, in dependency order; they become in flight.
@@ -76,7 +92,11 @@ impl Scheduler {
             .order
             .iter()
             .filter(|d| self.state[*d] == DatasetState::Pending)
-            .filter(|d| self.inputs[*d].iter().all(|i| self.state[i] == DatasetState::UpToDate))
+            .filter(|d| {
+                self.inputs[*d]
+                    .iter()
+                    .all(|i| self.state[i] == DatasetState::UpToDate)
+            })
             .cloned()
             .collect();
         for d in &ready {
@@ -93,21 +113,28 @@ impl Scheduler {
         match completion {
             Completion::Committed => {
                 *self.transactions.entry(dataset.to_string()).or_default() += 1;
-                self.state.insert(dataset.to_string(), DatasetState::Pending);
+                self.state
+                    .insert(dataset.to_string(), DatasetState::Pending);
                 self.reopen_dependents(dataset);
             }
             Completion::UpToDate => {
-                self.state.insert(dataset.to_string(), DatasetState::UpToDate);
+                self.state
+                    .insert(dataset.to_string(), DatasetState::UpToDate);
             }
             Completion::Failed(message) => {
-                self.state.insert(dataset.to_string(), DatasetState::Failed(message));
+                self.state
+                    .insert(dataset.to_string(), DatasetState::Failed(message));
                 self.skip_dependents(dataset, dataset);
             }
         }
     }
 
     fn dependents(&self, dataset: &str) -> Vec<String> {
-        self.order.iter().filter(|d| self.inputs[*d].iter().any(|i| i == dataset)).cloned().collect()
+        self.order
+            .iter()
+            .filter(|d| self.inputs[*d].iter().any(|i| i == dataset))
+            .cloned()
+            .collect()
     }
 
     fn reopen_dependents(&mut self, dataset: &str) {
@@ -121,8 +148,16 @@ impl Scheduler {
 
     fn skip_dependents(&mut self, dataset: &str, because: &str) {
         for d in self.dependents(dataset) {
-            if matches!(self.state[&d], DatasetState::Pending | DatasetState::UpToDate) {
-                self.state.insert(d.clone(), DatasetState::Skipped { because: because.to_string() });
+            if matches!(
+                self.state[&d],
+                DatasetState::Pending | DatasetState::UpToDate
+            ) {
+                self.state.insert(
+                    d.clone(),
+                    DatasetState::Skipped {
+                        because: because.to_string(),
+                    },
+                );
                 self.skip_dependents(&d, because);
             }
         }
@@ -130,14 +165,22 @@ impl Scheduler {
 
     /// Nothing pending or in flight.
     pub fn is_finished(&self) -> bool {
-        self.state.values().all(|s| !matches!(s, DatasetState::Pending | DatasetState::InFlight))
+        self.state
+            .values()
+            .all(|s| !matches!(s, DatasetState::Pending | DatasetState::InFlight))
     }
 
     /// Final states in dependency order.
     pub fn states(&self) -> Vec<(String, DatasetState, u64)> {
         self.order
             .iter()
-            .map(|d| (d.clone(), self.state[d].clone(), self.transactions.get(d).copied().unwrap_or(0)))
+            .map(|d| {
+                (
+                    d.clone(),
+                    self.state[d].clone(),
+                    self.transactions.get(d).copied().unwrap_or(0),
+                )
+            })
             .collect()
     }
 }
@@ -149,18 +192,24 @@ mod tests {
 
     fn diamond() -> Scheduler {
         // raw -> a, raw -> b, (a, b) -> c
-        Scheduler::new(vec!["raw".into(), "a".into(), "b".into(), "c".into()], |d| match d {
-            "a" | "b" => vec!["raw".into()],
-            "c" => vec!["a".into(), "b".into()],
-            _ => vec![],
-        })
+        Scheduler::new(
+            vec!["raw".into(), "a".into(), "b".into(), "c".into()],
+            |d| match d {
+                "a" | "b" => vec!["raw".into()],
+                "c" => vec!["a".into(), "b".into()],
+                _ => vec![],
+            },
+        )
     }
 
     #[test]
     fn independent_datasets_run_together_once_their_input_is_up_to_date() {
         let mut s = diamond();
         assert_eq!(s.take_ready(), ["raw"]);
-        assert!(s.take_ready().is_empty(), "one transaction per dataset at a time");
+        assert!(
+            s.take_ready().is_empty(),
+            "one transaction per dataset at a time"
+        );
         s.complete("raw", Completion::UpToDate);
         assert_eq!(s.take_ready(), ["a", "b"]);
         s.complete("a", Completion::UpToDate);
@@ -179,7 +228,12 @@ mod tests {
         s.complete("b", Completion::UpToDate);
         assert!(s.take_ready().is_empty());
         assert!(s.is_finished());
-        assert_eq!(s.states()[3].1, DatasetState::Skipped { because: "a".into() });
+        assert_eq!(
+            s.states()[3].1,
+            DatasetState::Skipped {
+                because: "a".into()
+            }
+        );
     }
 
     proptest! {

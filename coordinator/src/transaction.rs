@@ -113,7 +113,9 @@ impl Context {
             .workspace
             .datasets
             .get(dataset)
-            .ok_or_else(|| TxError::UnknownDataset { name: dataset.to_string() })?
+            .ok_or_else(|| TxError::UnknownDataset {
+                name: dataset.to_string(),
+            })?
             .clone();
         let span = info_span!("transaction", dataset = %dataset, kind = ?m.kind);
         async {
@@ -130,17 +132,25 @@ impl Context {
         tempfile::Builder::new()
             .prefix(&format!("weir-{dataset}-"))
             .tempdir()
-            .map_err(|e| TxError::Scratch { dataset: dataset.to_string(), message: e.to_string() })
+            .map_err(|e| TxError::Scratch {
+                dataset: dataset.to_string(),
+                message: e.to_string(),
+            })
     }
 
     async fn ingest_once(&self, m: &DatasetManifest) -> Result<TxOutcome, TxError> {
         let name = m.name.clone();
-        let data_err = |source| TxError::Data { dataset: name.clone(), source };
+        let data_err = |source| TxError::Data {
+            dataset: name.clone(),
+            source,
+        };
         let store = self.storage.dataset(&m.name);
         let chain = store.chain().await?;
         let now = Utc::now();
         let mut events = metadata_events(&chain, m, now);
-        let Some(src) = &m.polling_source else { return Ok(TxOutcome::UpToDate { dataset: name }) };
+        let Some(src) = &m.polling_source else {
+            return Ok(TxOutcome::UpToDate { dataset: name });
+        };
         let vocab = Vocab::from(&m.vocab.clone().unwrap_or_default());
         let state = chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
             MetadataEvent::AddData(a) => a.new_source_state.clone(),
@@ -148,7 +158,10 @@ impl Context {
         });
         let next = fetch::next_pending(&self.workspace.root, &src.fetch, state.as_ref())
             .await
-            .map_err(|source| TxError::Fetch { dataset: name.clone(), source })?;
+            .map_err(|source| TxError::Fetch {
+                dataset: name.clone(),
+                source,
+            })?;
         let mut records = 0;
         if let Some(file) = next {
             info!(dataset = %name, file = %file.name, "ingesting");
@@ -158,15 +171,23 @@ impl Context {
             }
             let batch = with_event_time(&batch, &vocab, now).map_err(data_err)?;
             let needs_prev = !matches!(src.merge, MergeStrategy::Append);
-            let prev = if needs_prev { load_all(&store, &chain).await.map_err(|e| self.tx_err(&name, e))? } else { None };
-            let merged = merge::merge(&src.merge, prev.as_ref(), &batch, &vocab).map_err(data_err)?;
+            let prev = if needs_prev {
+                load_all(&store, &chain)
+                    .await
+                    .map_err(|e| self.tx_err(&name, e))?
+            } else {
+                None
+            };
+            let merged =
+                merge::merge(&src.merge, prev.as_ref(), &batch, &vocab).map_err(data_err)?;
             fault::point("after-read", &name);
             let first = chain.summary.last_offset.map_or(0, |o| o + 1);
             let mut watermark = chain.summary.watermark;
             let new_data = if merged.ops.is_empty() {
                 None
             } else {
-                let out = data::with_system_columns(&merged.data, &merged.ops, first, now, &vocab).map_err(data_err)?;
+                let out = data::with_system_columns(&merged.data, &merged.ops, first, now, &vocab)
+                    .map_err(data_err)?;
                 if let Some(w) = data::max_time(&out, &vocab.event_time).map_err(data_err)? {
                     watermark = Some(watermark.map_or(w, |p| p.max(w)));
                 }
@@ -174,6 +195,8 @@ impl Context {
                 Some(self.put_slice(&store, &out, &vocab, first).await?)
             };
             fault::point("after-data", &name);
+            // Root datasets write no checkpoint; the step exists so every transaction passes the same steps.
+            fault::point("after-checkpoint", &name);
             events.push(MetadataEvent::AddData(AddData {
                 prev_checkpoint: None,
                 prev_offset: chain.summary.last_offset,
@@ -186,14 +209,19 @@ impl Context {
         if events.is_empty() {
             return Ok(TxOutcome::UpToDate { dataset: name });
         }
-        let more = events.iter().any(|e| matches!(e, MetadataEvent::AddData(_)));
+        let more = events
+            .iter()
+            .any(|e| matches!(e, MetadataEvent::AddData(_)));
         commit(&store, &chain, events, now, records, more).await
     }
 
     fn tx_err(&self, dataset: &str, e: LoadError) -> TxError {
         match e {
             LoadError::Store(s) => TxError::Store(s),
-            LoadError::Data(source) => TxError::Data { dataset: dataset.to_string(), source },
+            LoadError::Data(source) => TxError::Data {
+                dataset: dataset.to_string(),
+                source,
+            },
         }
     }
 
@@ -204,7 +232,10 @@ impl Context {
         vocab: &Vocab,
         first: u64,
     ) -> Result<DataSlice, TxError> {
-        let data_err = |source| TxError::Data { dataset: store.name().to_string(), source };
+        let data_err = |source| TxError::Data {
+            dataset: store.name().to_string(),
+            source,
+        };
         let bytes = data::write_parquet(out).map_err(data_err)?;
         let logical_hash = data::logical_hash(out, vocab).map_err(data_err)?;
         let size = bytes.len() as u64;
@@ -212,26 +243,61 @@ impl Context {
         Ok(DataSlice {
             logical_hash,
             physical_hash,
-            offset_interval: OffsetInterval { start: first, end: first + out.num_rows() as u64 - 1 },
+            offset_interval: OffsetInterval {
+                start: first,
+                end: first + out.num_rows() as u64 - 1,
+            },
             size,
         })
     }
 
-    async fn preprocess(&self, dataset: &str, sql: &TransformSql, batch: &RecordBatch) -> Result<RecordBatch, TxError> {
-        let data_err = |source| TxError::Data { dataset: dataset.to_string(), source };
-        let engine = self.engines.resolve(&sql.engine).map_err(|source| TxError::Engine { dataset: dataset.into(), source })?;
+    async fn preprocess(
+        &self,
+        dataset: &str,
+        sql: &TransformSql,
+        batch: &RecordBatch,
+    ) -> Result<RecordBatch, TxError> {
+        let data_err = |source| TxError::Data {
+            dataset: dataset.to_string(),
+            source,
+        };
+        let engine = self
+            .engines
+            .resolve(&sql.engine)
+            .map_err(|source| TxError::Engine {
+                dataset: dataset.into(),
+                source,
+            })?;
         let dir = self.scratch(dataset)?;
         let input = dir.path().join("input.parquet");
         let output = dir.path().join("output.parquet");
         let bytes = data::write_parquet(batch).map_err(data_err)?;
-        std::fs::write(&input, &bytes).map_err(|e| TxError::Scratch { dataset: dataset.into(), message: e.to_string() })?;
-        let job = RawQueryJob { input_data_paths: vec![input], transform: sql.clone(), output_data_path: output.clone() };
-        let n = engine.raw_query(&job).await.map_err(|source| TxError::Engine { dataset: dataset.into(), source })?;
+        std::fs::write(&input, &bytes).map_err(|e| TxError::Scratch {
+            dataset: dataset.into(),
+            message: e.to_string(),
+        })?;
+        let job = RawQueryJob {
+            input_data_paths: vec![input],
+            transform: sql.clone(),
+            output_data_path: output.clone(),
+        };
+        let n = engine
+            .raw_query(&job)
+            .await
+            .map_err(|source| TxError::Engine {
+                dataset: dataset.into(),
+                source,
+            })?;
         let out = std::fs::read(&output).map_err(|_| TxError::Engine {
             dataset: dataset.into(),
             source: EngineFailure::Contract {
                 engine: sql.engine.clone(),
-                violation: ContractViolation::ClaimsRowsButNoFile { interval: OffsetInterval { start: 0, end: n.saturating_sub(1) } },
+                violation: ContractViolation::ClaimsRowsButNoFile {
+                    interval: OffsetInterval {
+                        start: 0,
+                        end: n.saturating_sub(1),
+                    },
+                },
             },
         })?;
         let out = data::read_parquet(Bytes::from(out)).map_err(data_err)?;
@@ -240,7 +306,10 @@ impl Context {
                 dataset: dataset.into(),
                 source: EngineFailure::Contract {
                     engine: sql.engine.clone(),
-                    violation: ContractViolation::RecordCountMismatch { claimed: n, found: out.num_rows() as u64 },
+                    violation: ContractViolation::RecordCountMismatch {
+                        claimed: n,
+                        found: out.num_rows() as u64,
+                    },
                 },
             });
         }
@@ -248,24 +317,36 @@ impl Context {
     }
 
     /// Plans the next transform step of a derivative: `None` when its inputs have nothing new.
-    pub async fn plan_transform(&self, m: &DatasetManifest, chain: &Chain) -> Result<Option<TransformPlan>, TxError> {
-        let Some(t) = &m.transform else { return Ok(None) };
+    pub async fn plan_transform(
+        &self,
+        m: &DatasetManifest,
+        chain: &Chain,
+    ) -> Result<Option<TransformPlan>, TxError> {
+        let Some(t) = &m.transform else {
+            return Ok(None);
+        };
         let last = last_execute_transform(chain);
         let mut inputs = Vec::new();
         let mut any_new = false;
         for input in &t.inputs {
             let in_store = self.storage.dataset(&input.dataset_ref);
             let in_chain = in_store.chain().await?;
-            let Some(id) = in_chain.summary.dataset_id.clone() else { return Ok(None) };
+            let Some(id) = in_chain.summary.dataset_id.clone() else {
+                return Ok(None);
+            };
             // Every input needs data (its schema) before the transform can run.
-            let Some(first_slice) = in_chain.data_slices().next().cloned() else { return Ok(None) };
+            let Some(first_slice) = in_chain.data_slices().next().cloned() else {
+                return Ok(None);
+            };
             let prev = last.and_then(|e| e.query_inputs.iter().find(|q| q.dataset_id == id));
             let prev_block = prev.and_then(|p| p.new_block_hash);
             let prev_offset = prev.and_then(|p| p.new_offset);
             let new_offset = in_chain.summary.last_offset;
             let new_block = in_chain.summary.head;
             let prev_watermark = match prev_block {
-                Some(h) => in_chain.up_to(&h).and_then(|bs| bs.iter().rev().find_map(|(_, b)| b.event.new_watermark())),
+                Some(h) => in_chain
+                    .up_to(&h)
+                    .and_then(|bs| bs.iter().rev().find_map(|(_, b)| b.event.new_watermark())),
                 None => None,
             };
             if new_offset > prev_offset || in_chain.summary.watermark > prev_watermark {
@@ -306,11 +387,19 @@ impl Context {
             let engine = self
                 .engines
                 .resolve(&plan.transform.engine)
-                .map_err(|source| TxError::Engine { dataset: name.clone(), source })?;
+                .map_err(|source| TxError::Engine {
+                    dataset: name.clone(),
+                    source,
+                })?;
             let vocab = Vocab::from(&m.vocab.clone().unwrap_or_default());
             let id = chain_dataset_id(&chain, &events);
-            let step = self.execute(&store, &chain, &name, id, plan, &engine, &vocab, now).await?;
-            records = step.new_data.as_ref().map_or(0, |d| d.offset_interval.len());
+            let step = self
+                .execute(&store, &chain, &name, id, plan, &engine, &vocab, now)
+                .await?;
+            records = step
+                .new_data
+                .as_ref()
+                .map_or(0, |d| d.offset_interval.len());
             events.push(MetadataEvent::ExecuteTransform(step));
         }
         if events.is_empty() {
@@ -332,13 +421,21 @@ impl Context {
         vocab: &Vocab,
         system_time: DateTime<Utc>,
     ) -> Result<ExecuteTransform, TxError> {
-        let run = self.run_engine(store, chain, name, id, plan, engine, vocab, system_time).await?;
+        let run = self
+            .run_engine(store, chain, name, id, plan, engine, vocab, system_time)
+            .await?;
         let violation = |violation| TxError::Engine {
             dataset: name.to_string(),
-            source: EngineFailure::Contract { engine: engine.identity().name.clone(), violation },
+            source: EngineFailure::Contract {
+                engine: engine.identity().name.clone(),
+                violation,
+            },
         };
         let new_data = match &run.output {
-            Some(out) if out.num_rows() > 0 => Some(self.put_slice(store, out, vocab, plan.next_offset()).await?),
+            Some(out) if out.num_rows() > 0 => Some(
+                self.put_slice(store, out, vocab, plan.next_offset())
+                    .await?,
+            ),
             _ => None,
         };
         fault::point("after-data", name);
@@ -346,7 +443,10 @@ impl Context {
             Some(bytes) => {
                 let size = bytes.len() as u64;
                 let physical_hash = store.put_file(FileKind::Checkpoint, bytes).await?;
-                Some(Checkpoint { physical_hash, size })
+                Some(Checkpoint {
+                    physical_hash,
+                    size,
+                })
             }
             None => plan.prev_checkpoint.clone(),
         };
@@ -395,22 +495,38 @@ impl Context {
         for i in &plan.inputs {
             let in_store = self.storage.dataset(&i.name);
             let interval = match (i.prev_offset, i.new_offset) {
-                (p, Some(n)) if Some(n) > p => Some(OffsetInterval { start: p.map_or(0, |p| p + 1), end: n }),
+                (p, Some(n)) if Some(n) > p => Some(OffsetInterval {
+                    start: p.map_or(0, |p| p + 1),
+                    end: n,
+                }),
                 _ => None,
             };
             let mut data_paths = Vec::new();
             if let Some(iv) = interval {
                 for s in i.chain.data_slices() {
                     if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
-                        data_paths.push(stage(&in_store, FileKind::Data, &s.physical_hash, dir.path()).await?);
+                        data_paths.push(
+                            stage(&in_store, FileKind::Data, &s.physical_hash, dir.path()).await?,
+                        );
                     }
                 }
             }
-            let schema_file = stage(&in_store, FileKind::Data, &i.schema_slice.physical_hash, dir.path()).await?;
+            let schema_file = stage(
+                &in_store,
+                FileKind::Data,
+                &i.schema_slice.physical_hash,
+                dir.path(),
+            )
+            .await?;
             let in_vocab = Vocab::from(&i.chain.summary.vocab.clone().unwrap_or_default());
             let blocks = match i.prev_block {
                 Some(p) => {
-                    let from = i.chain.blocks.iter().position(|(h, _)| *h == p).map_or(0, |x| x + 1);
+                    let from = i
+                        .chain
+                        .blocks
+                        .iter()
+                        .position(|(h, _)| *h == p)
+                        .map_or(0, |x| x + 1);
                     &i.chain.blocks[from..]
                 }
                 None => &i.chain.blocks[..],
@@ -431,11 +547,16 @@ impl Context {
             });
         }
         let prev_checkpoint_path = match &plan.prev_checkpoint {
-            Some(c) => Some(stage(store, FileKind::Checkpoint, &c.physical_hash, dir.path()).await?),
+            Some(c) => {
+                Some(stage(store, FileKind::Checkpoint, &c.physical_hash, dir.path()).await?)
+            }
             None => None,
         };
         let out_dir = dir.path().join("out");
-        std::fs::create_dir_all(&out_dir).map_err(|e| TxError::Scratch { dataset: name.into(), message: e.to_string() })?;
+        std::fs::create_dir_all(&out_dir).map_err(|e| TxError::Scratch {
+            dataset: name.into(),
+            message: e.to_string(),
+        })?;
         let job = TransformJob {
             dataset_id: id,
             dataset_alias: name.to_string(),
@@ -448,36 +569,72 @@ impl Context {
             new_checkpoint_path: out_dir.join("checkpoint"),
             new_data_path: out_dir.join("data"),
         };
-        let report = engine.transform(&job).await.map_err(|source| TxError::Engine { dataset: name.into(), source })?;
+        let report = engine
+            .transform(&job)
+            .await
+            .map_err(|source| TxError::Engine {
+                dataset: name.into(),
+                source,
+            })?;
         fault::point("after-read", name);
         let violation = |violation| TxError::Engine {
             dataset: name.to_string(),
-            source: EngineFailure::Contract { engine: engine.identity().name.clone(), violation },
+            source: EngineFailure::Contract {
+                engine: engine.identity().name.clone(),
+                violation,
+            },
         };
         let output = match std::fs::read(&job.new_data_path) {
-            Ok(b) => Some(
-                data::read_parquet(Bytes::from(b))
-                    .map_err(|e| violation(ContractViolation::BadDataFile { message: e.to_string() }))?,
-            ),
+            Ok(b) => Some(data::read_parquet(Bytes::from(b)).map_err(|e| {
+                violation(ContractViolation::BadDataFile {
+                    message: e.to_string(),
+                })
+            })?),
             Err(_) => None,
         };
         let previous_schema = match chain.data_slices().last() {
             Some(s) => {
                 let b = store.get_file(FileKind::Data, &s.physical_hash).await?;
-                let prev = data::read_parquet(b).map_err(|source| TxError::Data { dataset: name.into(), source })?;
-                let prev = data::normalize_system_columns(&prev, vocab).map_err(|source| TxError::Data { dataset: name.into(), source })?;
+                let prev = data::read_parquet(b).map_err(|source| TxError::Data {
+                    dataset: name.into(),
+                    source,
+                })?;
+                let prev = data::normalize_system_columns(&prev, vocab).map_err(|source| {
+                    TxError::Data {
+                        dataset: name.into(),
+                        source,
+                    }
+                })?;
                 Some(prev.schema())
             }
             None => None,
         };
-        contract::check_transform_output(plan.next_offset(), report.new_offset_interval, output.as_ref(), previous_schema.as_ref(), vocab)
-            .map_err(violation)?;
-        let output = match output {
-            Some(o) => Some(data::normalize_system_columns(&o, vocab).map_err(|source| TxError::Data { dataset: name.into(), source })?),
-            None => None,
-        };
-        let checkpoint = std::fs::read(&job.new_checkpoint_path).ok().map(Bytes::from);
-        Ok(EngineRun { report, output, checkpoint })
+        contract::check_transform_output(
+            plan.next_offset(),
+            report.new_offset_interval,
+            output.as_ref(),
+            previous_schema.as_ref(),
+            vocab,
+        )
+        .map_err(violation)?;
+        let output =
+            match output {
+                Some(o) => Some(data::normalize_system_columns(&o, vocab).map_err(|source| {
+                    TxError::Data {
+                        dataset: name.into(),
+                        source,
+                    }
+                })?),
+                None => None,
+            };
+        let checkpoint = std::fs::read(&job.new_checkpoint_path)
+            .ok()
+            .map(Bytes::from);
+        Ok(EngineRun {
+            report,
+            output,
+            checkpoint,
+        })
     }
 }
 
@@ -536,7 +693,12 @@ impl TransformPlan {
 }
 
 /// Copies a stored file to a local path the engine can read (or returns its path when storage is local).
-pub async fn stage(store: &DatasetStore, kind: FileKind, hash: &Multihash, dir: &Path) -> Result<PathBuf, TxError> {
+pub async fn stage(
+    store: &DatasetStore,
+    kind: FileKind,
+    hash: &Multihash,
+    dir: &Path,
+) -> Result<PathBuf, TxError> {
     if let Some(p) = store.local_path(kind, hash)
         && p.exists()
     {
@@ -544,7 +706,10 @@ pub async fn stage(store: &DatasetStore, kind: FileKind, hash: &Multihash, dir: 
     }
     let bytes = store.get_file(kind, hash).await?;
     let p = dir.join(hash.to_string());
-    std::fs::write(&p, &bytes).map_err(|e| TxError::Scratch { dataset: store.name().to_string(), message: e.to_string() })?;
+    std::fs::write(&p, &bytes).map_err(|e| TxError::Scratch {
+        dataset: store.name().to_string(),
+        message: e.to_string(),
+    })?;
     Ok(p)
 }
 
@@ -568,10 +733,17 @@ fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
 }
 
 /// The metadata events a manifest needs that the chain does not have yet.
-pub fn metadata_events(chain: &Chain, m: &DatasetManifest, now: DateTime<Utc>) -> Vec<MetadataEvent> {
+pub fn metadata_events(
+    chain: &Chain,
+    m: &DatasetManifest,
+    now: DateTime<Utc>,
+) -> Vec<MetadataEvent> {
     let mut events = Vec::new();
     if chain.blocks.is_empty() {
-        events.push(MetadataEvent::Seed(Seed { dataset_id: DatasetId::derive(&m.name, now), dataset_kind: m.kind }));
+        events.push(MetadataEvent::Seed(Seed {
+            dataset_id: DatasetId::derive(&m.name, now),
+            dataset_kind: m.kind,
+        }));
     }
     if let Some(src) = &m.polling_source {
         let mut src = src.clone();
@@ -583,7 +755,10 @@ pub fn metadata_events(chain: &Chain, m: &DatasetManifest, now: DateTime<Utc>) -
         }
     }
     if let Some(t) = &m.transform {
-        let t = SetTransform { inputs: t.inputs.clone(), transform: Transform::Sql(t.transform.sql().normalized()) };
+        let t = SetTransform {
+            inputs: t.inputs.clone(),
+            transform: Transform::Sql(t.transform.sql().normalized()),
+        };
         if chain.summary.transform.as_ref() != Some(&t) {
             events.push(MetadataEvent::SetTransform(t));
         }
@@ -606,19 +781,32 @@ async fn commit(
     more: bool,
 ) -> Result<TxOutcome, TxError> {
     let mut prev = chain.summary.head;
-    let mut seq = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
+    let first = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
     let blocks = events.len() as u64;
-    for event in events {
-        let block = MetadataBlock { system_time: now, prev_block_hash: prev, sequence_number: seq, event };
+    for (sequence_number, event) in (first..).zip(events) {
+        let block = MetadataBlock {
+            system_time: now,
+            prev_block_hash: prev,
+            sequence_number,
+            event,
+        };
         prev = Some(store.put_block(&block).await?);
-        seq += 1;
     }
     fault::point("after-blocks", store.name());
-    let head = prev.ok_or_else(|| TxError::Scratch { dataset: store.name().into(), message: "no blocks".into() })?;
+    let head = prev.ok_or_else(|| TxError::Scratch {
+        dataset: store.name().into(),
+        message: "no blocks".into(),
+    })?;
     store.set_head(chain.summary.head, head).await?;
     fault::point("after-head", store.name());
     info!(dataset = %store.name(), head = %head, records, blocks, "transaction committed");
-    Ok(TxOutcome::Committed { dataset: store.name().to_string(), head, records, blocks, more })
+    Ok(TxOutcome::Committed {
+        dataset: store.name().to_string(),
+        head,
+        records,
+        blocks,
+        more,
+    })
 }
 
 /// Why previous records could not be loaded.
@@ -631,22 +819,36 @@ pub enum LoadError {
 }
 
 /// All records of a dataset, in offset order (`None` when it has none).
-pub async fn load_all(store: &DatasetStore, chain: &Chain) -> Result<Option<RecordBatch>, LoadError> {
+pub async fn load_all(
+    store: &DatasetStore,
+    chain: &Chain,
+) -> Result<Option<RecordBatch>, LoadError> {
     let mut batches = Vec::new();
     for s in chain.data_slices() {
-        let b = store.get_file(FileKind::Data, &s.physical_hash).await.map_err(LoadError::Store)?;
+        let b = store
+            .get_file(FileKind::Data, &s.physical_hash)
+            .await
+            .map_err(LoadError::Store)?;
         batches.push(data::read_parquet(b).map_err(LoadError::Data)?);
     }
-    let Some(first) = batches.first() else { return Ok(None) };
+    let Some(first) = batches.first() else {
+        return Ok(None);
+    };
     let schema = first.schema();
-    concat_batches(&schema, &batches).map(Some).map_err(|e| LoadError::Data(data::DataError::Arrow {
-        context: "concatenating slices".into(),
-        source: e,
-    }))
+    concat_batches(&schema, &batches).map(Some).map_err(|e| {
+        LoadError::Data(data::DataError::Arrow {
+            context: "concatenating slices".into(),
+            source: e,
+        })
+    })
 }
 
 /// Ensures an event time column of type `Timestamp(ms, UTC)`; without one, the system time is used.
-fn with_event_time(batch: &RecordBatch, vocab: &Vocab, now: DateTime<Utc>) -> Result<RecordBatch, DataError> {
+fn with_event_time(
+    batch: &RecordBatch,
+    vocab: &Vocab,
+    now: DateTime<Utc>,
+) -> Result<RecordBatch, DataError> {
     let schema = batch.schema();
     let mut fields: Vec<Field> = Vec::new();
     let mut columns: Vec<ArrayRef> = Vec::new();
@@ -654,12 +856,18 @@ fn with_event_time(batch: &RecordBatch, vocab: &Vocab, now: DateTime<Utc>) -> Re
     for (f, c) in schema.fields().iter().zip(batch.columns()) {
         if [&vocab.offset, &vocab.op, &vocab.system_time].contains(&f.name()) {
             return Err(DataError::Column {
-                message: format!("the source has a column named `{}`, which the coordinator writes itself", f.name()),
+                message: format!(
+                    "the source has a column named `{}`, which the coordinator writes itself",
+                    f.name()
+                ),
             });
         }
         if f.name() == &vocab.event_time {
             found = true;
-            let c = cast(c, &data::utc_millis()).map_err(data::arrow_err(format!("reading `{}` as a UTC timestamp", f.name())))?;
+            let c = cast(c, &data::utc_millis()).map_err(data::arrow_err(format!(
+                "reading `{}` as a UTC timestamp",
+                f.name()
+            )))?;
             fields.push(Field::new(f.name(), data::utc_millis(), true));
             columns.push(c);
         } else {
@@ -670,8 +878,13 @@ fn with_event_time(batch: &RecordBatch, vocab: &Vocab, now: DateTime<Utc>) -> Re
     if !found {
         fields.push(Field::new(&vocab.event_time, data::utc_millis(), true));
         columns.push(Arc::new(
-            arrow::array::TimestampMillisecondArray::from(vec![now.timestamp_millis(); batch.num_rows()]).with_timezone("UTC"),
+            arrow::array::TimestampMillisecondArray::from(vec![
+                now.timestamp_millis();
+                batch.num_rows()
+            ])
+            .with_timezone("UTC"),
         ));
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(data::arrow_err("adding event time"))
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(data::arrow_err("adding event time"))
 }

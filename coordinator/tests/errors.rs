@@ -1,4 +1,5 @@
 //! What users see when a manifest or a query is wrong.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -8,14 +9,26 @@ use common::*;
 fn an_invalid_manifest_names_file_line_and_field_and_exits_3() {
     let ws = workspace();
     let f = ws.path().join("datasets/readings.yaml");
-    let text = std::fs::read_to_string(&f).unwrap().replace("kind: Ledger", "kind: Legder");
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("kind: Ledger", "kind: Legder");
     std::fs::write(&f, &text).unwrap();
-    let merge_line = text.lines().position(|l| l.trim_start().starts_with("merge:")).unwrap() + 1;
+    let line = text
+        .lines()
+        .position(|l| l.contains("kind: Legder"))
+        .unwrap()
+        + 1;
     let out = weir(ws.path()).arg("list").output().unwrap();
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("datasets/readings.yaml:{merge_line}:")), "{err}");
-    assert!(err.contains("content.metadata[0].merge"), "{err}");
+    assert!(
+        err.contains(&format!("datasets/readings.yaml:{line}:")),
+        "{err}"
+    );
+    assert!(
+        err.contains("field `content.metadata[0].merge.kind`"),
+        "{err}"
+    );
     assert!(err.contains("Legder"), "{err}");
 }
 
@@ -23,7 +36,9 @@ fn an_invalid_manifest_names_file_line_and_field_and_exits_3() {
 fn an_unknown_input_dataset_is_pointed_at() {
     let ws = workspace();
     let f = ws.path().join("datasets/readings.clean.yaml");
-    let text = std::fs::read_to_string(&f).unwrap().replace("datasetRef: readings", "datasetRef: reading");
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("datasetRef: readings", "datasetRef: reading");
     std::fs::write(&f, text).unwrap();
     let out = weir(ws.path()).arg("validate").output().unwrap();
     assert_eq!(out.status.code(), Some(3));
@@ -36,10 +51,20 @@ fn an_unknown_input_dataset_is_pointed_at() {
 fn a_query_the_engine_rejects_shows_the_sql_error_exits_5_and_commits_nothing() {
     let ws = workspace();
     let f = ws.path().join("datasets/readings.clean.yaml");
-    let text = std::fs::read_to_string(&f).unwrap().replace("FROM readings", "FROM readingz");
+    let text = std::fs::read_to_string(&f)
+        .unwrap()
+        .replace("FROM readings", "FROM readingz");
     std::fs::write(&f, text).unwrap();
-    let out = weir(ws.path()).args(["pull", "--all", "--quiet"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = weir(ws.path())
+        .args(["pull", "--all", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("readingz"), "{err}");
     assert!(err.contains("rejected the query"), "{err}");

@@ -1,5 +1,6 @@
 //! Crash safety: the coordinator killed at every step of a transaction leaves the previous head, and a rerun
 //! completes the work with the same result as an uninterrupted pull.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -7,7 +8,11 @@ use common::*;
 
 fn add_day4(dir: &std::path::Path) {
     let day3 = std::fs::read_to_string(dir.join("data/readings/2024-06-03.csv")).unwrap();
-    std::fs::write(dir.join("data/readings/2024-06-04.csv"), day3.replace("2024-06-03", "2024-06-04")).unwrap();
+    std::fs::write(
+        dir.join("data/readings/2024-06-04.csv"),
+        day3.replace("2024-06-03", "2024-06-04"),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -17,7 +22,10 @@ fn a_crash_at_any_step_keeps_the_previous_head_and_a_rerun_completes() {
     ok(reference.path(), &["pull", "--all", "--quiet"]);
     add_day4(reference.path());
     ok(reference.path(), &["pull", "--all", "--quiet"]);
-    let expected_daily = ok(reference.path(), &["--format", "json", "tail", "readings.daily", "-n", "100"]);
+    let expected_daily = ok(
+        reference.path(),
+        &["--format", "json", "tail", "readings.daily", "-n", "100"],
+    );
 
     for step in coordinator::fault::STEPS {
         for dataset in ["readings", "readings.daily"] {
@@ -31,22 +39,38 @@ fn a_crash_at_any_step_keeps_the_previous_head_and_a_rerun_completes() {
                 .env("WEIR_FAULT_AT", format!("{step}:{dataset}"))
                 .output()
                 .unwrap();
-            assert!(!crashed.status.success(), "{step}:{dataset} should have aborted the process");
+            assert!(
+                !crashed.status.success(),
+                "{step}:{dataset} should have aborted the process"
+            );
             let stderr = String::from_utf8_lossy(&crashed.stderr);
             assert!(stderr.contains("aborting at"), "{step}:{dataset}: {stderr}");
 
             let (head_after, records_after) = head_and_records(ws.path(), dataset);
             if *step == "after-head" {
-                assert_ne!(head_after, head_before, "{step}:{dataset}: the head moved before the crash");
+                assert_ne!(
+                    head_after, head_before,
+                    "{step}:{dataset}: the head moved before the crash"
+                );
             } else {
-                assert_eq!(head_after, head_before, "{step}:{dataset}: the head must not move");
+                assert_eq!(
+                    head_after, head_before,
+                    "{step}:{dataset}: the head must not move"
+                );
                 assert_eq!(records_after, records_before);
             }
             ok(ws.path(), &["validate"]);
 
             ok(ws.path(), &["pull", "--all", "--quiet"]);
-            assert_eq!(head_and_records(ws.path(), "readings").1, 576, "{step}:{dataset}");
-            let daily = ok(ws.path(), &["--format", "json", "tail", "readings.daily", "-n", "100"]);
+            assert_eq!(
+                head_and_records(ws.path(), "readings").1,
+                576,
+                "{step}:{dataset}"
+            );
+            let daily = ok(
+                ws.path(),
+                &["--format", "json", "tail", "readings.daily", "-n", "100"],
+            );
             let strip = |s: &str| -> Vec<serde_json::Value> {
                 let v: serde_json::Value = serde_json::from_str(s).unwrap();
                 v["records"]
@@ -60,7 +84,11 @@ fn a_crash_at_any_step_keeps_the_previous_head_and_a_rerun_completes() {
                     })
                     .collect()
             };
-            assert_eq!(strip(&daily), strip(&expected_daily), "{step}:{dataset}: rerun result differs");
+            assert_eq!(
+                strip(&daily),
+                strip(&expected_daily),
+                "{step}:{dataset}: rerun result differs"
+            );
         }
     }
 }

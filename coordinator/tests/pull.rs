@@ -1,4 +1,5 @@
 //! `weir pull` and `weir tail` on the example workspace with the embedded engine.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -23,10 +24,22 @@ fn pulling_the_example_ingests_every_file_and_runs_the_chain_of_derivatives() {
 
     // Station register: 6 appends, then ATH corrected (2 records), ARN retracted, OSL appended.
     assert_eq!(head_and_records(ws.path(), "stations").1, 6 + 4);
-    let json: serde_json::Value =
-        serde_json::from_str(&ok(ws.path(), &["--format", "json", "tail", "stations", "-n", "4"])).unwrap();
-    let ops: Vec<i64> = json["records"].as_array().unwrap().iter().map(|r| r["op"].as_i64().unwrap()).collect();
-    assert_eq!(ops, [2, 3, 0, 1], "correct-from, correct-to, append, retract");
+    let json: serde_json::Value = serde_json::from_str(&ok(
+        ws.path(),
+        &["--format", "json", "tail", "stations", "-n", "4"],
+    ))
+    .unwrap();
+    let ops: Vec<i64> = json["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["op"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ops,
+        [2, 3, 0, 1],
+        "correct-from, correct-to, append, retract"
+    );
 }
 
 #[test]
@@ -35,17 +48,30 @@ fn a_second_pull_is_a_no_op_and_a_new_file_only_adds_its_records() {
     ok(ws.path(), &["pull", "--all", "--quiet"]);
     let before = list(ws.path());
     ok(ws.path(), &["pull", "--all", "--quiet"]);
-    assert_eq!(list(ws.path()), before, "nothing changes when nothing is new");
+    assert_eq!(
+        list(ws.path()),
+        before,
+        "nothing changes when nothing is new"
+    );
 
     // A fourth day arrives: the third day's window closes.
     let day3 = std::fs::read_to_string(ws.path().join("data/readings/2024-06-03.csv")).unwrap();
-    std::fs::write(ws.path().join("data/readings/2024-06-04.csv"), day3.replace("2024-06-03", "2024-06-04")).unwrap();
+    std::fs::write(
+        ws.path().join("data/readings/2024-06-04.csv"),
+        day3.replace("2024-06-03", "2024-06-04"),
+    )
+    .unwrap();
     ok(ws.path(), &["pull", "readings.daily", "--quiet"]);
     assert_eq!(head_and_records(ws.path(), "readings").1, 576);
     assert_eq!(head_and_records(ws.path(), "readings.daily").1, 18);
     // hot-days was not asked for: it stays where it was.
     assert_eq!(head_and_records(ws.path(), "readings.hot-days"), {
-        let d = before["datasets"].as_array().unwrap().iter().find(|d| d["name"] == "readings.hot-days").unwrap();
+        let d = before["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == "readings.hot-days")
+            .unwrap();
         (d["head"].clone(), d["records"].as_u64().unwrap())
     });
 }
@@ -56,19 +82,31 @@ fn log_lineage_validate_and_provenance_describe_the_pulled_workspace() {
     ok(ws.path(), &["pull", "--all", "--quiet"]);
     let log = ok(ws.path(), &["log", "readings.daily"]);
     assert!(log.contains("ExecuteTransform"), "{log}");
-    assert!(log.contains("engine=datafusion (embedded reference-engine@"), "{log}");
+    assert!(
+        log.contains("engine=datafusion (embedded reference-engine@"),
+        "{log}"
+    );
     assert!(log.contains("Seed Derivative"), "{log}");
 
     let dot = ok(ws.path(), &["--format", "dot", "lineage"]);
-    assert!(dot.contains("\"readings.clean\" -> \"readings.daily\""), "{dot}");
+    assert!(
+        dot.contains("\"readings.clean\" -> \"readings.daily\""),
+        "{dot}"
+    );
     let text = ok(ws.path(), &["lineage"]);
     assert!(text.contains("readings (Root)"), "{text}");
 
     let v = ok(ws.path(), &["validate"]);
     assert!(v.contains("readings.daily:"), "{v}");
 
-    let p = ok(ws.path(), &["provenance", "readings.clean", "--offset", "5"]);
+    let p = ok(
+        ws.path(),
+        &["provenance", "readings.clean", "--offset", "5"],
+    );
     assert!(p.contains("from input `readings` offsets [0, "), "{p}");
-    let out = weir(ws.path()).args(["provenance", "readings.clean", "--offset", "99999"]).output().unwrap();
+    let out = weir(ws.path())
+        .args(["provenance", "readings.clean", "--offset", "99999"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(4));
 }

@@ -1,4 +1,5 @@
 //! `weir verify` and `weir engine deprecate` replay recorded transform steps.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -7,8 +8,15 @@ use coordinator::chain::event::MetadataEvent;
 use coordinator::chain::store::Storage;
 
 /// Rewrites every block of `dataset` with `f`, relinking the chain, and moves the head to the result.
-fn rewrite_chain(dir: &std::path::Path, dataset: &str, f: impl Fn(&mut coordinator::chain::event::MetadataBlock)) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+fn rewrite_chain(
+    dir: &std::path::Path,
+    dataset: &str,
+    f: impl Fn(&mut coordinator::chain::event::MetadataBlock),
+) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let storage = Storage::open(dir.join(".weir").to_str().unwrap()).unwrap();
         let store = storage.dataset(dataset);
@@ -49,7 +57,10 @@ fn verify_reports_the_first_mismatching_block_precisely() {
             d.logical_hash = forged;
         }
     });
-    let out = weir(ws.path()).args(["verify", "readings.hot-days"]).output().unwrap();
+    let out = weir(ws.path())
+        .args(["verify", "readings.hot-days"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(7));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("block #2"), "{err}");
@@ -69,11 +80,21 @@ fn deprecating_an_engine_replays_history_and_lets_the_new_engine_serve_for_the_o
             e.reference = "reference-engine@0.0.1".into();
         }
     });
-    let out = weir(ws.path()).args(["verify", "readings.hot-days"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(4), "the old engine is not available");
+    let out = weir(ws.path())
+        .args(["verify", "readings.hot-days"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "the old engine is not available"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("engine deprecate"));
 
-    let dep = ok(ws.path(), &["engine", "deprecate", "datafusion", "--to", "embedded"]);
+    let dep = ok(
+        ws.path(),
+        &["engine", "deprecate", "datafusion", "--to", "embedded"],
+    );
     assert!(dep.contains("all outputs identical"), "{dep}");
     assert!(dep.contains("1 compatibility record(s) written"), "{dep}");
     let records = ok(ws.path(), &["engine", "list"]);

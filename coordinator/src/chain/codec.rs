@@ -23,7 +23,9 @@ pub enum DecodeError {
     #[error(transparent)]
     Fb(#[from] FbError),
     /// The manifest is not a metadata block.
-    #[error("manifest kind 0x{kind:x} version {version} is not a metadata block (expected kind 0x400000)")]
+    #[error(
+        "manifest kind 0x{kind:x} version {version} is not a metadata block (expected kind 0x400000)"
+    )]
     NotAMetadataBlock {
         /// The manifest kind.
         kind: i64,
@@ -64,7 +66,9 @@ type Fin = WIPOffset<TableFinishedWIPOffset>;
 pub fn encode_block(block: &MetadataBlock) -> Vec<u8> {
     let mut fbb = FlatBufferBuilder::new();
     let (tag, event) = encode_event(&mut fbb, &block.event);
-    let prev = block.prev_block_hash.map(|h| fb::bytes(&mut fbb, &h.to_bytes()));
+    let prev = block
+        .prev_block_hash
+        .map(|h| fb::bytes(&mut fbb, &h.to_bytes()));
     let start = fbb.start_table();
     fbb.push_slot_always(slot(0), FbTimestamp::new(block.system_time));
     if let Some(p) = prev {
@@ -93,7 +97,10 @@ pub fn block_hash(manifest_bytes: &[u8]) -> Multihash {
     Multihash::of(manifest_bytes)
 }
 
-fn opt_hash<'b>(fbb: &mut FlatBufferBuilder<'b>, h: &Option<Multihash>) -> Option<WIPOffset<flatbuffers::Vector<'b, u8>>> {
+fn opt_hash<'b>(
+    fbb: &mut FlatBufferBuilder<'b>,
+    h: &Option<Multihash>,
+) -> Option<WIPOffset<flatbuffers::Vector<'b, u8>>> {
     h.map(|h| fb::bytes(fbb, &h.to_bytes()))
 }
 
@@ -124,7 +131,10 @@ fn encode_checkpoint(fbb: &mut FlatBufferBuilder<'_>, c: &Checkpoint) -> Fin {
     fbb.end_table(s)
 }
 
-fn encode_opt_string(fbb: &mut FlatBufferBuilder<'_>, s: &Option<String>) -> Option<WIPOffset<&'static str>> {
+fn encode_opt_string(
+    fbb: &mut FlatBufferBuilder<'_>,
+    s: &Option<String>,
+) -> Option<WIPOffset<&'static str>> {
     // The builder hands out offsets that are not tied to the string's lifetime.
     s.as_deref().map(|s| {
         let o = fbb.create_string(s);
@@ -276,7 +286,11 @@ fn encode_event(fbb: &mut FlatBufferBuilder<'_>, event: &MetadataEvent) -> (u8, 
             fbb.push_slot_always(slot(0), fetch_s);
             let fetch = fbb.end_table(fs);
             let (read_tag, read) = match &e.read {
-                ReadStep::Csv { schema, separator, header } => {
+                ReadStep::Csv {
+                    schema,
+                    separator,
+                    header,
+                } => {
                     let sc = fb::strings(fbb, schema);
                     let sep = encode_opt_string(fbb, separator);
                     let s = fbb.start_table();
@@ -290,7 +304,11 @@ fn encode_event(fbb: &mut FlatBufferBuilder<'_>, event: &MetadataEvent) -> (u8, 
                     (1u8, fbb.end_table(s))
                 }
                 ReadStep::Parquet { schema } | ReadStep::NdJson { schema } => {
-                    let tag = if matches!(e.read, ReadStep::Parquet { .. }) { 4u8 } else { 6u8 };
+                    let tag = if matches!(e.read, ReadStep::Parquet { .. }) {
+                        4u8
+                    } else {
+                        6u8
+                    };
                     let sc = fb::strings(fbb, schema);
                     let s = fbb.start_table();
                     fbb.push_slot_always(slot(0), sc);
@@ -309,7 +327,10 @@ fn encode_event(fbb: &mut FlatBufferBuilder<'_>, event: &MetadataEvent) -> (u8, 
                     fbb.push_slot_always(slot(0), pk);
                     (2u8, fbb.end_table(s))
                 }
-                MergeStrategy::Snapshot { primary_key, compare_columns } => {
+                MergeStrategy::Snapshot {
+                    primary_key,
+                    compare_columns,
+                } => {
                     let pk = fb::strings(fbb, primary_key);
                     let cc = compare_columns.as_ref().map(|c| fb::strings(fbb, c));
                     let s = fbb.start_table();
@@ -386,29 +407,58 @@ pub fn decode_block(manifest_bytes: &[u8]) -> Result<MetadataBlock, DecodeError>
     if kind != MANIFEST_KIND_METADATA_BLOCK {
         return Err(DecodeError::NotAMetadataBlock { kind, version });
     }
-    let content = m.bytes(2)?.ok_or(FbError::MissingField { table: "Manifest", field: "content" })?;
+    let content = m.bytes(2)?.ok_or(FbError::MissingField {
+        table: "Manifest",
+        field: "content",
+    })?;
     let b = Table::root(content)?;
-    let system_time =
-        b.timestamp(0)?.ok_or(FbError::MissingField { table: "MetadataBlock", field: "system_time" })?;
+    let system_time = b.timestamp(0)?.ok_or(FbError::MissingField {
+        table: "MetadataBlock",
+        field: "system_time",
+    })?;
     let prev_block_hash = hash_opt(&b, 1, "prev_block_hash")?;
     let sequence_number = b.u64(2)?.unwrap_or(0);
-    let (tag, ev) = b.union(3)?.ok_or(FbError::MissingField { table: "MetadataBlock", field: "event" })?;
+    let (tag, ev) = b.union(3)?.ok_or(FbError::MissingField {
+        table: "MetadataBlock",
+        field: "event",
+    })?;
     let event = decode_event(tag, ev)?;
-    Ok(MetadataBlock { system_time, prev_block_hash, sequence_number, event })
+    Ok(MetadataBlock {
+        system_time,
+        prev_block_hash,
+        sequence_number,
+        event,
+    })
 }
 
-fn hash_opt(t: &Table<'_>, slot: usize, field: &'static str) -> Result<Option<Multihash>, DecodeError> {
+fn hash_opt(
+    t: &Table<'_>,
+    slot: usize,
+    field: &'static str,
+) -> Result<Option<Multihash>, DecodeError> {
     t.bytes(slot)?
         .map(|b| Multihash::from_bytes(b).map_err(|_| DecodeError::BadHash { field }))
         .transpose()
 }
 
-fn hash_req(t: &Table<'_>, slot: usize, table: &'static str, field: &'static str) -> Result<Multihash, DecodeError> {
+fn hash_req(
+    t: &Table<'_>,
+    slot: usize,
+    table: &'static str,
+    field: &'static str,
+) -> Result<Multihash, DecodeError> {
     hash_opt(t, slot, field)?.ok_or(DecodeError::Fb(FbError::MissingField { table, field }))
 }
 
-fn req_str(t: &Table<'_>, slot: usize, table: &'static str, field: &'static str) -> Result<String, DecodeError> {
-    Ok(t.str(slot)?.ok_or(FbError::MissingField { table, field })?.to_string())
+fn req_str(
+    t: &Table<'_>,
+    slot: usize,
+    table: &'static str,
+    field: &'static str,
+) -> Result<String, DecodeError> {
+    Ok(t.str(slot)?
+        .ok_or(FbError::MissingField { table, field })?
+        .to_string())
 }
 
 fn opt_str(t: &Table<'_>, slot: usize) -> Result<Option<String>, DecodeError> {
@@ -417,11 +467,17 @@ fn opt_str(t: &Table<'_>, slot: usize) -> Result<Option<String>, DecodeError> {
 
 fn decode_slice(t: Option<Table<'_>>) -> Result<Option<DataSlice>, DecodeError> {
     let Some(t) = t else { return Ok(None) };
-    let iv = t.table(2)?.ok_or(FbError::MissingField { table: "DataSlice", field: "offset_interval" })?;
+    let iv = t.table(2)?.ok_or(FbError::MissingField {
+        table: "DataSlice",
+        field: "offset_interval",
+    })?;
     Ok(Some(DataSlice {
         logical_hash: hash_req(&t, 0, "DataSlice", "logical_hash")?,
         physical_hash: hash_req(&t, 1, "DataSlice", "physical_hash")?,
-        offset_interval: OffsetInterval { start: iv.u64(0)?.unwrap_or(0), end: iv.u64(1)?.unwrap_or(0) },
+        offset_interval: OffsetInterval {
+            start: iv.u64(0)?.unwrap_or(0),
+            end: iv.u64(1)?.unwrap_or(0),
+        },
         size: t.u64(3)?.unwrap_or(0),
     }))
 }
@@ -438,7 +494,12 @@ fn decode_sql(t: Table<'_>) -> Result<TransformSql, DecodeError> {
     let queries = t
         .tables(3)?
         .into_iter()
-        .map(|q| Ok(SqlQueryStep { alias: opt_str(&q, 0)?, query: req_str(&q, 1, "SqlQueryStep", "query")? }))
+        .map(|q| {
+            Ok(SqlQueryStep {
+                alias: opt_str(&q, 0)?,
+                query: req_str(&q, 1, "SqlQueryStep", "query")?,
+            })
+        })
         .collect::<Result<Vec<_>, DecodeError>>()?;
     let sql = TransformSql {
         engine: req_str(&t, 0, "TransformSql", "engine")?,
@@ -453,7 +514,11 @@ fn decode_transform(t: Option<(u8, Table<'_>)>) -> Result<Option<Transform>, Dec
     match t {
         None => Ok(None),
         Some((1, t)) => Ok(Some(Transform::Sql(decode_sql(t)?))),
-        Some((tag, _)) => Err(FbError::UnknownUnionTag { union: "Transform", tag }.into()),
+        Some((tag, _)) => Err(FbError::UnknownUnionTag {
+            union: "Transform",
+            tag,
+        }
+        .into()),
     }
 }
 
@@ -484,8 +549,9 @@ fn decode_event(tag: u8, t: Table<'_>) -> Result<MetadataEvent, DecodeError> {
                         field: "dataset_id",
                     })?;
                     Ok(ExecuteTransformInput {
-                        dataset_id: DatasetId::from_bytes(id)
-                            .ok_or(DecodeError::BadDatasetId { field: "ExecuteTransformInput.dataset_id" })?,
+                        dataset_id: DatasetId::from_bytes(id).ok_or(DecodeError::BadDatasetId {
+                            field: "ExecuteTransformInput.dataset_id",
+                        })?,
                         prev_block_hash: hash_opt(&i, 1, "prev_block_hash")?,
                         new_block_hash: hash_opt(&i, 2, "new_block_hash")?,
                         prev_offset: i.u64(3)?,
@@ -497,14 +563,17 @@ fn decode_event(tag: u8, t: Table<'_>) -> Result<MetadataEvent, DecodeError> {
                 None => None,
                 Some(extra) => {
                     let json = extra.str(0)?.unwrap_or("{}");
-                    let v: serde_json::Value = serde_json::from_str(json)
-                        .map_err(|e| DecodeError::BadExtra { message: e.to_string() })?;
+                    let v: serde_json::Value =
+                        serde_json::from_str(json).map_err(|e| DecodeError::BadExtra {
+                            message: e.to_string(),
+                        })?;
                     match v.get(ENGINE_EXTRA_KEY) {
                         None => None,
-                        Some(e) => Some(
-                            serde_json::from_value(e.clone())
-                                .map_err(|e| DecodeError::BadExtra { message: e.to_string() })?,
-                        ),
+                        Some(e) => Some(serde_json::from_value(e.clone()).map_err(|e| {
+                            DecodeError::BadExtra {
+                                message: e.to_string(),
+                            }
+                        })?),
                     }
                 }
             };
@@ -519,35 +588,83 @@ fn decode_event(tag: u8, t: Table<'_>) -> Result<MetadataEvent, DecodeError> {
             })
         }
         3 => {
-            let id = t.bytes(0)?.ok_or(FbError::MissingField { table: "Seed", field: "dataset_id" })?;
+            let id = t.bytes(0)?.ok_or(FbError::MissingField {
+                table: "Seed",
+                field: "dataset_id",
+            })?;
             let kind = t.i32(1)?.unwrap_or(0);
             MetadataEvent::Seed(Seed {
-                dataset_id: DatasetId::from_bytes(id).ok_or(DecodeError::BadDatasetId { field: "Seed.dataset_id" })?,
+                dataset_id: DatasetId::from_bytes(id).ok_or(DecodeError::BadDatasetId {
+                    field: "Seed.dataset_id",
+                })?,
                 dataset_kind: match kind {
                     0 => DatasetKind::Root,
                     1 => DatasetKind::Derivative,
-                    value => return Err(DecodeError::UnknownEnumValue { field: "Seed.dataset_kind", value }),
+                    value => {
+                        return Err(DecodeError::UnknownEnumValue {
+                            field: "Seed.dataset_kind",
+                            value,
+                        });
+                    }
                 },
             })
         }
         4 => {
             let fetch = match t.union(0)? {
-                Some((1, f)) => FetchStep::Url { url: req_str(&f, 0, "FetchStepUrl", "url")? },
-                Some((2, f)) => FetchStep::FilesGlob { path: req_str(&f, 0, "FetchStepFilesGlob", "path")? },
-                Some((tag, _)) => return Err(FbError::UnknownUnionTag { union: "FetchStep", tag }.into()),
-                None => return Err(FbError::MissingField { table: "SetPollingSource", field: "fetch" }.into()),
+                Some((1, f)) => FetchStep::Url {
+                    url: req_str(&f, 0, "FetchStepUrl", "url")?,
+                },
+                Some((2, f)) => FetchStep::FilesGlob {
+                    path: req_str(&f, 0, "FetchStepFilesGlob", "path")?,
+                },
+                Some((tag, _)) => {
+                    return Err(FbError::UnknownUnionTag {
+                        union: "FetchStep",
+                        tag,
+                    }
+                    .into());
+                }
+                None => {
+                    return Err(FbError::MissingField {
+                        table: "SetPollingSource",
+                        field: "fetch",
+                    }
+                    .into());
+                }
             };
             let read = match t.union(3)? {
-                Some((1, r)) => ReadStep::Csv { schema: r.strings(0)?, separator: opt_str(&r, 1)?, header: r.bool(5)? },
-                Some((4, r)) => ReadStep::Parquet { schema: r.strings(0)? },
-                Some((6, r)) => ReadStep::NdJson { schema: r.strings(0)? },
-                Some((tag, _)) => return Err(FbError::UnknownUnionTag { union: "ReadStep", tag }.into()),
-                None => return Err(FbError::MissingField { table: "SetPollingSource", field: "read" }.into()),
+                Some((1, r)) => ReadStep::Csv {
+                    schema: r.strings(0)?,
+                    separator: opt_str(&r, 1)?,
+                    header: r.bool(5)?,
+                },
+                Some((4, r)) => ReadStep::Parquet {
+                    schema: r.strings(0)?,
+                },
+                Some((6, r)) => ReadStep::NdJson {
+                    schema: r.strings(0)?,
+                },
+                Some((tag, _)) => {
+                    return Err(FbError::UnknownUnionTag {
+                        union: "ReadStep",
+                        tag,
+                    }
+                    .into());
+                }
+                None => {
+                    return Err(FbError::MissingField {
+                        table: "SetPollingSource",
+                        field: "read",
+                    }
+                    .into());
+                }
             };
             let preprocess = decode_transform(t.union(5)?)?;
             let merge = match t.union(7)? {
                 Some((1, _)) => MergeStrategy::Append,
-                Some((2, m)) => MergeStrategy::Ledger { primary_key: m.strings(0)? },
+                Some((2, m)) => MergeStrategy::Ledger {
+                    primary_key: m.strings(0)?,
+                },
                 Some((3, m)) => {
                     let compare = m.strings(1)?;
                     MergeStrategy::Snapshot {
@@ -555,10 +672,27 @@ fn decode_event(tag: u8, t: Table<'_>) -> Result<MetadataEvent, DecodeError> {
                         compare_columns: (!compare.is_empty()).then_some(compare),
                     }
                 }
-                Some((tag, _)) => return Err(FbError::UnknownUnionTag { union: "MergeStrategy", tag }.into()),
-                None => return Err(FbError::MissingField { table: "SetPollingSource", field: "merge" }.into()),
+                Some((tag, _)) => {
+                    return Err(FbError::UnknownUnionTag {
+                        union: "MergeStrategy",
+                        tag,
+                    }
+                    .into());
+                }
+                None => {
+                    return Err(FbError::MissingField {
+                        table: "SetPollingSource",
+                        field: "merge",
+                    }
+                    .into());
+                }
             };
-            MetadataEvent::SetPollingSource(SetPollingSource { fetch, read, preprocess, merge })
+            MetadataEvent::SetPollingSource(SetPollingSource {
+                fetch,
+                read,
+                preprocess,
+                merge,
+            })
         }
         5 => {
             let inputs = t
@@ -571,8 +705,10 @@ fn decode_event(tag: u8, t: Table<'_>) -> Result<MetadataEvent, DecodeError> {
                     })
                 })
                 .collect::<Result<Vec<_>, DecodeError>>()?;
-            let transform = decode_transform(t.union(1)?)?
-                .ok_or(FbError::MissingField { table: "SetTransform", field: "transform" })?;
+            let transform = decode_transform(t.union(1)?)?.ok_or(FbError::MissingField {
+                table: "SetTransform",
+                field: "transform",
+            })?;
             MetadataEvent::SetTransform(SetTransform { inputs, transform })
         }
         6 => MetadataEvent::SetVocab(SetVocab {
@@ -581,7 +717,13 @@ fn decode_event(tag: u8, t: Table<'_>) -> Result<MetadataEvent, DecodeError> {
             system_time_column: opt_str(&t, 2)?,
             event_time_column: opt_str(&t, 3)?,
         }),
-        tag => return Err(FbError::UnknownUnionTag { union: "MetadataEvent", tag }.into()),
+        tag => {
+            return Err(FbError::UnknownUnionTag {
+                union: "MetadataEvent",
+                tag,
+            }
+            .into());
+        }
     })
 }
 
@@ -603,37 +745,68 @@ mod tests {
             size: 1234,
         };
         vec![
-            MetadataEvent::Seed(Seed { dataset_id: id.clone(), dataset_kind: DatasetKind::Derivative }),
+            MetadataEvent::Seed(Seed {
+                dataset_id: id.clone(),
+                dataset_kind: DatasetKind::Derivative,
+            }),
             MetadataEvent::SetPollingSource(SetPollingSource {
-                fetch: FetchStep::FilesGlob { path: "data/*.csv".into() },
-                read: ReadStep::Csv { schema: vec!["a BIGINT".into()], separator: Some(";".into()), header: Some(true) },
+                fetch: FetchStep::FilesGlob {
+                    path: "data/*.csv".into(),
+                },
+                read: ReadStep::Csv {
+                    schema: vec!["a BIGINT".into()],
+                    separator: Some(";".into()),
+                    header: Some(true),
+                },
                 preprocess: Some(Transform::Sql(TransformSql {
                     engine: "datafusion".into(),
                     version: None,
                     query: None,
-                    queries: vec![SqlQueryStep { alias: None, query: "select 1".into() }],
+                    queries: vec![SqlQueryStep {
+                        alias: None,
+                        query: "select 1".into(),
+                    }],
                 })),
-                merge: MergeStrategy::Snapshot { primary_key: vec!["id".into()], compare_columns: None },
+                merge: MergeStrategy::Snapshot {
+                    primary_key: vec!["id".into()],
+                    compare_columns: None,
+                },
             }),
             MetadataEvent::SetPollingSource(SetPollingSource {
-                fetch: FetchStep::Url { url: "file:///x.parquet".into() },
+                fetch: FetchStep::Url {
+                    url: "file:///x.parquet".into(),
+                },
                 read: ReadStep::Parquet { schema: vec![] },
                 preprocess: None,
-                merge: MergeStrategy::Ledger { primary_key: vec!["a".into(), "b".into()] },
+                merge: MergeStrategy::Ledger {
+                    primary_key: vec!["a".into(), "b".into()],
+                },
             }),
             MetadataEvent::SetTransform(SetTransform {
-                inputs: vec![TransformInput { dataset_ref: "trips".into(), alias: Some("t".into()) }],
+                inputs: vec![TransformInput {
+                    dataset_ref: "trips".into(),
+                    alias: Some("t".into()),
+                }],
                 transform: Transform::Sql(TransformSql {
                     engine: "datafusion".into(),
                     version: Some("1".into()),
                     query: None,
                     queries: vec![
-                        SqlQueryStep { alias: Some("v".into()), query: "select * from t".into() },
-                        SqlQueryStep { alias: None, query: "select * from v".into() },
+                        SqlQueryStep {
+                            alias: Some("v".into()),
+                            query: "select * from t".into(),
+                        },
+                        SqlQueryStep {
+                            alias: None,
+                            query: "select * from v".into(),
+                        },
                     ],
                 }),
             }),
-            MetadataEvent::SetVocab(SetVocab { event_time_column: Some("ts".into()), ..Default::default() }),
+            MetadataEvent::SetVocab(SetVocab {
+                event_time_column: Some("ts".into()),
+                ..Default::default()
+            }),
             MetadataEvent::AddData(AddData {
                 prev_checkpoint: None,
                 prev_offset: Some(2),
@@ -657,7 +830,10 @@ mod tests {
                 prev_checkpoint: Some(Multihash::of(b"c0")),
                 prev_offset: None,
                 new_data: Some(slice),
-                new_checkpoint: Some(Checkpoint { physical_hash: Multihash::of(b"c1"), size: 10 }),
+                new_checkpoint: Some(Checkpoint {
+                    physical_hash: Multihash::of(b"c1"),
+                    size: 10,
+                }),
                 new_watermark: None,
                 engine: Some(EngineIdentity {
                     name: "datafusion".into(),
@@ -690,7 +866,10 @@ mod tests {
             sequence_number: 0,
             event: sample_events().remove(0),
         };
-        assert_eq!(block_hash(&encode_block(&block)), block_hash(&encode_block(&block)));
+        assert_eq!(
+            block_hash(&encode_block(&block)),
+            block_hash(&encode_block(&block))
+        );
     }
 
     #[test]

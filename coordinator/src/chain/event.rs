@@ -262,7 +262,11 @@ pub enum MergeStrategy {
         #[serde(rename = "primaryKey")]
         primary_key: Vec<String>,
         /// Columns compared to detect a change (default: all but the key).
-        #[serde(rename = "compareColumns", default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            rename = "compareColumns",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
         compare_columns: Option<Vec<String>>,
     },
 }
@@ -300,9 +304,17 @@ impl TransformSql {
     pub fn normalized(&self) -> Self {
         let mut queries = self.queries.clone();
         if let Some(q) = &self.query {
-            queries.push(SqlQueryStep { alias: None, query: q.clone() });
+            queries.push(SqlQueryStep {
+                alias: None,
+                query: q.clone(),
+            });
         }
-        Self { engine: self.engine.clone(), version: self.version.clone(), query: None, queries }
+        Self {
+            engine: self.engine.clone(),
+            version: self.version.clone(),
+            query: None,
+            queries,
+        }
     }
 }
 
@@ -401,9 +413,18 @@ impl From<&SetVocab> for Vocab {
     fn from(v: &SetVocab) -> Self {
         Self {
             offset: v.offset_column.clone().unwrap_or_else(|| "offset".into()),
-            op: v.operation_type_column.clone().unwrap_or_else(|| "op".into()),
-            system_time: v.system_time_column.clone().unwrap_or_else(|| "system_time".into()),
-            event_time: v.event_time_column.clone().unwrap_or_else(|| "event_time".into()),
+            op: v
+                .operation_type_column
+                .clone()
+                .unwrap_or_else(|| "op".into()),
+            system_time: v
+                .system_time_column
+                .clone()
+                .unwrap_or_else(|| "system_time".into()),
+            event_time: v
+                .event_time_column
+                .clone()
+                .unwrap_or_else(|| "event_time".into()),
         }
     }
 }

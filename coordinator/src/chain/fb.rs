@@ -40,7 +40,9 @@ pub enum FbError {
         at: usize,
     },
     /// A timestamp struct holds an impossible date or time.
-    #[error("invalid timestamp: year {year}, ordinal {ordinal}, seconds {seconds}, nanoseconds {nanoseconds}")]
+    #[error(
+        "invalid timestamp: year {year}, ordinal {ordinal}, seconds {seconds}, nanoseconds {nanoseconds}"
+    )]
     InvalidTimestamp {
         /// Year.
         year: i32,
@@ -79,7 +81,9 @@ fn read_u32(buf: &[u8], at: usize) -> Result<u32, FbError> {
 
 fn follow(buf: &[u8], at: usize) -> Result<usize, FbError> {
     let off = read_u32(buf, at)? as usize;
-    at.checked_add(off).filter(|p| *p < buf.len()).ok_or(FbError::OutOfBounds { at, len: buf.len() })
+    at.checked_add(off)
+        .filter(|p| *p < buf.len())
+        .ok_or(FbError::OutOfBounds { at, len: buf.len() })
 }
 
 impl<'a> Table<'a> {
@@ -92,12 +96,23 @@ impl<'a> Table<'a> {
     fn at(buf: &'a [u8], pos: usize) -> Result<Self, FbError> {
         let soff = i32::from_le_bytes(read_bytes::<4>(buf, pos)?);
         let vtable = pos as i64 - soff as i64;
-        let vtable = usize::try_from(vtable).map_err(|_| FbError::OutOfBounds { at: pos, len: buf.len() })?;
+        let vtable = usize::try_from(vtable).map_err(|_| FbError::OutOfBounds {
+            at: pos,
+            len: buf.len(),
+        })?;
         let vtable_len = read_u16(buf, vtable)? as usize;
         if vtable_len < 4 || vtable.checked_add(vtable_len).is_none_or(|e| e > buf.len()) {
-            return Err(FbError::OutOfBounds { at: vtable, len: buf.len() });
+            return Err(FbError::OutOfBounds {
+                at: vtable,
+                len: buf.len(),
+            });
         }
-        Ok(Self { buf, pos, vtable, vtable_len })
+        Ok(Self {
+            buf,
+            pos,
+            vtable,
+            vtable_len,
+        })
     }
 
     /// The absolute position of field `slot` (0-based), if present.
@@ -112,22 +127,30 @@ impl<'a> Table<'a> {
 
     /// A `ubyte` field.
     pub fn u8(&self, slot: usize) -> Result<Option<u8>, FbError> {
-        self.field(slot)?.map(|at| read_bytes::<1>(self.buf, at).map(|b| b[0])).transpose()
+        self.field(slot)?
+            .map(|at| read_bytes::<1>(self.buf, at).map(|b| b[0]))
+            .transpose()
     }
 
     /// An `int32` field.
     pub fn i32(&self, slot: usize) -> Result<Option<i32>, FbError> {
-        self.field(slot)?.map(|at| read_bytes::<4>(self.buf, at).map(i32::from_le_bytes)).transpose()
+        self.field(slot)?
+            .map(|at| read_bytes::<4>(self.buf, at).map(i32::from_le_bytes))
+            .transpose()
     }
 
     /// A `uint64` field.
     pub fn u64(&self, slot: usize) -> Result<Option<u64>, FbError> {
-        self.field(slot)?.map(|at| read_bytes::<8>(self.buf, at).map(u64::from_le_bytes)).transpose()
+        self.field(slot)?
+            .map(|at| read_bytes::<8>(self.buf, at).map(u64::from_le_bytes))
+            .transpose()
     }
 
     /// An `int64` field.
     pub fn i64(&self, slot: usize) -> Result<Option<i64>, FbError> {
-        self.field(slot)?.map(|at| read_bytes::<8>(self.buf, at).map(i64::from_le_bytes)).transpose()
+        self.field(slot)?
+            .map(|at| read_bytes::<8>(self.buf, at).map(i64::from_le_bytes))
+            .transpose()
     }
 
     /// A `bool` field.
@@ -137,32 +160,45 @@ impl<'a> Table<'a> {
 
     /// A `[ubyte]` field.
     pub fn bytes(&self, slot: usize) -> Result<Option<&'a [u8]>, FbError> {
-        let Some(at) = self.field(slot)? else { return Ok(None) };
+        let Some(at) = self.field(slot)? else {
+            return Ok(None);
+        };
         let start = follow(self.buf, at)?;
         let len = read_u32(self.buf, start)? as usize;
         let data = start + 4;
         data.checked_add(len)
             .and_then(|end| self.buf.get(data..end))
             .map(Some)
-            .ok_or(FbError::OutOfBounds { at: data, len: self.buf.len() })
+            .ok_or(FbError::OutOfBounds {
+                at: data,
+                len: self.buf.len(),
+            })
     }
 
     /// A `string` field.
     pub fn str(&self, slot: usize) -> Result<Option<&'a str>, FbError> {
-        let Some(at) = self.field(slot)? else { return Ok(None) };
+        let Some(at) = self.field(slot)? else {
+            return Ok(None);
+        };
         let bytes = self.bytes(slot)?.unwrap_or_default();
-        std::str::from_utf8(bytes).map(Some).map_err(|_| FbError::NotUtf8 { at })
+        std::str::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| FbError::NotUtf8 { at })
     }
 
     /// A sub-table field.
     pub fn table(&self, slot: usize) -> Result<Option<Table<'a>>, FbError> {
-        let Some(at) = self.field(slot)? else { return Ok(None) };
+        let Some(at) = self.field(slot)? else {
+            return Ok(None);
+        };
         Table::at(self.buf, follow(self.buf, at)?).map(Some)
     }
 
     /// A `[Table]` field.
     pub fn tables(&self, slot: usize) -> Result<Vec<Table<'a>>, FbError> {
-        let Some(at) = self.field(slot)? else { return Ok(Vec::new()) };
+        let Some(at) = self.field(slot)? else {
+            return Ok(Vec::new());
+        };
         let start = follow(self.buf, at)?;
         let len = read_u32(self.buf, start)? as usize;
         (0..len)
@@ -175,7 +211,9 @@ impl<'a> Table<'a> {
 
     /// A `[string]` field.
     pub fn strings(&self, slot: usize) -> Result<Vec<String>, FbError> {
-        let Some(at) = self.field(slot)? else { return Ok(Vec::new()) };
+        let Some(at) = self.field(slot)? else {
+            return Ok(Vec::new());
+        };
         let start = follow(self.buf, at)?;
         let len = read_u32(self.buf, start)? as usize;
         (0..len)
@@ -185,8 +223,13 @@ impl<'a> Table<'a> {
                 let bytes = (s + 4)
                     .checked_add(n)
                     .and_then(|end| self.buf.get(s + 4..end))
-                    .ok_or(FbError::OutOfBounds { at: s, len: self.buf.len() })?;
-                std::str::from_utf8(bytes).map(str::to_string).map_err(|_| FbError::NotUtf8 { at: s })
+                    .ok_or(FbError::OutOfBounds {
+                        at: s,
+                        len: self.buf.len(),
+                    })?;
+                std::str::from_utf8(bytes)
+                    .map(str::to_string)
+                    .map_err(|_| FbError::NotUtf8 { at: s })
             })
             .collect()
     }
@@ -201,15 +244,23 @@ impl<'a> Table<'a> {
 
     /// An inline `Timestamp` struct field.
     pub fn timestamp(&self, slot: usize) -> Result<Option<DateTime<Utc>>, FbError> {
-        let Some(at) = self.field(slot)? else { return Ok(None) };
+        let Some(at) = self.field(slot)? else {
+            return Ok(None);
+        };
         let raw = read_bytes::<16>(self.buf, at)?;
         let year = i32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]);
         let ordinal = u16::from_le_bytes([raw[4], raw[5]]);
         let seconds = u32::from_le_bytes([raw[8], raw[9], raw[10], raw[11]]);
         let nanoseconds = u32::from_le_bytes([raw[12], raw[13], raw[14], raw[15]]);
-        let invalid = FbError::InvalidTimestamp { year, ordinal, seconds, nanoseconds };
+        let invalid = FbError::InvalidTimestamp {
+            year,
+            ordinal,
+            seconds,
+            nanoseconds,
+        };
         let date = NaiveDate::from_yo_opt(year, u32::from(ordinal)).ok_or(invalid.clone())?;
-        let time = chrono::NaiveTime::from_num_seconds_from_midnight_opt(seconds, nanoseconds).ok_or(invalid)?;
+        let time = chrono::NaiveTime::from_num_seconds_from_midnight_opt(seconds, nanoseconds)
+            .ok_or(invalid)?;
         Ok(Some(date.and_time(time).and_utc()))
     }
 }
@@ -247,7 +298,10 @@ impl Push for FbTimestamp {
 }
 
 /// Creates a `[ubyte]` vector.
-pub fn bytes<'b>(fbb: &mut FlatBufferBuilder<'b>, data: &[u8]) -> WIPOffset<flatbuffers::Vector<'b, u8>> {
+pub fn bytes<'b>(
+    fbb: &mut FlatBufferBuilder<'b>,
+    data: &[u8],
+) -> WIPOffset<flatbuffers::Vector<'b, u8>> {
     fbb.create_vector(data)
 }
 
@@ -279,7 +333,9 @@ mod tests {
 
     #[test]
     fn timestamp_round_trips_through_a_table() {
-        let t = DateTime::parse_from_rfc3339("2023-03-01T12:34:56.789Z").unwrap().with_timezone(&Utc);
+        let t = DateTime::parse_from_rfc3339("2023-03-01T12:34:56.789Z")
+            .unwrap()
+            .with_timezone(&Utc);
         let mut fbb = FlatBufferBuilder::new();
         let name = fbb.create_string("x");
         let start = fbb.start_table();

@@ -87,7 +87,9 @@ pub enum StoreError {
         source: ChainViolation,
     },
     /// Someone else moved the head during our transaction.
-    #[error("head of dataset `{dataset}` moved from {expected:?} to {found:?} during the transaction")]
+    #[error(
+        "head of dataset `{dataset}` moved from {expected:?} to {found:?} during the transaction"
+    )]
     HeadMoved {
         /// Dataset name.
         dataset: String,
@@ -132,15 +134,24 @@ impl Storage {
     /// Opens storage: a local directory (created if missing), or an object-store URL (`s3://bucket/prefix`,
     /// configured by the usual `AWS_*` environment variables, e.g. `AWS_ENDPOINT` for S3-compatible stores).
     pub fn open(location: &str) -> Result<Self, StoreError> {
-        let open_err = |message: String| StoreError::Open { url: location.to_string(), message };
+        let open_err = |message: String| StoreError::Open {
+            url: location.to_string(),
+            message,
+        };
         if location.contains("://") && !location.starts_with("file://") {
             let url = url::Url::parse(location).map_err(|e| open_err(e.to_string()))?;
             let opts: Vec<(String, String)> = std::env::vars()
                 .filter(|(k, _)| k.starts_with("AWS_"))
                 .map(|(k, v)| (k.to_ascii_lowercase(), v))
                 .collect();
-            let (store, prefix) = object_store::parse_url_opts(&url, opts).map_err(|e| open_err(e.to_string()))?;
-            return Ok(Self { store: Arc::from(store), prefix, local_root: None, url: location.to_string() });
+            let (store, prefix) =
+                object_store::parse_url_opts(&url, opts).map_err(|e| open_err(e.to_string()))?;
+            return Ok(Self {
+                store: Arc::from(store),
+                prefix,
+                local_root: None,
+                url: location.to_string(),
+            });
         }
         let dir = PathBuf::from(location.strip_prefix("file://").unwrap_or(location));
         std::fs::create_dir_all(&dir).map_err(|e| open_err(e.to_string()))?;
@@ -175,19 +186,24 @@ impl Storage {
 
     /// A workspace-level object (e.g. `engines/compatibility.json`).
     pub fn path(&self, rel: &str) -> Path {
-        rel.split('/').fold(self.prefix.clone(), |p, part| p.join(part))
+        rel.split('/')
+            .fold(self.prefix.clone(), |p, part| p.join(part))
     }
 
     /// Reads a workspace-level object, `None` if absent.
     pub async fn get_opt(&self, path: &Path) -> Result<Option<Bytes>, StoreError> {
         match self.store.get(path).await {
-            Ok(r) => r
-                .bytes()
-                .await
-                .map(Some)
-                .map_err(|source| StoreError::Io { operation: "read", path: path.to_string(), source }),
+            Ok(r) => r.bytes().await.map(Some).map_err(|source| StoreError::Io {
+                operation: "read",
+                path: path.to_string(),
+                source,
+            }),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(source) => Err(StoreError::Io { operation: "read", path: path.to_string(), source }),
+            Err(source) => Err(StoreError::Io {
+                operation: "read",
+                path: path.to_string(),
+                source,
+            }),
         }
     }
 
@@ -197,7 +213,11 @@ impl Storage {
             .put(path, PutPayload::from_bytes(bytes))
             .await
             .map(|_| ())
-            .map_err(|source| StoreError::Io { operation: "write", path: path.to_string(), source })
+            .map_err(|source| StoreError::Io {
+                operation: "write",
+                path: path.to_string(),
+                source,
+            })
     }
 }
 
@@ -226,7 +246,12 @@ impl DatasetStore {
     /// The local filesystem path of a file, when the storage is local.
     pub fn local_path(&self, kind: FileKind, hash: &Multihash) -> Option<PathBuf> {
         let root = self.storage.local_root.as_ref()?;
-        Some(root.join("datasets").join(&self.name).join(kind.dir()).join(hash.to_string()))
+        Some(
+            root.join("datasets")
+                .join(&self.name)
+                .join(kind.dir())
+                .join(hash.to_string()),
+        )
     }
 
     /// The object path of a file (for staging from object stores).
@@ -236,11 +261,16 @@ impl DatasetStore {
 
     /// The current head, `None` for a dataset never written.
     pub async fn head(&self) -> Result<Option<Multihash>, StoreError> {
-        let Some(bytes) = self.storage.get_opt(&self.head_path()).await? else { return Ok(None) };
+        let Some(bytes) = self.storage.get_opt(&self.head_path()).await? else {
+            return Ok(None);
+        };
         let text = String::from_utf8_lossy(&bytes).trim().to_string();
         text.parse::<Multihash>()
             .map(Some)
-            .map_err(|_| StoreError::BadHead { dataset: self.name.clone(), text })
+            .map_err(|_| StoreError::BadHead {
+                dataset: self.name.clone(),
+                text,
+            })
     }
 
     /// Writes content-addressed bytes and returns their hash.
@@ -255,36 +285,61 @@ impl DatasetStore {
     /// Reads a content-addressed file and checks its hash.
     pub async fn get_file(&self, kind: FileKind, hash: &Multihash) -> Result<Bytes, StoreError> {
         let path = self.file_path(kind, hash);
-        let bytes = self.storage.get_opt(&path).await?.ok_or_else(|| StoreError::Io {
-            operation: "read",
-            path: path.to_string(),
-            source: object_store::Error::NotFound { path: path.to_string(), source: "missing".into() },
-        })?;
+        let bytes = self
+            .storage
+            .get_opt(&path)
+            .await?
+            .ok_or_else(|| StoreError::Io {
+                operation: "read",
+                path: path.to_string(),
+                source: object_store::Error::NotFound {
+                    path: path.to_string(),
+                    source: "missing".into(),
+                },
+            })?;
         let actual = Multihash::of(&bytes);
         if actual != *hash {
-            return Err(StoreError::HashMismatch { path: path.to_string(), actual });
+            return Err(StoreError::HashMismatch {
+                path: path.to_string(),
+                actual,
+            });
         }
         Ok(bytes)
     }
 
     /// Encodes and writes a block; returns its hash.
     pub async fn put_block(&self, block: &MetadataBlock) -> Result<Multihash, StoreError> {
-        self.put_file(FileKind::Block, Bytes::from(codec::encode_block(block))).await
+        self.put_file(FileKind::Block, Bytes::from(codec::encode_block(block)))
+            .await
     }
 
     /// Reads and decodes a block.
     pub async fn get_block(&self, hash: &Multihash) -> Result<MetadataBlock, StoreError> {
         let bytes = self.get_file(FileKind::Block, hash).await?;
-        codec::decode_block(&bytes).map_err(|source| StoreError::Decode { dataset: self.name.clone(), hash: *hash, source })
+        codec::decode_block(&bytes).map_err(|source| StoreError::Decode {
+            dataset: self.name.clone(),
+            hash: *hash,
+            source,
+        })
     }
 
     /// Moves the head from `expected` to `new`: the commit point of a transaction.
-    pub async fn set_head(&self, expected: Option<Multihash>, new: Multihash) -> Result<(), StoreError> {
+    pub async fn set_head(
+        &self,
+        expected: Option<Multihash>,
+        new: Multihash,
+    ) -> Result<(), StoreError> {
         let found = self.head().await?;
         if found != expected {
-            return Err(StoreError::HeadMoved { dataset: self.name.clone(), expected, found });
+            return Err(StoreError::HeadMoved {
+                dataset: self.name.clone(),
+                expected,
+                found,
+            });
         }
-        self.storage.put(&self.head_path(), Bytes::from(new.to_string())).await?;
+        self.storage
+            .put(&self.head_path(), Bytes::from(new.to_string()))
+            .await?;
         info!(dataset = %self.name, head = %new, "head moved");
         Ok(())
     }
@@ -307,9 +362,15 @@ impl DatasetStore {
         blocks.reverse();
         let mut v = ChainValidator::default();
         for (h, b) in &blocks {
-            v.push(*h, b).map_err(|source| StoreError::InvalidChain { dataset: self.name.clone(), source })?;
+            v.push(*h, b).map_err(|source| StoreError::InvalidChain {
+                dataset: self.name.clone(),
+                source,
+            })?;
         }
-        Ok(Chain { blocks, summary: v.summary().clone() })
+        Ok(Chain {
+            blocks,
+            summary: v.summary().clone(),
+        })
     }
 }
 
@@ -337,11 +398,20 @@ impl Chain {
 
 impl Chain {
     /// A chain made of the given blocks (a prefix of a stored chain), validated again.
-    pub fn from_blocks(dataset: &str, blocks: &[(Multihash, MetadataBlock)]) -> Result<Chain, StoreError> {
+    pub fn from_blocks(
+        dataset: &str,
+        blocks: &[(Multihash, MetadataBlock)],
+    ) -> Result<Chain, StoreError> {
         let mut v = ChainValidator::default();
         for (h, b) in blocks {
-            v.push(*h, b).map_err(|source| StoreError::InvalidChain { dataset: dataset.to_string(), source })?;
+            v.push(*h, b).map_err(|source| StoreError::InvalidChain {
+                dataset: dataset.to_string(),
+                source,
+            })?;
         }
-        Ok(Chain { blocks: blocks.to_vec(), summary: v.summary().clone() })
+        Ok(Chain {
+            blocks: blocks.to_vec(),
+            summary: v.summary().clone(),
+        })
     }
 }

@@ -2,7 +2,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::event::{DatasetId, DatasetKind, MetadataBlock, MetadataEvent, SetPollingSource, SetTransform, SetVocab};
+use super::event::{
+    DatasetId, DatasetKind, MetadataBlock, MetadataEvent, SetPollingSource, SetTransform, SetVocab,
+};
 use crate::hash::Multihash;
 
 /// A broken rule of the chain.
@@ -25,7 +27,9 @@ pub enum ChainViolation {
         found: u64,
     },
     /// The previous-block link does not point at the previous block.
-    #[error("block {sequence_number}: prev_block_hash {found:?} does not link to the previous block {expected:?}")]
+    #[error(
+        "block {sequence_number}: prev_block_hash {found:?} does not link to the previous block {expected:?}"
+    )]
     BrokenLink {
         /// The block.
         sequence_number: u64,
@@ -120,14 +124,24 @@ impl ChainValidator {
         let seq = block.sequence_number;
         let expected = s.last_sequence_number.map_or(0, |n| n + 1);
         if seq != expected {
-            return Err(ChainViolation::SequenceGap { expected, found: seq });
+            return Err(ChainViolation::SequenceGap {
+                expected,
+                found: seq,
+            });
         }
         if block.prev_block_hash != s.head {
-            return Err(ChainViolation::BrokenLink { sequence_number: seq, expected: s.head, found: block.prev_block_hash });
+            return Err(ChainViolation::BrokenLink {
+                sequence_number: seq,
+                expected: s.head,
+                found: block.prev_block_hash,
+            });
         }
         let is_seed = matches!(block.event, MetadataEvent::Seed(_));
         if (seq == 0) != is_seed {
-            return Err(ChainViolation::SeedMisplaced { sequence_number: seq, event: block.event.name() });
+            return Err(ChainViolation::SeedMisplaced {
+                sequence_number: seq,
+                event: block.event.name(),
+            });
         }
         let kind = s.kind.unwrap_or(DatasetKind::Root);
         match &block.event {
@@ -137,40 +151,67 @@ impl ChainValidator {
             }
             MetadataEvent::SetPollingSource(p) => {
                 if kind != DatasetKind::Root {
-                    return Err(ChainViolation::WrongKind { sequence_number: seq, event: "SetPollingSource", kind });
+                    return Err(ChainViolation::WrongKind {
+                        sequence_number: seq,
+                        event: "SetPollingSource",
+                        kind,
+                    });
                 }
                 s.polling_source = Some(p.clone());
             }
             MetadataEvent::SetTransform(t) => {
                 if kind != DatasetKind::Derivative {
-                    return Err(ChainViolation::WrongKind { sequence_number: seq, event: "SetTransform", kind });
+                    return Err(ChainViolation::WrongKind {
+                        sequence_number: seq,
+                        event: "SetTransform",
+                        kind,
+                    });
                 }
                 s.transform = Some(t.clone());
             }
             MetadataEvent::SetVocab(v) => s.vocab = Some(v.clone()),
             MetadataEvent::AddData(_) | MetadataEvent::ExecuteTransform(_) => {
                 let (allowed, needs, defined) = match &block.event {
-                    MetadataEvent::AddData(_) => {
-                        (kind == DatasetKind::Root, "SetPollingSource", s.polling_source.is_some())
-                    }
-                    _ => (kind == DatasetKind::Derivative, "SetTransform", s.transform.is_some()),
+                    MetadataEvent::AddData(_) => (
+                        kind == DatasetKind::Root,
+                        "SetPollingSource",
+                        s.polling_source.is_some(),
+                    ),
+                    _ => (
+                        kind == DatasetKind::Derivative,
+                        "SetTransform",
+                        s.transform.is_some(),
+                    ),
                 };
                 if !allowed {
-                    return Err(ChainViolation::WrongKind { sequence_number: seq, event: block.event.name(), kind });
+                    return Err(ChainViolation::WrongKind {
+                        sequence_number: seq,
+                        event: block.event.name(),
+                        kind,
+                    });
                 }
                 if !defined {
-                    return Err(ChainViolation::MissingDefinition { sequence_number: seq, event: block.event.name(), needs });
+                    return Err(ChainViolation::MissingDefinition {
+                        sequence_number: seq,
+                        event: block.event.name(),
+                        needs,
+                    });
                 }
                 let prev_offset = block.event.prev_offset().flatten();
                 if prev_offset != s.last_offset {
                     return Err(ChainViolation::OffsetGap {
                         sequence_number: seq,
-                        message: format!("prev_offset is {prev_offset:?} but the last offset is {:?}", s.last_offset),
+                        message: format!(
+                            "prev_offset is {prev_offset:?} but the last offset is {:?}",
+                            s.last_offset
+                        ),
                     });
                 }
                 if let Some(slice) = block.event.new_data() {
                     let start = s.last_offset.map_or(0, |o| o + 1);
-                    if slice.offset_interval.start != start || slice.offset_interval.end < slice.offset_interval.start {
+                    if slice.offset_interval.start != start
+                        || slice.offset_interval.end < slice.offset_interval.start
+                    {
                         return Err(ChainViolation::OffsetGap {
                             sequence_number: seq,
                             message: format!(
@@ -186,7 +227,11 @@ impl ChainValidator {
                     if let Some(prev) = s.watermark
                         && w < prev
                     {
-                        return Err(ChainViolation::WatermarkRegressed { sequence_number: seq, previous: prev, found: w });
+                        return Err(ChainViolation::WatermarkRegressed {
+                            sequence_number: seq,
+                            previous: prev,
+                            found: w,
+                        });
                     }
                     s.watermark = Some(w);
                 }
@@ -210,17 +255,31 @@ mod tests {
     use crate::chain::event::*;
 
     fn block(seq: u64, prev: Option<Multihash>, event: MetadataEvent) -> MetadataBlock {
-        MetadataBlock { system_time: Utc::now(), prev_block_hash: prev, sequence_number: seq, event }
+        MetadataBlock {
+            system_time: Utc::now(),
+            prev_block_hash: prev,
+            sequence_number: seq,
+            event,
+        }
     }
 
     fn seed(kind: DatasetKind) -> MetadataEvent {
-        MetadataEvent::Seed(Seed { dataset_id: DatasetId([1; 32]), dataset_kind: kind })
+        MetadataEvent::Seed(Seed {
+            dataset_id: DatasetId([1; 32]),
+            dataset_kind: kind,
+        })
     }
 
     fn source() -> MetadataEvent {
         MetadataEvent::SetPollingSource(SetPollingSource {
-            fetch: FetchStep::FilesGlob { path: "*.csv".into() },
-            read: ReadStep::Csv { schema: vec![], separator: None, header: Some(true) },
+            fetch: FetchStep::FilesGlob {
+                path: "*.csv".into(),
+            },
+            read: ReadStep::Csv {
+                schema: vec![],
+                separator: None,
+                header: Some(true),
+            },
             preprocess: None,
             merge: MergeStrategy::Append,
         })
@@ -255,38 +314,88 @@ mod tests {
 
     #[test]
     fn contiguous_root_chain_adds_up_its_records() {
-        let s = run(vec![seed(DatasetKind::Root), source(), add(None, 0, 9), add(Some(9), 10, 14)]).unwrap();
+        let s = run(vec![
+            seed(DatasetKind::Root),
+            source(),
+            add(None, 0, 9),
+            add(Some(9), 10, 14),
+        ])
+        .unwrap();
         assert_eq!(s.num_records, 15);
         assert_eq!(s.last_offset, Some(14));
     }
 
     #[test]
     fn an_offset_gap_is_reported_with_its_block() {
-        let err = run(vec![seed(DatasetKind::Root), source(), add(None, 0, 9), add(Some(9), 11, 14)]).unwrap_err();
-        assert!(matches!(err, ChainViolation::OffsetGap { sequence_number: 3, .. }));
+        let err = run(vec![
+            seed(DatasetKind::Root),
+            source(),
+            add(None, 0, 9),
+            add(Some(9), 11, 14),
+        ])
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            ChainViolation::OffsetGap {
+                sequence_number: 3,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn data_before_a_source_is_rejected() {
         let err = run(vec![seed(DatasetKind::Root), add(None, 0, 9)]).unwrap_err();
-        assert!(matches!(err, ChainViolation::MissingDefinition { sequence_number: 1, .. }));
+        assert!(matches!(
+            err,
+            ChainViolation::MissingDefinition {
+                sequence_number: 1,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn a_chain_without_seed_or_with_a_broken_link_is_rejected() {
-        assert!(matches!(run(vec![source()]).unwrap_err(), ChainViolation::SeedMisplaced { .. }));
+        assert!(matches!(
+            run(vec![source()]).unwrap_err(),
+            ChainViolation::SeedMisplaced { .. }
+        ));
         let mut v = ChainValidator::default();
-        v.push(Multihash::of(b"a"), &block(0, None, seed(DatasetKind::Root))).unwrap();
-        let err = v.push(Multihash::of(b"b"), &block(1, Some(Multihash::of(b"x")), source())).unwrap_err();
-        assert!(matches!(err, ChainViolation::BrokenLink { sequence_number: 1, .. }));
+        v.push(
+            Multihash::of(b"a"),
+            &block(0, None, seed(DatasetKind::Root)),
+        )
+        .unwrap();
+        let err = v
+            .push(
+                Multihash::of(b"b"),
+                &block(1, Some(Multihash::of(b"x")), source()),
+            )
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            ChainViolation::BrokenLink {
+                sequence_number: 1,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn transform_events_do_not_belong_in_a_root_dataset() {
         let t = MetadataEvent::SetTransform(SetTransform {
             inputs: vec![],
-            transform: Transform::Sql(TransformSql { engine: "x".into(), version: None, query: None, queries: vec![] }),
+            transform: Transform::Sql(TransformSql {
+                engine: "x".into(),
+                version: None,
+                query: None,
+                queries: vec![],
+            }),
         });
-        assert!(matches!(run(vec![seed(DatasetKind::Root), t]).unwrap_err(), ChainViolation::WrongKind { .. }));
+        assert!(matches!(
+            run(vec![seed(DatasetKind::Root), t]).unwrap_err(),
+            ChainViolation::WrongKind { .. }
+        ));
     }
 }

@@ -14,7 +14,11 @@ use crate::transaction::Context;
 
 /// Runs `engine deprecate`.
 pub async fn run(ctx: &Context, engine: &str, to: &str) -> Result<Output, CommandError> {
-    let to = if to.contains('@') && !to.contains(':') { format!("docker:{to}") } else { to.to_string() };
+    let to = if to.contains('@') && !to.contains(':') {
+        format!("docker:{to}")
+    } else {
+        to.to_string()
+    };
     let replacement = ctx.engines.by_reference(engine, &to)?;
     let mut all: Vec<ReplayedStep> = Vec::new();
     let mut datasets = Vec::new();
@@ -32,7 +36,10 @@ pub async fn run(ctx: &Context, engine: &str, to: &str) -> Result<Output, Comman
         .await?;
         if let Some(bad) = steps.iter().find(|s| !s.matches()) {
             return Err(CommandError::Mismatch {
-                summary: format!("engine `{engine}` not deprecated: {}", bad.describe_mismatch()),
+                summary: format!(
+                    "engine `{engine}` not deprecated: {}",
+                    bad.describe_mismatch()
+                ),
             });
         }
         datasets.push(name);
@@ -47,7 +54,9 @@ pub async fn run(ctx: &Context, engine: &str, to: &str) -> Result<Output, Comman
     let now = chrono::Utc::now();
     let mut recorded = Vec::new();
     for d in &deprecated {
-        let Ok(old) = serde_json::from_str::<EngineIdentity>(d) else { continue };
+        let Ok(old) = serde_json::from_str::<EngineIdentity>(d) else {
+            continue;
+        };
         let entry = Compatibility {
             deprecated: old,
             replacement: replacement.identity().clone(),
@@ -66,7 +75,10 @@ pub async fn run(ctx: &Context, engine: &str, to: &str) -> Result<Output, Comman
         replacement.identity().runtime,
         recorded.len()
     );
-    Ok(Output { text, json: json!({ "engine": engine, "replacement": replacement.identity(), "steps": all, "recorded": recorded }) })
+    Ok(Output {
+        text,
+        json: json!({ "engine": engine, "replacement": replacement.identity(), "steps": all, "recorded": recorded }),
+    })
 }
 
 /// Runs `engine list`: the compatibility records.
@@ -85,7 +97,16 @@ pub async fn list(ctx: &Context) -> Result<Output, CommandError> {
         })
         .collect();
     Ok(Output {
-        text: super::table(&["ENGINE", "DEPRECATED", "REPLACED BY", "STEPS", "VERIFIED AT"], &rows),
+        text: super::table(
+            &[
+                "ENGINE",
+                "DEPRECATED",
+                "REPLACED BY",
+                "STEPS",
+                "VERIFIED AT",
+            ],
+            &rows,
+        ),
         json: json!({ "compatibility": all }),
     })
 }

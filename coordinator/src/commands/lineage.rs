@@ -15,7 +15,11 @@ pub fn run(ctx: &Context, format: Format) -> Result<Output, CommandError> {
         let mut lines = vec!["digraph lineage {".to_string(), "  rankdir=LR;".to_string()];
         for name in &order {
             let m = &ws.datasets[name];
-            let shape = if m.kind == crate::chain::event::DatasetKind::Root { "cylinder" } else { "box" };
+            let shape = if m.kind == crate::chain::event::DatasetKind::Root {
+                "cylinder"
+            } else {
+                "box"
+            };
             lines.push(format!("  \"{name}\" [shape={shape}];"));
             for input in ws.inputs_of(name) {
                 lines.push(format!("  \"{input}\" -> \"{name}\";"));
@@ -34,13 +38,30 @@ pub fn run(ctx: &Context, format: Format) -> Result<Output, CommandError> {
         .iter()
         .map(|n| json!({ "name": n, "kind": ws.datasets[n].kind, "inputs": ws.inputs_of(n) }))
         .collect();
-    Ok(Output { text, json: json!({ "datasets": nodes }) })
+    Ok(Output {
+        text,
+        json: json!({ "datasets": nodes }),
+    })
 }
 
-fn tree(ws: &crate::manifest::workspace::Workspace, name: &str, depth: usize, out: &mut Vec<String>) {
+fn tree(
+    ws: &crate::manifest::workspace::Workspace,
+    name: &str,
+    depth: usize,
+    out: &mut Vec<String>,
+) {
     let m = &ws.datasets[name];
-    let engine = m.transform.as_ref().map(|t| format!(" [{}]", t.transform.sql().engine)).unwrap_or_default();
-    out.push(format!("{}{} ({:?}){engine}", "  ".repeat(depth) + if depth > 0 { "└─ " } else { "" }, name, m.kind));
+    let engine = m
+        .transform
+        .as_ref()
+        .map(|t| format!(" [{}]", t.transform.sql().engine))
+        .unwrap_or_default();
+    out.push(format!(
+        "{}{} ({:?}){engine}",
+        "  ".repeat(depth) + if depth > 0 { "└─ " } else { "" },
+        name,
+        m.kind
+    ));
     for d in ws.dependents_of(name) {
         tree(ws, &d, depth + 1, out);
     }

@@ -19,7 +19,9 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
             format!("{:?}", m.kind),
             s.head.map_or("-".into(), |h| h.short()),
             s.num_records.to_string(),
-            s.last_updated.map_or("never".into(), |t| t.format("%Y-%m-%d %H:%M:%S").to_string()),
+            s.last_updated.map_or("never".into(), |t| {
+                t.format("%Y-%m-%d %H:%M:%S").to_string()
+            }),
             s.watermark.map_or("-".into(), |t| t.to_rfc3339()),
         ]);
         items.push(json!({
@@ -33,7 +35,10 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
         }));
     }
     Ok(Output {
-        text: table(&["DATASET", "KIND", "HEAD", "RECORDS", "UPDATED", "WATERMARK"], &rows),
+        text: table(
+            &["DATASET", "KIND", "HEAD", "RECORDS", "UPDATED", "WATERMARK"],
+            &rows,
+        ),
         json: json!({ "datasets": items }),
     })
 }

@@ -1,10 +1,10 @@
 //! The commands of `weir`, each in its own file, over a loaded workspace.
 
+pub mod conformance;
+pub mod deprecate;
 pub mod lineage;
 pub mod list;
 pub mod log;
-pub mod conformance;
-pub mod deprecate;
 pub mod provenance;
 pub mod pull;
 pub mod tail;
@@ -41,11 +41,23 @@ impl Output {
 }
 
 /// Loads the workspace and opens its storage.
-pub fn open(root: &std::path::Path, runtime: EngineRuntimeKind, deadline: Duration) -> Result<Context, CommandError> {
+pub fn open(
+    root: &std::path::Path,
+    runtime: EngineRuntimeKind,
+    deadline: Duration,
+) -> Result<Context, CommandError> {
     let workspace = Workspace::load(root)?;
     let storage = Storage::open(&workspace.storage_location())?;
-    let engines = EngineResolver { runtime, config: workspace.config.engines.clone(), deadline };
-    Ok(Context { workspace: Arc::new(workspace), storage, engines })
+    let engines = EngineResolver {
+        runtime,
+        config: workspace.config.engines.clone(),
+        deadline,
+    };
+    Ok(Context {
+        workspace: Arc::new(workspace),
+        storage,
+        engines,
+    })
 }
 
 /// Fails with the list of known datasets when `name` is unknown.
@@ -55,7 +67,13 @@ pub fn known(ctx: &Context, name: &str) -> Result<(), CommandError> {
     }
     Err(CommandError::UnknownDataset {
         name: name.to_string(),
-        known: ctx.workspace.datasets.keys().cloned().collect::<Vec<_>>().join(", "),
+        known: ctx
+            .workspace
+            .datasets
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
     })
 }
 

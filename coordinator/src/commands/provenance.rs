@@ -12,10 +12,15 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
     known(ctx, dataset)?;
     let chain = ctx.storage.dataset(dataset).chain().await?;
     let found = chain.blocks.iter().find(|(_, b)| {
-        b.event.new_data().is_some_and(|d| d.offset_interval.start <= offset && offset <= d.offset_interval.end)
+        b.event
+            .new_data()
+            .is_some_and(|d| d.offset_interval.start <= offset && offset <= d.offset_interval.end)
     });
     let Some((hash, block)) = found else {
-        return Err(CommandError::NoSuchOffset { dataset: dataset.to_string(), offset });
+        return Err(CommandError::NoSuchOffset {
+            dataset: dataset.to_string(),
+            offset,
+        });
     };
     let mut lines = vec![format!(
         "{dataset} offset {offset} was written by block #{} {} at {}",
@@ -26,19 +31,30 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
     let mut inputs_json = Vec::new();
     match &block.event {
         MetadataEvent::AddData(a) => {
-            let src = a.new_source_state.as_ref().map_or("-".into(), |s| s.value.clone());
+            let src = a
+                .new_source_state
+                .as_ref()
+                .map_or("-".into(), |s| s.value.clone());
             lines.push(format!("  ingested from source `{src}`"));
             inputs_json.push(json!({ "source": src }));
         }
         MetadataEvent::ExecuteTransform(t) => {
             let names = id_names(ctx).await?;
             if let Some(e) = &t.engine {
-                lines.push(format!("  computed by engine {} ({} {})", e.name, e.runtime, e.reference));
+                lines.push(format!(
+                    "  computed by engine {} ({} {})",
+                    e.name, e.runtime, e.reference
+                ));
             }
             for i in &t.query_inputs {
-                let name = names.iter().find(|(id, _)| *id == i.dataset_id).map_or("?".to_string(), |(_, n)| n.clone());
+                let name = names
+                    .iter()
+                    .find(|(id, _)| *id == i.dataset_id)
+                    .map_or("?".to_string(), |(_, n)| n.clone());
                 let range = match (i.prev_offset, i.new_offset) {
-                    (p, Some(n)) if Some(n) > p => format!("offsets [{}, {n}]", p.map_or(0, |p| p + 1)),
+                    (p, Some(n)) if Some(n) > p => {
+                        format!("offsets [{}, {n}]", p.map_or(0, |p| p + 1))
+                    }
                     _ => "no new records".into(),
                 };
                 lines.push(format!(
@@ -66,7 +82,9 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
     })
 }
 
-async fn id_names(ctx: &Context) -> Result<Vec<(crate::chain::event::DatasetId, String)>, CommandError> {
+async fn id_names(
+    ctx: &Context,
+) -> Result<Vec<(crate::chain::event::DatasetId, String)>, CommandError> {
     let mut out = Vec::new();
     for name in ctx.workspace.datasets.keys() {
         let chain = ctx.storage.dataset(name).chain().await?;

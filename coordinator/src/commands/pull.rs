@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use gen_stage::{
-    BroadcastDispatcher, Consumer, ConsumerContext, DemandDispatcher, Noreply, PartitionDispatcher, Producer,
-    ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext, ProducerOptions,
-    ProducerStage, StageRef, SubscribeOptions, Subscription,
+    BroadcastDispatcher, Consumer, ConsumerContext, DemandDispatcher, Noreply, PartitionDispatcher,
+    Producer, ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
+    ProducerOptions, ProducerStage, StageRef, SubscribeOptions, Subscription,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -115,11 +115,20 @@ pub struct PullReport {
 
 impl PendingTransactions {
     fn ready(&mut self) -> Vec<Task> {
-        let tasks: Vec<Task> = self.scheduler.take_ready().into_iter().map(|dataset| Task { dataset }).collect();
-        if tasks.is_empty() && self.scheduler.is_finished()
+        let tasks: Vec<Task> = self
+            .scheduler
+            .take_ready()
+            .into_iter()
+            .map(|dataset| Task { dataset })
+            .collect();
+        if tasks.is_empty()
+            && self.scheduler.is_finished()
             && let Some(tx) = self.finished.take()
         {
-            let _ = tx.send(PullReport { states: self.scheduler.states(), errors: self.errors.clone() });
+            let _ = tx.send(PullReport {
+                states: self.scheduler.states(),
+                errors: self.errors.clone(),
+            });
         }
         tasks
     }
@@ -132,7 +141,10 @@ impl Producer for PendingTransactions {
     type Cast = Done;
     type Info = ();
 
-    async fn init(&mut self, _ctx: &mut ProducerContext<'_, Self>) -> Result<ProducerOptions<Task>, gen_stage::StopReason> {
+    async fn init(
+        &mut self,
+        _ctx: &mut ProducerContext<'_, Self>,
+    ) -> Result<ProducerOptions<Task>, gen_stage::StopReason> {
         let dispatcher = PartitionDispatcher::named(self.datasets.clone(), |t: Task| {
             let key = t.dataset.clone();
             Some((t, key))
@@ -140,11 +152,19 @@ impl Producer for PendingTransactions {
         Ok(ProducerOptions::new().dispatcher(dispatcher))
     }
 
-    async fn handle_demand(&mut self, _demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<Task> {
+    async fn handle_demand(
+        &mut self,
+        _demand: usize,
+        _ctx: &mut ProducerContext<'_, Self>,
+    ) -> Noreply<Task> {
         Noreply::Emit(self.ready())
     }
 
-    async fn handle_cast(&mut self, done: Done, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<Task> {
+    async fn handle_cast(
+        &mut self,
+        done: Done,
+        _ctx: &mut ProducerContext<'_, Self>,
+    ) -> Noreply<Task> {
         if let Some(e) = done.error {
             self.errors.insert(done.dataset.clone(), e);
         }
@@ -164,7 +184,12 @@ impl ProducerConsumer for Lane {
     type Cast = ();
     type Info = ();
 
-    async fn handle_events(&mut self, events: Vec<Task>, _from: Subscription, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<Task> {
+    async fn handle_events(
+        &mut self,
+        events: Vec<Task>,
+        _from: Subscription,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> Noreply<Task> {
         Noreply::Emit(events)
     }
 }
@@ -180,11 +205,19 @@ impl ProducerConsumer for WorkerPool {
     type Cast = ();
     type Info = ();
 
-    async fn init(&mut self, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Result<ProducerConsumerOptions<Task, Task>, gen_stage::StopReason> {
+    async fn init(
+        &mut self,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> Result<ProducerConsumerOptions<Task, Task>, gen_stage::StopReason> {
         Ok(ProducerConsumerOptions::new().dispatcher(DemandDispatcher::new()))
     }
 
-    async fn handle_events(&mut self, events: Vec<Task>, _from: Subscription, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<Task> {
+    async fn handle_events(
+        &mut self,
+        events: Vec<Task>,
+        _from: Subscription,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> Noreply<Task> {
         Noreply::Emit(events)
     }
 }
@@ -204,10 +237,17 @@ impl Consumer for Worker {
     type Cast = ();
     type Info = ();
 
-    async fn handle_events(&mut self, events: Vec<Task>, _from: Subscription, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+    async fn handle_events(
+        &mut self,
+        events: Vec<Task>,
+        _from: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
         for task in events {
             let dataset = task.dataset.clone();
-            self.emit(ProgressEvent::Started { dataset: dataset.clone() });
+            self.emit(ProgressEvent::Started {
+                dataset: dataset.clone(),
+            });
             let started = Instant::now();
             let (completion, event, error) = match self.ctx.run_once(&dataset).await {
                 Ok(TxOutcome::Committed { head, records, .. }) => (
@@ -220,21 +260,32 @@ impl Consumer for Worker {
                     },
                     None,
                 ),
-                Ok(TxOutcome::UpToDate { .. }) => {
-                    (Completion::UpToDate, ProgressEvent::UpToDate { dataset: dataset.clone() }, None)
-                }
+                Ok(TxOutcome::UpToDate { .. }) => (
+                    Completion::UpToDate,
+                    ProgressEvent::UpToDate {
+                        dataset: dataset.clone(),
+                    },
+                    None,
+                ),
                 Err(e) => {
                     let message = error_chain(&e);
                     warn!(dataset = %dataset, error = %message, "transaction failed; the dataset keeps its previous head");
                     (
                         Completion::Failed(message.clone()),
-                        ProgressEvent::Failed { dataset: dataset.clone(), message: message.clone() },
+                        ProgressEvent::Failed {
+                            dataset: dataset.clone(),
+                            message: message.clone(),
+                        },
                         Some((message, tx_code(&e))),
                     )
                 }
             };
             self.emit(event);
-            let _ = self.scheduler.cast(Done { dataset, completion, error });
+            let _ = self.scheduler.cast(Done {
+                dataset,
+                completion,
+                error,
+            });
         }
         Noreply::none()
     }
@@ -243,7 +294,8 @@ impl Consumer for Worker {
 impl Worker {
     fn emit(&self, event: ProgressEvent) {
         if self.progress.cast(event).is_ok() {
-            self.emitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.emitted
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
 }
@@ -272,15 +324,26 @@ impl Producer for ProgressHub {
     type Cast = ProgressEvent;
     type Info = ();
 
-    async fn init(&mut self, _ctx: &mut ProducerContext<'_, Self>) -> Result<ProducerOptions<ProgressEvent>, gen_stage::StopReason> {
+    async fn init(
+        &mut self,
+        _ctx: &mut ProducerContext<'_, Self>,
+    ) -> Result<ProducerOptions<ProgressEvent>, gen_stage::StopReason> {
         Ok(ProducerOptions::new().dispatcher(BroadcastDispatcher::new()))
     }
 
-    async fn handle_demand(&mut self, _demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<ProgressEvent> {
+    async fn handle_demand(
+        &mut self,
+        _demand: usize,
+        _ctx: &mut ProducerContext<'_, Self>,
+    ) -> Noreply<ProgressEvent> {
         Noreply::none()
     }
 
-    async fn handle_cast(&mut self, event: ProgressEvent, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<ProgressEvent> {
+    async fn handle_cast(
+        &mut self,
+        event: ProgressEvent,
+        _ctx: &mut ProducerContext<'_, Self>,
+    ) -> Noreply<ProgressEvent> {
         Noreply::Emit(vec![event])
     }
 }
@@ -299,26 +362,38 @@ impl Consumer for Renderer {
     type Cast = ();
     type Info = ();
 
-    async fn handle_events(&mut self, events: Vec<ProgressEvent>, _from: Subscription, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+    async fn handle_events(
+        &mut self,
+        events: Vec<ProgressEvent>,
+        _from: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
         for e in events {
             let bar = self
                 .bars
                 .entry(e.dataset().to_string())
                 .or_insert_with(|| {
-                    let style = indicatif::ProgressStyle::with_template("{spinner} {prefix:<24} {msg}")
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
-                    let b = self.multi.add(indicatif::ProgressBar::new_spinner().with_style(style));
+                    let style =
+                        indicatif::ProgressStyle::with_template("{spinner} {prefix:<24} {msg}")
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+                    let b = self
+                        .multi
+                        .add(indicatif::ProgressBar::new_spinner().with_style(style));
                     b.set_prefix(e.dataset().to_string());
                     b
                 })
                 .clone();
             match &e {
                 ProgressEvent::Started { .. } => bar.set_message("running..."),
-                ProgressEvent::Committed { records, millis, .. } => {
+                ProgressEvent::Committed {
+                    records, millis, ..
+                } => {
                     bar.set_message(format!("committed {records} record(s) in {millis} ms"));
                 }
                 ProgressEvent::UpToDate { .. } => bar.finish_with_message("up to date"),
-                ProgressEvent::Failed { message, .. } => bar.finish_with_message(format!("FAILED: {message}")),
+                ProgressEvent::Failed { message, .. } => {
+                    bar.finish_with_message(format!("FAILED: {message}"))
+                }
             }
             if let Ok(mut log) = self.log.lock() {
                 log.push(e);
@@ -341,12 +416,23 @@ impl ProducerConsumer for PluginRelay {
     type Cast = ();
     type Info = ();
 
-    async fn init(&mut self, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Result<ProducerConsumerOptions<ProgressEvent, ProgressEvent>, gen_stage::StopReason> {
-        let d = self.dispatcher.take().ok_or(gen_stage::StopReason::Normal)?;
+    async fn init(
+        &mut self,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> Result<ProducerConsumerOptions<ProgressEvent, ProgressEvent>, gen_stage::StopReason> {
+        let d = self
+            .dispatcher
+            .take()
+            .ok_or(gen_stage::StopReason::Normal)?;
         Ok(ProducerConsumerOptions::new().dispatcher(d))
     }
 
-    async fn handle_events(&mut self, events: Vec<ProgressEvent>, _from: Subscription, _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<ProgressEvent> {
+    async fn handle_events(
+        &mut self,
+        events: Vec<ProgressEvent>,
+        _from: Subscription,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> Noreply<ProgressEvent> {
         Noreply::Emit(events)
     }
 }
@@ -363,7 +449,12 @@ impl Consumer for PluginSink {
     type Cast = ();
     type Info = ();
 
-    async fn handle_events(&mut self, events: Vec<ProgressEvent>, _from: Subscription, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+    async fn handle_events(
+        &mut self,
+        events: Vec<ProgressEvent>,
+        _from: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
         if let Ok(mut n) = self.delivered.lock() {
             *n += events.len() as u64;
         }
@@ -387,7 +478,9 @@ pub struct PullOptions {
 }
 
 fn pipeline_err(e: impl std::fmt::Display) -> CommandError {
-    CommandError::Pipeline { message: e.to_string() }
+    CommandError::Pipeline {
+        message: e.to_string(),
+    }
 }
 
 /// Runs `pull`.
@@ -414,28 +507,53 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     let (finished_tx, finished_rx) = oneshot::channel();
 
     // Progress: hub -> renderer (+ plugin branch).
-    let hub = gen_stage::start_producer(ProgressHub).await.map_err(pipeline_err)?;
+    let hub = gen_stage::start_producer(ProgressHub)
+        .await
+        .map_err(pipeline_err)?;
     let multi = indicatif::MultiProgress::new();
     if opts.quiet {
         multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let log = Arc::new(Mutex::new(Vec::new()));
-    let renderer = gen_stage::start_consumer(Renderer { bars: BTreeMap::new(), multi, log: log.clone() })
+    let renderer = gen_stage::start_consumer(Renderer {
+        bars: BTreeMap::new(),
+        multi,
+        log: log.clone(),
+    })
+    .await
+    .map_err(pipeline_err)?;
+    renderer
+        .subscribe(&hub, SubscribeOptions::new().max_demand(100))
         .await
         .map_err(pipeline_err)?;
-    renderer.subscribe(&hub, SubscribeOptions::new().max_demand(100)).await.map_err(pipeline_err)?;
     let mut metrics = None;
     let delivered = Arc::new(Mutex::new(0u64));
     let mut plugin_stages = Vec::new();
     if let Some(path) = &opts.dispatcher_plugin {
-        let plugin_err = |e: plugin_host::PluginError| CommandError::Plugin { path: path.display().to_string(), message: e.to_string() };
+        let plugin_err = |e: plugin_host::PluginError| CommandError::Plugin {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
         let factory = plugin_host::load(path, &json!({})).map_err(plugin_err)?;
         let dispatcher = factory.dispatcher::<ProgressEvent>().map_err(plugin_err)?;
         metrics = dispatcher.metrics();
-        let relay = gen_stage::start_producer_consumer(PluginRelay { dispatcher: Some(dispatcher) }).await.map_err(pipeline_err)?;
-        relay.subscribe(&hub, SubscribeOptions::new().max_demand(100)).await.map_err(pipeline_err)?;
-        let sink = gen_stage::start_consumer(PluginSink { delivered: delivered.clone() }).await.map_err(pipeline_err)?;
-        sink.subscribe(&relay, SubscribeOptions::new().max_demand(100)).await.map_err(pipeline_err)?;
+        let relay = gen_stage::start_producer_consumer(PluginRelay {
+            dispatcher: Some(dispatcher),
+        })
+        .await
+        .map_err(pipeline_err)?;
+        relay
+            .subscribe(&hub, SubscribeOptions::new().max_demand(100))
+            .await
+            .map_err(pipeline_err)?;
+        let sink = gen_stage::start_consumer(PluginSink {
+            delivered: delivered.clone(),
+        })
+        .await
+        .map_err(pipeline_err)?;
+        sink.subscribe(&relay, SubscribeOptions::new().max_demand(100))
+            .await
+            .map_err(pipeline_err)?;
         plugin_stages.push((relay, sink));
     }
 
@@ -448,14 +566,26 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     })
     .await
     .map_err(pipeline_err)?;
-    let pool = gen_stage::start_producer_consumer(WorkerPool).await.map_err(pipeline_err)?;
+    let pool = gen_stage::start_producer_consumer(WorkerPool)
+        .await
+        .map_err(pipeline_err)?;
     let mut lanes = Vec::new();
     for d in &targets {
-        let lane = gen_stage::start_producer_consumer(Lane).await.map_err(pipeline_err)?;
-        lane.subscribe(&producer, SubscribeOptions::new().partition(d.as_str()).max_demand(1).min_demand(0))
+        let lane = gen_stage::start_producer_consumer(Lane)
             .await
             .map_err(pipeline_err)?;
-        pool.subscribe(&lane, SubscribeOptions::new().max_demand(1).min_demand(0)).await.map_err(pipeline_err)?;
+        lane.subscribe(
+            &producer,
+            SubscribeOptions::new()
+                .partition(d.as_str())
+                .max_demand(1)
+                .min_demand(0),
+        )
+        .await
+        .map_err(pipeline_err)?;
+        pool.subscribe(&lane, SubscribeOptions::new().max_demand(1).min_demand(0))
+            .await
+            .map_err(pipeline_err)?;
         lanes.push(lane);
     }
     let mut workers = Vec::new();
@@ -467,13 +597,20 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             scheduler: producer.clone(),
             progress: hub.clone(),
         })
+        .await
+        .map_err(pipeline_err)?;
+        w.subscribe(&pool, SubscribeOptions::new().max_demand(1).min_demand(0))
             .await
             .map_err(pipeline_err)?;
-        w.subscribe(&pool, SubscribeOptions::new().max_demand(1).min_demand(0)).await.map_err(pipeline_err)?;
         workers.push(w);
     }
-    let report = finished_rx.await.map_err(|_| pipeline_err("the scheduler stopped before the pull finished"))?;
-    info!(elapsed_ms = started.elapsed().as_millis() as u64, "pull finished");
+    let report = finished_rx
+        .await
+        .map_err(|_| pipeline_err("the scheduler stopped before the pull finished"))?;
+    info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "pull finished"
+    );
 
     // Let the renderer see every progress event, then stop everything.
     for _ in 0..200 {
@@ -499,7 +636,14 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     let _ = hub.stop(gen_stage::StopReason::Normal).await;
 
     let metrics_text = match &metrics {
-        Some(m) => Some(m.snapshot().map_err(|e| CommandError::Plugin { path: String::new(), message: e.to_string() })?.to_prometheus()),
+        Some(m) => Some(
+            m.snapshot()
+                .map_err(|e| CommandError::Plugin {
+                    path: String::new(),
+                    message: e.to_string(),
+                })?
+                .to_prometheus(),
+        ),
         None => None,
     };
     let mut lines = Vec::new();
@@ -514,19 +658,37 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         lines.push(format!("{name}: {what}"));
         items.push(json!({ "dataset": name, "state": what, "transactions": transactions }));
     }
-    lines.push(format!("pulled {} dataset(s) in {:.2} s", report.states.len(), started.elapsed().as_secs_f64()));
+    lines.push(format!(
+        "pulled {} dataset(s) in {:.2} s",
+        report.states.len(),
+        started.elapsed().as_secs_f64()
+    ));
     if let Some(m) = &metrics_text {
-        lines.push(format!("dispatcher plugin metrics ({} event(s) delivered):", delivered.lock().map(|d| *d).unwrap_or(0)));
+        lines.push(format!(
+            "dispatcher plugin metrics ({} event(s) delivered):",
+            delivered.lock().map(|d| *d).unwrap_or(0)
+        ));
         lines.push(m.trim_end().to_string());
     }
     if !report.errors.is_empty() {
         eprintln!("{}", lines.join("\n"));
-        let code = report.errors.values().next().map_or(exit::FAILURE, |(_, c)| *c);
+        let code = report
+            .errors
+            .values()
+            .next()
+            .map_or(exit::FAILURE, |(_, c)| *c);
         return Err(CommandError::PullFailed {
             failed: report.errors.len(),
-            messages: report.errors.iter().map(|(d, (m, _))| format!("{d}: {m}")).collect(),
+            messages: report
+                .errors
+                .iter()
+                .map(|(d, (m, _))| format!("{d}: {m}"))
+                .collect(),
             code,
         });
     }
-    Ok(Output { text: lines.join("\n"), json: json!({ "datasets": items, "pluginMetrics": metrics_text }) })
+    Ok(Output {
+        text: lines.join("\n"),
+        json: json!({ "datasets": items, "pluginMetrics": metrics_text }),
+    })
 }

@@ -28,7 +28,10 @@ pub async fn run(ctx: &Context, dataset: &str, n: usize) -> Result<Output, Comma
         batches.insert(0, b);
     }
     let Some(first) = batches.first() else {
-        return Ok(Output { text: format!("dataset `{dataset}` has no records"), json: json!({ "records": [] }) });
+        return Ok(Output {
+            text: format!("dataset `{dataset}` has no records"),
+            json: json!({ "records": [] }),
+        });
     };
     let all = concat_batches(&first.schema(), &batches).map_err(data::arrow_err("tail"))?;
     let skip = all.num_rows().saturating_sub(n);
@@ -36,7 +39,10 @@ pub async fn run(ctx: &Context, dataset: &str, n: usize) -> Result<Output, Comma
     let text = arrow::util::pretty::pretty_format_batches(std::slice::from_ref(&last))
         .map_err(data::arrow_err("tail"))?
         .to_string();
-    Ok(Output { text, json: json!({ "dataset": dataset, "records": to_json_rows(&last)? }) })
+    Ok(Output {
+        text,
+        json: json!({ "dataset": dataset, "records": to_json_rows(&last)? }),
+    })
 }
 
 /// Rows as JSON objects, values in their display form (numbers as numbers when they parse).

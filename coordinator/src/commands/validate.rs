@@ -10,7 +10,10 @@ use crate::transaction::Context;
 /// Runs `validate`: every chain is decoded and checked against the chain rules, and every data slice and
 /// checkpoint it references is read and its hash checked.
 pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
-    let mut lines = vec![format!("{} manifest(s) valid", ctx.workspace.datasets.len())];
+    let mut lines = vec![format!(
+        "{} manifest(s) valid",
+        ctx.workspace.datasets.len()
+    )];
     let mut items = Vec::new();
     for name in ctx.workspace.topological_order()? {
         let store = ctx.storage.dataset(&name);
@@ -24,12 +27,22 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
             if let crate::chain::event::MetadataEvent::ExecuteTransform(t) = &b.event
                 && let Some(c) = &t.new_checkpoint
             {
-                store.get_file(FileKind::Checkpoint, &c.physical_hash).await?;
+                store
+                    .get_file(FileKind::Checkpoint, &c.physical_hash)
+                    .await?;
                 files += 1;
             }
         }
-        lines.push(format!("{name}: {} block(s), {files} file(s) ok", chain.blocks.len()));
-        items.push(json!({ "dataset": name, "blocks": chain.blocks.len(), "files": files, "ok": true }));
+        lines.push(format!(
+            "{name}: {} block(s), {files} file(s) ok",
+            chain.blocks.len()
+        ));
+        items.push(
+            json!({ "dataset": name, "blocks": chain.blocks.len(), "files": files, "ok": true }),
+        );
     }
-    Ok(Output { text: lines.join("\n"), json: json!({ "valid": true, "datasets": items }) })
+    Ok(Output {
+        text: lines.join("\n"),
+        json: json!({ "valid": true, "datasets": items }),
+    })
 }

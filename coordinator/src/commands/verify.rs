@@ -57,11 +57,16 @@ impl ReplayedStep {
     }
 }
 
+/// Chooses the engine that replays a recorded step (`None` skips the step), given the step and the engine
+/// name its transform asks for.
+pub type EngineChooser<'a> =
+    dyn Fn(&ExecuteTransform, &str) -> Result<Option<EngineHandle>, EngineFailure> + 'a;
+
 /// Replays the transform steps of `dataset` in order, stopping at the first mismatch.
 pub async fn replay(
     ctx: &Context,
     dataset: &str,
-    engine_for: &dyn Fn(&ExecuteTransform, &str) -> Result<Option<EngineHandle>, EngineFailure>,
+    engine_for: &EngineChooser<'_>,
 ) -> Result<Vec<ReplayedStep>, CommandError> {
     let store = ctx.storage.dataset(dataset);
     let chain = store.chain().await?;
@@ -73,11 +78,17 @@ pub async fn replay(
     }
     let mut steps = Vec::new();
     for (k, (hash, block)) in chain.blocks.iter().enumerate() {
-        let MetadataEvent::ExecuteTransform(recorded) = &block.event else { continue };
+        let MetadataEvent::ExecuteTransform(recorded) = &block.event else {
+            continue;
+        };
         let prefix = Chain::from_blocks(dataset, &chain.blocks[..k])?;
-        let Some(set_transform) = &prefix.summary.transform else { continue };
+        let Some(set_transform) = &prefix.summary.transform else {
+            continue;
+        };
         let sql = set_transform.transform.sql().normalized();
-        let Some(engine) = engine_for(recorded, &sql.engine)? else { continue };
+        let Some(engine) = engine_for(recorded, &sql.engine)? else {
+            continue;
+        };
         let mut inputs = Vec::new();
         for (qi, ti) in recorded.query_inputs.iter().zip(&set_transform.inputs) {
             let name = ids
@@ -85,8 +96,14 @@ pub async fn replay(
                 .find(|(id, _)| *id == qi.dataset_id)
                 .map(|(_, n)| n.clone())
                 .unwrap_or_else(|| ti.dataset_ref.clone());
-            let in_chain = ctx.storage.dataset(&name).chain_at(qi.new_block_hash).await?;
-            let Some(schema_slice) = in_chain.data_slices().next().cloned() else { continue };
+            let in_chain = ctx
+                .storage
+                .dataset(&name)
+                .chain_at(qi.new_block_hash)
+                .await?;
+            let Some(schema_slice) = in_chain.data_slices().next().cloned() else {
+                continue;
+            };
             inputs.push(PlannedInput {
                 name,
                 query_alias: ti.query_alias().to_string(),
@@ -102,16 +119,38 @@ pub async fn replay(
         let plan = TransformPlan {
             transform: sql,
             inputs,
-            prev_checkpoint: recorded.prev_checkpoint.map(|h| Checkpoint { physical_hash: h, size: 0 }),
+            prev_checkpoint: recorded.prev_checkpoint.map(|h| Checkpoint {
+                physical_hash: h,
+                size: 0,
+            }),
             prev_offset: recorded.prev_offset,
         };
         let vocab = Vocab::from(&prefix.summary.vocab.clone().unwrap_or_default());
-        let id = chain.summary.dataset_id.clone().unwrap_or(crate::chain::event::DatasetId([0; 32]));
-        let run = ctx.run_engine(&store, &prefix, dataset, id, &plan, &engine, &vocab, block.system_time).await?;
+        let id = chain
+            .summary
+            .dataset_id
+            .clone()
+            .unwrap_or(crate::chain::event::DatasetId([0; 32]));
+        let run = ctx
+            .run_engine(
+                &store,
+                &prefix,
+                dataset,
+                id,
+                &plan,
+                &engine,
+                &vocab,
+                block.system_time,
+            )
+            .await?;
         let replayed = match &run.output {
             Some(o) if o.num_rows() > 0 => {
                 let h = data::logical_hash(o, &vocab)?;
-                Some((plan.next_offset(), plan.next_offset() + o.num_rows() as u64 - 1, h))
+                Some((
+                    plan.next_offset(),
+                    plan.next_offset() + o.num_rows() as u64 - 1,
+                    h,
+                ))
             }
             _ => None,
         };
@@ -121,10 +160,13 @@ pub async fn replay(
             block_hash: *hash,
             recorded_engine: recorded.engine.clone(),
             replay_engine: engine.identity().clone(),
-            recorded: recorded
-                .new_data
-                .as_ref()
-                .map(|d| (d.offset_interval.start, d.offset_interval.end, d.logical_hash)),
+            recorded: recorded.new_data.as_ref().map(|d| {
+                (
+                    d.offset_interval.start,
+                    d.offset_interval.end,
+                    d.logical_hash,
+                )
+            }),
             replayed,
         };
         let stop = !step.matches();
@@ -145,7 +187,9 @@ pub fn recorded_engine(
     name: &str,
 ) -> Result<EngineHandle, EngineFailure> {
     let current = ctx.engines.resolve(name)?;
-    let Some(rec) = &recorded.engine else { return Ok(current) };
+    let Some(rec) = &recorded.engine else {
+        return Ok(current);
+    };
     if rec == current.identity() {
         return Ok(current);
     }
@@ -153,7 +197,9 @@ pub fn recorded_engine(
         if replacement == current.identity() {
             return Ok(current);
         }
-        return ctx.engines.by_reference(name, &replacement.reference_for_cli());
+        return ctx
+            .engines
+            .by_reference(name, &replacement.reference_for_cli());
     }
     Err(EngineFailure::NotConfigured {
         engine: name.to_string(),
@@ -170,14 +216,25 @@ pub fn recorded_engine(
 pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
     known(ctx, dataset)?;
     let compat = compat::load(&ctx.storage).await?;
-    let steps = replay(ctx, dataset, &|rec, name| recorded_engine(ctx, &compat, rec, name).map(Some)).await?;
+    let steps = replay(ctx, dataset, &|rec, name| {
+        recorded_engine(ctx, &compat, rec, name).map(Some)
+    })
+    .await?;
     if let Some(bad) = steps.iter().find(|s| !s.matches()) {
-        return Err(CommandError::Mismatch { summary: format!("verification failed: {}", bad.describe_mismatch()) });
+        return Err(CommandError::Mismatch {
+            summary: format!("verification failed: {}", bad.describe_mismatch()),
+        });
     }
     let text = if steps.is_empty() {
         format!("dataset `{dataset}` has no transform steps to verify")
     } else {
-        format!("dataset `{dataset}`: {} transform step(s) replayed, all outputs identical", steps.len())
+        format!(
+            "dataset `{dataset}`: {} transform step(s) replayed, all outputs identical",
+            steps.len()
+        )
     };
-    Ok(Output { text, json: json!({ "dataset": dataset, "verified": true, "steps": steps }) })
+    Ok(Output {
+        text,
+        json: json!({ "dataset": dataset, "verified": true, "steps": steps }),
+    })
 }

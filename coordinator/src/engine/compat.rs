@@ -45,11 +45,16 @@ pub async fn record(storage: &Storage, entry: Compatibility) -> Result<(), Store
     all.retain(|c| !(c.deprecated == entry.deprecated && c.replacement == entry.replacement));
     all.push(entry);
     let json = serde_json::to_vec_pretty(&all).unwrap_or_default();
-    storage.put(&storage.path(COMPAT_PATH), Bytes::from(json)).await
+    storage
+        .put(&storage.path(COMPAT_PATH), Bytes::from(json))
+        .await
 }
 
 /// The replacement recorded for `deprecated`, following chains of deprecations.
-pub fn replacement_for<'a>(all: &'a [Compatibility], deprecated: &EngineIdentity) -> Option<&'a EngineIdentity> {
+pub fn replacement_for<'a>(
+    all: &'a [Compatibility],
+    deprecated: &EngineIdentity,
+) -> Option<&'a EngineIdentity> {
     let mut current = all.iter().find(|c| &c.deprecated == deprecated)?;
     for _ in 0..all.len() {
         match all.iter().find(|c| c.deprecated == current.replacement) {

@@ -17,7 +17,9 @@ pub enum ContractViolation {
         interval: OffsetInterval,
     },
     /// The interval does not start at `next_offset`.
-    #[error("the engine's output starts at offset {found} but must start at next_offset {expected}")]
+    #[error(
+        "the engine's output starts at offset {found} but must start at next_offset {expected}"
+    )]
     WrongStartOffset {
         /// `next_offset` of the request.
         expected: u64,
@@ -92,13 +94,19 @@ pub fn check_transform_output(
         if let Some(b) = file
             && b.num_rows() > 0
         {
-            return Err(ContractViolation::RecordCountMismatch { claimed: 0, found: b.num_rows() as u64 });
+            return Err(ContractViolation::RecordCountMismatch {
+                claimed: 0,
+                found: b.num_rows() as u64,
+            });
         }
         return Ok(());
     };
     let batch = file.ok_or(ContractViolation::ClaimsRowsButNoFile { interval })?;
     if interval.start != next_offset {
-        return Err(ContractViolation::WrongStartOffset { expected: next_offset, found: interval.start });
+        return Err(ContractViolation::WrongStartOffset {
+            expected: next_offset,
+            found: interval.start,
+        });
     }
     if interval.end < interval.start || batch.num_rows() as u64 != interval.len() {
         return Err(ContractViolation::RecordCountMismatch {
@@ -107,16 +115,24 @@ pub fn check_transform_output(
         });
     }
     let offsets =
-        data::offset_values(batch, vocab).map_err(|e| ContractViolation::BadDataFile { message: e.to_string() })?;
+        data::offset_values(batch, vocab).map_err(|e| ContractViolation::BadDataFile {
+            message: e.to_string(),
+        })?;
     for (i, o) in offsets.iter().enumerate() {
         let expected = next_offset + i as u64;
         if *o != expected {
-            return Err(ContractViolation::NonContiguousOffsets { index: i, expected, found: *o });
+            return Err(ContractViolation::NonContiguousOffsets {
+                index: i,
+                expected,
+                found: *o,
+            });
         }
     }
     if let Some(prev) = previous_schema {
         let now = data::normalize_system_columns(batch, vocab)
-            .map_err(|e| ContractViolation::BadDataFile { message: e.to_string() })?
+            .map_err(|e| ContractViolation::BadDataFile {
+                message: e.to_string(),
+            })?
             .schema();
         if !data::same_schema(prev, &now) {
             return Err(ContractViolation::SchemaChanged {
@@ -142,7 +158,10 @@ mod tests {
         ]));
         RecordBatch::try_new(
             schema,
-            vec![Arc::new(Int64Array::from(offsets.to_vec())), Arc::new(StringArray::from(vec!["x"; offsets.len()]))],
+            vec![
+                Arc::new(Int64Array::from(offsets.to_vec())),
+                Arc::new(StringArray::from(vec!["x"; offsets.len()])),
+            ],
         )
         .unwrap()
     }
@@ -152,8 +171,20 @@ mod tests {
     #[test]
     fn a_matching_output_passes() {
         let b = out(&[10, 11], "a");
-        assert_eq!(check_transform_output(10, Some(OffsetInterval { start: 10, end: 11 }), Some(&b), None, &V()), Ok(()));
-        assert_eq!(check_transform_output(10, None, Some(&out(&[], "a")), None, &V()), Ok(()));
+        assert_eq!(
+            check_transform_output(
+                10,
+                Some(OffsetInterval { start: 10, end: 11 }),
+                Some(&b),
+                None,
+                &V()
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_transform_output(10, None, Some(&out(&[], "a")), None, &V()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -161,19 +192,32 @@ mod tests {
         let iv = Some(OffsetInterval { start: 10, end: 11 });
         assert!(matches!(
             check_transform_output(10, iv, Some(&out(&[10, 12], "a")), None, &V()),
-            Err(ContractViolation::NonContiguousOffsets { index: 1, expected: 11, found: 12 })
+            Err(ContractViolation::NonContiguousOffsets {
+                index: 1,
+                expected: 11,
+                found: 12
+            })
         ));
         assert!(matches!(
             check_transform_output(10, iv, Some(&out(&[10], "a")), None, &V()),
-            Err(ContractViolation::RecordCountMismatch { claimed: 2, found: 1 })
+            Err(ContractViolation::RecordCountMismatch {
+                claimed: 2,
+                found: 1
+            })
         ));
         assert!(matches!(
             check_transform_output(9, iv, Some(&out(&[10, 11], "a")), None, &V()),
-            Err(ContractViolation::WrongStartOffset { expected: 9, found: 10 })
+            Err(ContractViolation::WrongStartOffset {
+                expected: 9,
+                found: 10
+            })
         ));
         assert!(matches!(
             check_transform_output(10, None, Some(&out(&[10], "a")), None, &V()),
-            Err(ContractViolation::RecordCountMismatch { claimed: 0, found: 1 })
+            Err(ContractViolation::RecordCountMismatch {
+                claimed: 0,
+                found: 1
+            })
         ));
     }
 
@@ -181,7 +225,13 @@ mod tests {
     fn a_schema_change_is_a_violation() {
         let prev = out(&[1], "a").schema();
         assert!(matches!(
-            check_transform_output(10, Some(OffsetInterval { start: 10, end: 10 }), Some(&out(&[10], "b")), Some(&prev), &V()),
+            check_transform_output(
+                10,
+                Some(OffsetInterval { start: 10, end: 10 }),
+                Some(&out(&[10], "b")),
+                Some(&prev),
+                &V()
+            ),
             Err(ContractViolation::SchemaChanged { .. })
         ));
     }

@@ -3,9 +3,10 @@
 use std::path::Path;
 
 use reference_engine::{
-    DatasetId as RefId, DatasetVocabulary, EngineError, ErrorKind, NoProgress, OffsetInterval as RefInterval,
-    RawQueryRequest, ReferenceEngine, SqlQueryStep as RefStep, Transform as RefTransform, TransformRequest,
-    TransformRequestInput, TransformSql as RefSql, Watermark,
+    DatasetId as RefId, DatasetVocabulary, EngineError, ErrorKind, NoProgress,
+    OffsetInterval as RefInterval, RawQueryRequest, ReferenceEngine, SqlQueryStep as RefStep,
+    Transform as RefTransform, TransformRequest, TransformRequestInput, TransformSql as RefSql,
+    Watermark,
 };
 
 use super::EngineFailure;
@@ -46,20 +47,37 @@ fn sql(t: &TransformSql) -> RefTransform {
         engine: n.engine,
         version: n.version,
         query: None,
-        queries: n.queries.into_iter().map(|q| RefStep { alias: q.alias, query: q.query }).collect(),
+        queries: n
+            .queries
+            .into_iter()
+            .map(|q| RefStep {
+                alias: q.alias,
+                query: q.query,
+            })
+            .collect(),
         temporal_tables: vec![],
     })
 }
 
 fn failure(engine: &str, e: EngineError) -> EngineFailure {
     match e.kind() {
-        ErrorKind::InvalidQuery => EngineFailure::InvalidQuery { engine: engine.to_string(), message: e.to_string() },
-        ErrorKind::Internal => EngineFailure::Internal { engine: engine.to_string(), message: e.to_string() },
+        ErrorKind::InvalidQuery => EngineFailure::InvalidQuery {
+            engine: engine.to_string(),
+            message: e.to_string(),
+        },
+        ErrorKind::Internal => EngineFailure::Internal {
+            engine: engine.to_string(),
+            message: e.to_string(),
+        },
     }
 }
 
 impl Embedded {
-    pub(super) async fn transform(&self, engine: &str, job: &TransformJob) -> Result<TransformReport, EngineFailure> {
+    pub(super) async fn transform(
+        &self,
+        engine: &str,
+        job: &TransformJob,
+    ) -> Result<TransformReport, EngineFailure> {
         let request = TransformRequest {
             dataset_id: RefId::from_public_key(job.dataset_id.0),
             dataset_alias: job.dataset_alias.clone(),
@@ -74,13 +92,19 @@ impl Embedded {
                     dataset_alias: i.dataset_alias.clone(),
                     query_alias: i.query_alias.clone(),
                     vocab: vocab(&i.vocab),
-                    offset_interval: i.offset_interval.map(|o| RefInterval { start: o.start, end: o.end }),
+                    offset_interval: i.offset_interval.map(|o| RefInterval {
+                        start: o.start,
+                        end: o.end,
+                    }),
                     data_paths: i.data_paths.iter().map(|p| path(p)).collect(),
                     schema_file: path(&i.schema_file),
                     explicit_watermarks: i
                         .explicit_watermarks
                         .iter()
-                        .map(|(s, e)| Watermark { system_time: *s, event_time: *e })
+                        .map(|(s, e)| Watermark {
+                            system_time: *s,
+                            event_time: *e,
+                        })
                         .collect(),
                 })
                 .collect(),
@@ -89,20 +113,35 @@ impl Embedded {
             new_checkpoint_path: path(&job.new_checkpoint_path),
             new_data_path: path(&job.new_data_path),
         };
-        let outcome = self.engine.execute_transform(&request, &NoProgress).await.map_err(|e| failure(engine, e))?;
+        let outcome = self
+            .engine
+            .execute_transform(&request, &NoProgress)
+            .await
+            .map_err(|e| failure(engine, e))?;
         Ok(TransformReport {
-            new_offset_interval: outcome.new_offset_interval.map(|o| OffsetInterval { start: o.start, end: o.end }),
+            new_offset_interval: outcome.new_offset_interval.map(|o| OffsetInterval {
+                start: o.start,
+                end: o.end,
+            }),
             new_watermark: outcome.new_watermark,
         })
     }
 
-    pub(super) async fn raw_query(&self, engine: &str, job: &RawQueryJob) -> Result<u64, EngineFailure> {
+    pub(super) async fn raw_query(
+        &self,
+        engine: &str,
+        job: &RawQueryJob,
+    ) -> Result<u64, EngineFailure> {
         let request = RawQueryRequest {
             input_data_paths: job.input_data_paths.iter().map(|p| path(p)).collect(),
             transform: sql(&job.transform),
             output_data_path: path(&job.output_data_path),
         };
-        let outcome = self.engine.execute_raw_query(&request, &NoProgress).await.map_err(|e| failure(engine, e))?;
+        let outcome = self
+            .engine
+            .execute_raw_query(&request, &NoProgress)
+            .await
+            .map_err(|e| failure(engine, e))?;
         Ok(outcome.num_records)
     }
 }

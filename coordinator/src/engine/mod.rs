@@ -156,7 +156,9 @@ impl EngineHandle {
             Ok(r) => r,
             Err(_) => Err(EngineFailure::Contract {
                 engine: self.identity.name.clone(),
-                violation: ContractViolation::DeadlineExceeded { seconds: self.deadline.as_secs() },
+                violation: ContractViolation::DeadlineExceeded {
+                    seconds: self.deadline.as_secs(),
+                },
             }),
         }
     }

@@ -41,40 +41,66 @@ pub async fn next_pending(
 ) -> Result<Option<Fetched>, FetchError> {
     match fetch {
         FetchStep::FilesGlob { path } => {
-            let err = |message: String| FetchError { what: path.clone(), message };
+            let err = |message: String| FetchError {
+                what: path.clone(),
+                message,
+            };
             let pattern = root.join(path);
             let mut names: Vec<String> = glob::glob(&pattern.to_string_lossy())
                 .map_err(|e| err(e.to_string()))?
                 .filter_map(Result::ok)
                 .filter(|p| p.is_file())
-                .filter_map(|p| p.strip_prefix(root).ok().map(|r| r.to_string_lossy().into_owned()))
+                .filter_map(|p| {
+                    p.strip_prefix(root)
+                        .ok()
+                        .map(|r| r.to_string_lossy().into_owned())
+                })
                 .collect();
             names.sort();
-            let last = state.filter(|s| s.kind == STATE_LAST_FILE).map(|s| s.value.as_str());
-            let Some(next) = names.into_iter().find(|n| last.is_none_or(|l| n.as_str() > l)) else {
+            let last = state
+                .filter(|s| s.kind == STATE_LAST_FILE)
+                .map(|s| s.value.as_str());
+            let Some(next) = names
+                .into_iter()
+                .find(|n| last.is_none_or(|l| n.as_str() > l))
+            else {
                 return Ok(None);
             };
-            let bytes = tokio::fs::read(root.join(&next)).await.map_err(|e| err(format!("{next}: {e}")))?;
+            let bytes = tokio::fs::read(root.join(&next))
+                .await
+                .map_err(|e| err(format!("{next}: {e}")))?;
             Ok(Some(Fetched {
                 name: next.clone(),
                 bytes: Bytes::from(bytes),
-                state: SourceState { source_name: "default".into(), kind: STATE_LAST_FILE.into(), value: next },
+                state: SourceState {
+                    source_name: "default".into(),
+                    kind: STATE_LAST_FILE.into(),
+                    value: next,
+                },
             }))
         }
         FetchStep::Url { url } => {
-            let err = |message: String| FetchError { what: url.clone(), message };
+            let err = |message: String| FetchError {
+                what: url.clone(),
+                message,
+            };
             let bytes = if url.contains("://") && !url.starts_with("file://") {
                 let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
                 let opts: Vec<(String, String)> = std::env::vars()
                     .filter(|(k, _)| k.starts_with("AWS_"))
                     .map(|(k, v)| (k.to_ascii_lowercase(), v))
                     .collect();
-                let (store, path) = object_store::parse_url_opts(&parsed, opts).map_err(|e| err(e.to_string()))?;
+                let (store, path) =
+                    object_store::parse_url_opts(&parsed, opts).map_err(|e| err(e.to_string()))?;
                 let r = store.get(&path).await.map_err(|e| err(e.to_string()))?;
                 r.bytes().await.map_err(|e| err(e.to_string()))?
             } else {
                 let p = url.strip_prefix("file://").unwrap_or(url);
-                Bytes::from(tokio::fs::read(root.join(p)).await.map_err(|e| err(e.to_string()))?)
+                Bytes::from(
+                    tokio::fs::read(root.join(p))
+                        .await
+                        .map_err(|e| err(e.to_string()))?,
+                )
             };
             let etag = Multihash::of(&bytes).to_string();
             if state.is_some_and(|s| s.kind == STATE_ETAG && s.value == etag) {
@@ -83,7 +109,11 @@ pub async fn next_pending(
             Ok(Some(Fetched {
                 name: url.clone(),
                 bytes,
-                state: SourceState { source_name: "default".into(), kind: STATE_ETAG.into(), value: etag },
+                state: SourceState {
+                    source_name: "default".into(),
+                    kind: STATE_ETAG.into(),
+                    value: etag,
+                },
             }))
         }
     }
@@ -102,22 +132,50 @@ mod tests {
         for n in ["b.csv", "a.csv", "c.txt"] {
             std::fs::write(dir.path().join("in").join(n), n).unwrap();
         }
-        let fetch = FetchStep::FilesGlob { path: "in/*.csv".into() };
-        let first = next_pending(dir.path(), &fetch, None).await.unwrap().unwrap();
+        let fetch = FetchStep::FilesGlob {
+            path: "in/*.csv".into(),
+        };
+        let first = next_pending(dir.path(), &fetch, None)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(first.name, "in/a.csv");
-        let second = next_pending(dir.path(), &fetch, Some(&first.state)).await.unwrap().unwrap();
+        let second = next_pending(dir.path(), &fetch, Some(&first.state))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(second.name, "in/b.csv");
-        assert!(next_pending(dir.path(), &fetch, Some(&second.state)).await.unwrap().is_none());
+        assert!(
+            next_pending(dir.path(), &fetch, Some(&second.state))
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[tokio::test]
     async fn a_url_is_fetched_again_only_when_its_content_changes() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("s.csv"), "1").unwrap();
-        let fetch = FetchStep::Url { url: "s.csv".into() };
-        let first = next_pending(dir.path(), &fetch, None).await.unwrap().unwrap();
-        assert!(next_pending(dir.path(), &fetch, Some(&first.state)).await.unwrap().is_none());
+        let fetch = FetchStep::Url {
+            url: "s.csv".into(),
+        };
+        let first = next_pending(dir.path(), &fetch, None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            next_pending(dir.path(), &fetch, Some(&first.state))
+                .await
+                .unwrap()
+                .is_none()
+        );
         std::fs::write(dir.path().join("s.csv"), "2").unwrap();
-        assert!(next_pending(dir.path(), &fetch, Some(&first.state)).await.unwrap().is_some());
+        assert!(
+            next_pending(dir.path(), &fetch, Some(&first.state))
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 }

@@ -48,26 +48,46 @@ pub fn merge(
         _ => new.clone(),
     };
     match strategy {
-        MergeStrategy::Append => Ok(Merged { ops: vec![OP_APPEND; new.num_rows()], data: new }),
+        MergeStrategy::Append => Ok(Merged {
+            ops: vec![OP_APPEND; new.num_rows()],
+            data: new,
+        }),
         MergeStrategy::Ledger { primary_key } => {
             let seen: HashSet<Vec<u8>> = match &prev_data {
-                Some(p) => key_rows(p, primary_key)?.iter().map(|r| r.as_ref().to_vec()).collect(),
+                Some(p) => key_rows(p, primary_key)?
+                    .iter()
+                    .map(|r| r.as_ref().to_vec())
+                    .collect(),
                 None => HashSet::new(),
             };
             let keys = key_rows(&new, primary_key)?;
             let mut seen = seen;
-            let keep: Vec<usize> =
-                (0..new.num_rows()).filter(|&i| seen.insert(keys.row(i).as_ref().to_vec())).collect();
+            let keep: Vec<usize> = (0..new.num_rows())
+                .filter(|&i| seen.insert(keys.row(i).as_ref().to_vec()))
+                .collect();
             let data = take_rows(&[&new], &keep.iter().map(|&i| (0, i)).collect::<Vec<_>>())?;
-            Ok(Merged { ops: vec![OP_APPEND; keep.len()], data })
+            Ok(Merged {
+                ops: vec![OP_APPEND; keep.len()],
+                data,
+            })
         }
-        MergeStrategy::Snapshot { primary_key, compare_columns } => {
+        MergeStrategy::Snapshot {
+            primary_key,
+            compare_columns,
+        } => {
             let empty = RecordBatch::new_empty(new.schema());
             let (prev_data, prev_ops) = match (prev, &prev_data) {
                 (Some(p), Some(d)) => (d.clone(), data::op_values(p, vocab)?),
                 _ => (empty, Vec::new()),
             };
-            snapshot(&prev_data, &prev_ops, &new, primary_key, compare_columns.as_deref(), vocab)
+            snapshot(
+                &prev_data,
+                &prev_ops,
+                &new,
+                primary_key,
+                compare_columns.as_deref(),
+                vocab,
+            )
         }
     }
 }
@@ -93,12 +113,24 @@ fn align(new: &RecordBatch, prev: &RecordBatch) -> Result<RecordBatch, DataError
         .fields()
         .iter()
         .map(|f| {
-            let c = new.column_by_name(f.name()).ok_or_else(|| DataError::Column { message: f.name().clone() })?;
-            cast(c, f.data_type()).map_err(arrow_err(format!("casting new `{}` to the dataset's type", f.name())))
+            let c = new
+                .column_by_name(f.name())
+                .ok_or_else(|| DataError::Column {
+                    message: f.name().clone(),
+                })?;
+            cast(c, f.data_type()).map_err(arrow_err(format!(
+                "casting new `{}` to the dataset's type",
+                f.name()
+            )))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let fields: Vec<Field> = ps.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_err("aligning new data"))
+    let fields: Vec<Field> = ps
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(arrow_err("aligning new data"))
 }
 
 fn key_rows(batch: &RecordBatch, columns: &[String]) -> Result<Rows, DataError> {
@@ -108,12 +140,19 @@ fn key_rows(batch: &RecordBatch, columns: &[String]) -> Result<Rows, DataError> 
             batch
                 .column_by_name(c)
                 .cloned()
-                .ok_or_else(|| DataError::Column { message: format!("the data has no primary key column `{c}`") })
+                .ok_or_else(|| DataError::Column {
+                    message: format!("the data has no primary key column `{c}`"),
+                })
         })
         .collect::<Result<Vec<ArrayRef>, _>>()?;
-    let conv = RowConverter::new(cols.iter().map(|c| SortField::new(c.data_type().clone())).collect())
-        .map_err(arrow_err("comparing rows"))?;
-    conv.convert_columns(&cols).map_err(arrow_err("comparing rows"))
+    let conv = RowConverter::new(
+        cols.iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect(),
+    )
+    .map_err(arrow_err("comparing rows"))?;
+    conv.convert_columns(&cols)
+        .map_err(arrow_err("comparing rows"))
 }
 
 /// Gathers rows `(batch index, row index)` from batches of one schema, as one batch with the first's schema.
@@ -121,7 +160,8 @@ fn take_rows(batches: &[&RecordBatch], picks: &[(usize, usize)]) -> Result<Recor
     let schema = batches[0].schema();
     let columns = (0..schema.fields().len())
         .map(|c| {
-            let arrays: Vec<&dyn arrow::array::Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            let arrays: Vec<&dyn arrow::array::Array> =
+                batches.iter().map(|b| b.column(c).as_ref()).collect();
             interleave(&arrays, picks).map_err(arrow_err("gathering rows"))
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -172,7 +212,10 @@ fn snapshot(
     for i in 0..new.num_rows() {
         let k = new_keys.row(i).as_ref().to_vec();
         if !present.insert(k.clone()) {
-            tracing::warn!(row = i, "snapshot holds the primary key twice; keeping the first row");
+            tracing::warn!(
+                row = i,
+                "snapshot holds the primary key twice; keeping the first row"
+            );
             continue;
         }
         match state.get(&k) {
@@ -230,14 +273,24 @@ mod tests {
     }
 
     fn names(b: &RecordBatch) -> Vec<String> {
-        let c = b.column_by_name("name").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
-        c.iter().map(|v| v.unwrap_or_default().to_string()).collect()
+        let c = b
+            .column_by_name("name")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap()
+            .clone();
+        c.iter()
+            .map(|v| v.unwrap_or_default().to_string())
+            .collect()
     }
 
     #[test]
     fn ledger_drops_records_already_seen() {
         let v = Vocab::default();
-        let s = MergeStrategy::Ledger { primary_key: vec!["id".into()] };
+        let s = MergeStrategy::Ledger {
+            primary_key: vec!["id".into()],
+        };
         let first = merge(&s, None, &rows(&[1, 2], &["a", "b"]), &v).unwrap();
         let prev = stored(&first, 0);
         let second = merge(&s, Some(&prev), &rows(&[2, 3, 3], &["b", "c", "c2"]), &v).unwrap();
@@ -248,16 +301,24 @@ mod tests {
     #[test]
     fn snapshot_emits_appends_corrections_and_retractions() {
         let v = Vocab::default();
-        let s = MergeStrategy::Snapshot { primary_key: vec!["id".into()], compare_columns: None };
+        let s = MergeStrategy::Snapshot {
+            primary_key: vec!["id".into()],
+            compare_columns: None,
+        };
         let first = merge(&s, None, &rows(&[1, 2, 3], &["a", "b", "c"]), &v).unwrap();
         assert_eq!(first.ops, [OP_APPEND; 3]);
         let prev = stored(&first, 0);
         // 1 unchanged, 2 renamed, 3 gone, 4 new.
         let second = merge(&s, Some(&prev), &rows(&[1, 2, 4], &["a", "B", "d"]), &v).unwrap();
-        assert_eq!(second.ops, [OP_CORRECT_FROM, OP_CORRECT_TO, OP_APPEND, OP_RETRACT]);
+        assert_eq!(
+            second.ops,
+            [OP_CORRECT_FROM, OP_CORRECT_TO, OP_APPEND, OP_RETRACT]
+        );
         assert_eq!(names(&second.data), ["b", "B", "d", "c"]);
         // Replaying the changelog: the third snapshot equal to the second changes nothing.
-        let both = arrow::compute::concat_batches(&prev.schema(), &[prev.clone(), stored(&second, 3)]).unwrap();
+        let both =
+            arrow::compute::concat_batches(&prev.schema(), &[prev.clone(), stored(&second, 3)])
+                .unwrap();
         let third = merge(&s, Some(&both), &rows(&[1, 2, 4], &["a", "B", "d"]), &v).unwrap();
         assert!(third.ops.is_empty());
     }

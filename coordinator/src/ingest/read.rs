@@ -53,16 +53,28 @@ pub fn parse_ddl(columns: &[String]) -> Result<SchemaRef, DataError> {
 pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, DataError> {
     let ctx = |s: &str| format!("reading {what} as {s}");
     match step {
-        ReadStep::Csv { schema, separator, header } => {
+        ReadStep::Csv {
+            schema,
+            separator,
+            header,
+        } => {
             let header = header.unwrap_or(false);
             let delimiter = match separator.as_deref() {
                 None | Some("") => b',',
                 Some(s) if s.len() == 1 => s.as_bytes()[0],
-                Some(s) => return Err(DataError::Column { message: format!("CSV separator {s:?} is not one byte") }),
+                Some(s) => {
+                    return Err(DataError::Column {
+                        message: format!("CSV separator {s:?} is not one byte"),
+                    });
+                }
             };
             let schema = if schema.is_empty() {
-                let format = arrow::csv::reader::Format::default().with_header(header).with_delimiter(delimiter);
-                let (s, _) = format.infer_schema(Cursor::new(&bytes), Some(1000)).map_err(arrow_err(ctx("CSV")))?;
+                let format = arrow::csv::reader::Format::default()
+                    .with_header(header)
+                    .with_delimiter(delimiter);
+                let (s, _) = format
+                    .infer_schema(Cursor::new(&bytes), Some(1000))
+                    .map_err(arrow_err(ctx("CSV")))?;
                 Arc::new(s)
             } else {
                 parse_ddl(schema)?
@@ -76,8 +88,11 @@ pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, Da
         }
         ReadStep::NdJson { schema } => {
             let schema = if schema.is_empty() {
-                let (s, _) = arrow::json::reader::infer_json_schema_from_seekable(Cursor::new(&bytes), Some(1000))
-                    .map_err(arrow_err(ctx("NDJSON")))?;
+                let (s, _) = arrow::json::reader::infer_json_schema_from_seekable(
+                    Cursor::new(&bytes),
+                    Some(1000),
+                )
+                .map_err(arrow_err(ctx("NDJSON")))?;
                 Arc::new(s)
             } else {
                 parse_ddl(schema)?
@@ -97,9 +112,11 @@ pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, Da
                 .fields()
                 .iter()
                 .map(|f| {
-                    let c = batch.column_by_name(f.name()).ok_or_else(|| DataError::Column {
-                        message: format!("{what} has no column `{}`", f.name()),
-                    })?;
+                    let c = batch
+                        .column_by_name(f.name())
+                        .ok_or_else(|| DataError::Column {
+                            message: format!("{what} has no column `{}`", f.name()),
+                        })?;
                     arrow::compute::cast(c, f.data_type()).map_err(arrow_err(ctx("Parquet")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -113,7 +130,9 @@ fn collect(
     reader: impl Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>>,
     ctx: &str,
 ) -> Result<RecordBatch, DataError> {
-    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(arrow_err(ctx))?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(arrow_err(ctx))?;
     concat_batches(&schema, &batches).map_err(arrow_err(ctx))
 }
 
@@ -123,7 +142,11 @@ mod tests {
 
     #[test]
     fn csv_with_header_is_inferred() {
-        let step = ReadStep::Csv { schema: vec![], separator: None, header: Some(true) };
+        let step = ReadStep::Csv {
+            schema: vec![],
+            separator: None,
+            header: Some(true),
+        };
         let b = read(&step, Bytes::from("id,name\n1,a\n2,b\n"), "t.csv").unwrap();
         assert_eq!(b.num_rows(), 2);
         assert_eq!(b.schema().field(0).data_type(), &DataType::Int64);

@@ -88,8 +88,10 @@ pub struct DatasetManifest {
 impl DatasetManifest {
     /// Reads and checks a manifest file.
     pub fn load(file: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| ManifestError::Read { file: file.to_path_buf(), message: e.to_string() })?;
+        let text = std::fs::read_to_string(file).map_err(|e| ManifestError::Read {
+            file: file.to_path_buf(),
+            message: e.to_string(),
+        })?;
         Self::parse(file, &text)
     }
 
@@ -100,7 +102,7 @@ impl DatasetManifest {
     /// let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: trips\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Legder, primaryKey: [id]}\n";
     /// let err = DatasetManifest::parse("trips.yaml".as_ref(), text).unwrap_err();
     /// assert_eq!(err.line(), Some(10));
-    /// assert_eq!(err.field(), Some("content.metadata[0].merge"));
+    /// assert_eq!(err.field(), Some("content.metadata[0].merge.kind"));
     /// ```
     pub fn parse(file: &Path, text: &str) -> Result<Self, ManifestError> {
         let located = Located::parse(text).map_err(|e| ManifestError::Syntax {
@@ -109,29 +111,51 @@ impl DatasetManifest {
             column: e.position.column,
             message: e.message,
         })?;
-        let ctx = Ctx { file, located: &located };
+        let ctx = Ctx {
+            file,
+            located: &located,
+        };
         let root = &located.value;
         match root.get("kind").and_then(Value::as_str) {
             Some("DatasetSnapshot") => {}
-            Some(other) => return Err(ctx.err("kind", format!("expected `DatasetSnapshot`, found `{other}`"))),
+            Some(other) => {
+                return Err(ctx.err(
+                    "kind",
+                    format!("expected `DatasetSnapshot`, found `{other}`"),
+                ));
+            }
             None => return Err(ctx.err("kind", "missing `kind: DatasetSnapshot`")),
         }
         match root.get("version") {
             Some(v) if v.as_u64() == Some(1) => {}
-            Some(v) => return Err(ctx.err("version", format!("only version 1 is supported, found {v}"))),
+            Some(v) => {
+                return Err(ctx.err("version", format!("only version 1 is supported, found {v}")));
+            }
             None => return Err(ctx.err("version", "missing `version: 1`")),
         }
-        let content = root.get("content").ok_or_else(|| ctx.err("content", "missing"))?;
+        let content = root
+            .get("content")
+            .ok_or_else(|| ctx.err("content", "missing"))?;
         if let Some(obj) = content.as_object() {
             for key in obj.keys() {
                 if !["name", "kind", "metadata"].contains(&key.as_str()) {
-                    return Err(ctx.err(&format!("content.{key}"), "unknown field (expected name, kind, metadata)"));
+                    return Err(ctx.err(
+                        &format!("content.{key}"),
+                        "unknown field (expected name, kind, metadata)",
+                    ));
                 }
             }
         }
         let name: String = ctx.typed("content.name", content.get("name"))?;
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return Err(ctx.err("content.name", format!("`{name}` is not a dataset name (letters, digits, `-`, `_`, `.`)")));
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(ctx.err(
+                "content.name",
+                format!("`{name}` is not a dataset name (letters, digits, `-`, `_`, `.`)"),
+            ));
         }
         let kind: DatasetKind = ctx.typed("content.kind", content.get("kind"))?;
         let events = match content.get("metadata") {
@@ -164,10 +188,14 @@ impl DatasetManifest {
                     }
                     let src: SetPollingSource = ctx.typed(&base, Some(&body))?;
                     match &src.merge {
-                        MergeStrategy::Ledger { primary_key } | MergeStrategy::Snapshot { primary_key, .. }
+                        MergeStrategy::Ledger { primary_key }
+                        | MergeStrategy::Snapshot { primary_key, .. }
                             if primary_key.is_empty() =>
                         {
-                            return Err(ctx.err(&format!("{base}.merge.primaryKey"), "needs at least one column"));
+                            return Err(ctx.err(
+                                &format!("{base}.merge.primaryKey"),
+                                "needs at least one column",
+                            ));
                         }
                         _ => {}
                     }
@@ -182,7 +210,10 @@ impl DatasetManifest {
                     }
                     let t: SetTransform = ctx.typed(&base, Some(&body))?;
                     if t.inputs.is_empty() {
-                        return Err(ctx.err(&format!("{base}.inputs"), "a transform needs at least one input"));
+                        return Err(ctx.err(
+                            &format!("{base}.inputs"),
+                            "a transform needs at least one input",
+                        ));
                     }
                     check_sql(&ctx, &format!("{base}.transform"), t.transform.sql())?;
                     m.transform = Some(t);
@@ -204,16 +235,28 @@ impl DatasetManifest {
         }
         match m.kind {
             DatasetKind::Root if m.polling_source.is_none() => {
-                return Err(ctx.err("content.metadata", "a Root dataset needs a SetPollingSource event"));
+                return Err(ctx.err(
+                    "content.metadata",
+                    "a Root dataset needs a SetPollingSource event",
+                ));
             }
             DatasetKind::Root if m.transform.is_some() => {
-                return Err(ctx.err("content.kind", "a Root dataset cannot have a SetTransform (use kind: Derivative)"));
+                return Err(ctx.err(
+                    "content.kind",
+                    "a Root dataset cannot have a SetTransform (use kind: Derivative)",
+                ));
             }
             DatasetKind::Derivative if m.transform.is_none() => {
-                return Err(ctx.err("content.metadata", "a Derivative dataset needs a SetTransform event"));
+                return Err(ctx.err(
+                    "content.metadata",
+                    "a Derivative dataset needs a SetTransform event",
+                ));
             }
             DatasetKind::Derivative if m.polling_source.is_some() => {
-                return Err(ctx.err("content.kind", "a Derivative dataset cannot have a SetPollingSource (use kind: Root)"));
+                return Err(ctx.err(
+                    "content.kind",
+                    "a Derivative dataset cannot have a SetPollingSource (use kind: Root)",
+                ));
             }
             _ => {}
         }
@@ -222,11 +265,19 @@ impl DatasetManifest {
 
     /// An error about a field of this manifest, positioned at that field.
     pub fn field_error(&self, field: &str, message: impl Into<String>) -> ManifestError {
-        Ctx { file: &self.file, located: &self.located }.err(field, message)
+        Ctx {
+            file: &self.file,
+            located: &self.located,
+        }
+        .err(field, message)
     }
 }
 
-fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &crate::chain::event::TransformSql) -> Result<(), ManifestError> {
+fn check_sql(
+    ctx: &Ctx<'_>,
+    base: &str,
+    sql: &crate::chain::event::TransformSql,
+) -> Result<(), ManifestError> {
     if sql.engine.trim().is_empty() {
         return Err(ctx.err(&format!("{base}.engine"), "needs an engine name"));
     }
@@ -235,7 +286,10 @@ fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &crate::chain::event::TransformSql)
         return Err(ctx.err(base, "needs a non-empty `query` or `queries`"));
     }
     if n.queries.last().is_some_and(|q| q.alias.is_some()) {
-        return Err(ctx.err(&format!("{base}.queries"), "the last query is the output and must have no alias"));
+        return Err(ctx.err(
+            &format!("{base}.queries"),
+            "the last query is the output and must have no alias",
+        ));
     }
     Ok(())
 }
@@ -247,18 +301,38 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn err(&self, field: &str, message: impl Into<String>) -> ManifestError {
-        let Position { line, column } = self.located.position_of(field).unwrap_or(Position { line: 1, column: 1 });
-        ManifestError::Field { file: self.file.to_path_buf(), line, column, field: field.to_string(), message: message.into() }
+        let Position { line, column } = self
+            .located
+            .position_of(field)
+            .unwrap_or(Position { line: 1, column: 1 });
+        ManifestError::Field {
+            file: self.file.to_path_buf(),
+            line,
+            column,
+            field: field.to_string(),
+            message: message.into(),
+        }
     }
 
-    fn typed<T: DeserializeOwned>(&self, base: &str, v: Option<&Value>) -> Result<T, ManifestError> {
+    fn typed<T: DeserializeOwned>(
+        &self,
+        base: &str,
+        v: Option<&Value>,
+    ) -> Result<T, ManifestError> {
         let v = v.cloned().unwrap_or(Value::Null);
         serde_path_to_error::deserialize(v).map_err(|e| {
             let inner = e.path().to_string();
-            let mut field = if inner == "." || inner.is_empty() { base.to_string() } else { format!("{base}.{inner}") };
+            let mut field = if inner == "." || inner.is_empty() {
+                base.to_string()
+            } else {
+                format!("{base}.{inner}")
+            };
             let message = e.into_inner().to_string();
             // Inside ODF's `kind`-tagged unions serde loses the path; an unknown field still names itself.
-            if let Some(name) = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            if let Some(name) = message
+                .strip_prefix("unknown field `")
+                .and_then(|r| r.split('`').next())
+            {
                 field = format!("{field}.{name}");
             }
             self.err(&field, message)
@@ -301,17 +375,42 @@ content:
         let m = parse(ROOT).unwrap();
         assert_eq!(m.name, "stations");
         let src = m.polling_source.unwrap();
-        assert_eq!(src.fetch, FetchStep::FilesGlob { path: "data/stations-*.csv".into() });
-        assert_eq!(src.read, ReadStep::Csv { schema: vec![], separator: None, header: Some(true) });
-        assert_eq!(src.merge, MergeStrategy::Snapshot { primary_key: vec!["station_id".into()], compare_columns: None });
-        assert_eq!(m.vocab.unwrap().event_time_column.as_deref(), Some("observed_at"));
+        assert_eq!(
+            src.fetch,
+            FetchStep::FilesGlob {
+                path: "data/stations-*.csv".into()
+            }
+        );
+        assert_eq!(
+            src.read,
+            ReadStep::Csv {
+                schema: vec![],
+                separator: None,
+                header: Some(true)
+            }
+        );
+        assert_eq!(
+            src.merge,
+            MergeStrategy::Snapshot {
+                primary_key: vec!["station_id".into()],
+                compare_columns: None
+            }
+        );
+        assert_eq!(
+            m.vocab.unwrap().event_time_column.as_deref(),
+            Some("observed_at")
+        );
     }
 
     #[test]
     fn a_misspelt_field_points_at_its_line() {
         let err = parse(&ROOT.replace("primaryKey", "primaryKeys")).unwrap_err();
-        assert_eq!(err.line(), Some(15), "{err}");
-        assert!(err.to_string().contains("datasets/x.yaml:15"), "{err}");
+        assert_eq!(err.line(), Some(16), "{err}");
+        assert!(
+            err.to_string()
+                .contains("datasets/x.yaml:16:9: field `content.metadata[0].merge.primaryKeys`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -338,7 +437,17 @@ content:
 
     #[test]
     fn wrong_document_kind_and_version_are_reported() {
-        assert_eq!(parse(&ROOT.replace("DatasetSnapshot", "Dataset")).unwrap_err().field(), Some("kind"));
-        assert_eq!(parse(&ROOT.replace("version: 1", "version: 2")).unwrap_err().line(), Some(2));
+        assert_eq!(
+            parse(&ROOT.replace("DatasetSnapshot", "Dataset"))
+                .unwrap_err()
+                .field(),
+            Some("kind")
+        );
+        assert_eq!(
+            parse(&ROOT.replace("version: 1", "version: 2"))
+                .unwrap_err()
+                .line(),
+            Some(2)
+        );
     }
 }

@@ -82,13 +82,20 @@ pub enum WorkspaceError {
 impl Workspace {
     /// Loads `root/weir.yaml` (optional) and every `root/datasets/*.yaml`.
     pub fn load(root: &Path) -> Result<Self, WorkspaceError> {
-        let not_ws = |message: String| WorkspaceError::NotAWorkspace { root: root.to_path_buf(), message };
+        let not_ws = |message: String| WorkspaceError::NotAWorkspace {
+            root: root.to_path_buf(),
+            message,
+        };
         let dir = root.join("datasets");
         if !dir.is_dir() {
             return Err(not_ws("no `datasets/` folder".into()));
         }
         let config_file = root.join("weir.yaml");
-        let config = if config_file.exists() { load_config(&config_file)? } else { WorkspaceConfig::default() };
+        let config = if config_file.exists() {
+            load_config(&config_file)?
+        } else {
+            WorkspaceConfig::default()
+        };
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| not_ws(e.to_string()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -97,9 +104,14 @@ impl Workspace {
         files.sort();
         let mut datasets: BTreeMap<String, DatasetManifest> = BTreeMap::new();
         for f in files {
-            let display = f.strip_prefix(root).map(Path::to_path_buf).unwrap_or(f.clone());
-            let text = std::fs::read_to_string(&f)
-                .map_err(|e| ManifestError::Read { file: display.clone(), message: e.to_string() })?;
+            let display = f
+                .strip_prefix(root)
+                .map(Path::to_path_buf)
+                .unwrap_or(f.clone());
+            let text = std::fs::read_to_string(&f).map_err(|e| ManifestError::Read {
+                file: display.clone(),
+                message: e.to_string(),
+            })?;
             let m = DatasetManifest::parse(&display, &text)?;
             if let Some(prev) = datasets.get(&m.name) {
                 return Err(WorkspaceError::DuplicateDataset {
@@ -110,7 +122,11 @@ impl Workspace {
             }
             datasets.insert(m.name.clone(), m);
         }
-        let ws = Self { root: root.to_path_buf(), config, datasets };
+        let ws = Self {
+            root: root.to_path_buf(),
+            config,
+            datasets,
+        };
         ws.check_inputs()?;
         ws.topological_order()?;
         Ok(ws)
@@ -118,18 +134,32 @@ impl Workspace {
 
     fn check_inputs(&self) -> Result<(), WorkspaceError> {
         for m in self.datasets.values() {
-            let (Some(t), Some(idx)) = (&m.transform, m.transform_index) else { continue };
+            let (Some(t), Some(idx)) = (&m.transform, m.transform_index) else {
+                continue;
+            };
             let mut aliases = BTreeSet::new();
             for (j, input) in t.inputs.iter().enumerate() {
                 let field = format!("content.metadata[{idx}].inputs[{j}].datasetRef");
                 if !self.datasets.contains_key(&input.dataset_ref) {
                     let known: Vec<&str> = self.datasets.keys().map(String::as_str).collect();
                     return Err(m
-                        .field_error(&field, format!("unknown dataset `{}` (known: {})", input.dataset_ref, known.join(", ")))
+                        .field_error(
+                            &field,
+                            format!(
+                                "unknown dataset `{}` (known: {})",
+                                input.dataset_ref,
+                                known.join(", ")
+                            ),
+                        )
                         .into());
                 }
                 if !aliases.insert(input.query_alias().to_string()) {
-                    return Err(m.field_error(&field, format!("alias `{}` is used twice", input.query_alias())).into());
+                    return Err(m
+                        .field_error(
+                            &field,
+                            format!("alias `{}` is used twice", input.query_alias()),
+                        )
+                        .into());
                 }
             }
         }
@@ -182,7 +212,11 @@ impl Workspace {
 
     /// Datasets that read `name` directly.
     pub fn dependents_of(&self, name: &str) -> Vec<String> {
-        self.datasets.keys().filter(|d| self.inputs_of(d).iter().any(|i| i == name)).cloned().collect()
+        self.datasets
+            .keys()
+            .filter(|d| self.inputs_of(d).iter().any(|i| i == name))
+            .cloned()
+            .collect()
     }
 
     /// The storage location, resolved against the workspace folder.
@@ -196,8 +230,10 @@ impl Workspace {
 }
 
 fn load_config(file: &Path) -> Result<WorkspaceConfig, ManifestError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| ManifestError::Read { file: PathBuf::from("weir.yaml"), message: e.to_string() })?;
+    let text = std::fs::read_to_string(file).map_err(|e| ManifestError::Read {
+        file: PathBuf::from("weir.yaml"),
+        message: e.to_string(),
+    })?;
     let located = Located::parse(&text).map_err(|e| ManifestError::Syntax {
         file: PathBuf::from("weir.yaml"),
         line: e.position.line,
@@ -256,7 +292,10 @@ mod tests {
         let err = Workspace::load(dir.path()).unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("datasets/a.yaml:9:"), "{text}");
-        assert!(text.contains("content.metadata[0].inputs[0].datasetRef"), "{text}");
+        assert!(
+            text.contains("content.metadata[0].inputs[0].datasetRef"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -264,7 +303,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a.yaml", &derivative("a", "b"));
         write(dir.path(), "b.yaml", &derivative("b", "a"));
-        assert!(matches!(Workspace::load(dir.path()).unwrap_err(), WorkspaceError::Cycle { .. }));
+        assert!(matches!(
+            Workspace::load(dir.path()).unwrap_err(),
+            WorkspaceError::Cycle { .. }
+        ));
     }
 
     #[test]
@@ -279,7 +321,11 @@ mod tests {
         let ws = Workspace::load(dir.path()).unwrap();
         assert!(ws.storage_location().ends_with("store"));
         assert_eq!(ws.config.engines["datafusion"].port, Some(2884));
-        std::fs::write(dir.path().join("weir.yaml"), "engines:\n  datafusion:\n    prot: 1\n").unwrap();
+        std::fs::write(
+            dir.path().join("weir.yaml"),
+            "engines:\n  datafusion:\n    prot: 1\n",
+        )
+        .unwrap();
         let err = Workspace::load(dir.path()).unwrap_err().to_string();
         assert!(err.starts_with("weir.yaml:3:"), "{err}");
     }

@@ -47,7 +47,10 @@ impl Located {
             position: to_position(e.marker()),
         })?;
         let value = builder.root.unwrap_or(Value::Null);
-        Ok(Self { value, positions: builder.positions })
+        Ok(Self {
+            value,
+            positions: builder.positions,
+        })
     }
 
     /// Where the node at `path` starts, or the nearest ancestor that has a position.
@@ -64,14 +67,24 @@ impl Located {
 }
 
 fn to_position(m: &Marker) -> Position {
-    Position { line: m.line(), column: m.col() + 1 }
+    Position {
+        line: m.line(),
+        column: m.col() + 1,
+    }
 }
 
 /// A container being built: a sequence, or a mapping waiting for a key or a value.
 #[derive(Debug)]
 enum Frame {
-    Seq { path: String, items: Vec<Value> },
-    Map { path: String, map: Map<String, Value>, key: Option<String> },
+    Seq {
+        path: String,
+        items: Vec<Value>,
+    },
+    Map {
+        path: String,
+        map: Map<String, Value>,
+        key: Option<String>,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -87,7 +100,9 @@ impl Builder {
         match self.stack.last() {
             None => String::new(),
             Some(Frame::Seq { path, items }) => format!("{path}[{}]", items.len()),
-            Some(Frame::Map { path, key: Some(k), .. }) => {
+            Some(Frame::Map {
+                path, key: Some(k), ..
+            }) => {
                 if path.is_empty() {
                     k.clone()
                 } else {
@@ -95,7 +110,9 @@ impl Builder {
                 }
             }
             // A key is being read: keys get no position of their own.
-            Some(Frame::Map { path, key: None, .. }) => path.clone(),
+            Some(Frame::Map {
+                path, key: None, ..
+            }) => path.clone(),
         }
     }
 
@@ -123,7 +140,11 @@ impl MarkedEventReceiver for Builder {
             Event::Scalar(text, style, _, _) => {
                 if self.expecting_key() {
                     if let Some(Frame::Map { path, key, .. }) = self.stack.last_mut() {
-                        let full = if path.is_empty() { text.clone() } else { format!("{path}.{text}") };
+                        let full = if path.is_empty() {
+                            text.clone()
+                        } else {
+                            format!("{path}.{text}")
+                        };
                         self.positions.insert(full, pos);
                         *key = Some(text);
                     }
@@ -136,12 +157,19 @@ impl MarkedEventReceiver for Builder {
             Event::SequenceStart(..) => {
                 let path = self.next_path();
                 self.positions.entry(path.clone()).or_insert(pos);
-                self.stack.push(Frame::Seq { path, items: Vec::new() });
+                self.stack.push(Frame::Seq {
+                    path,
+                    items: Vec::new(),
+                });
             }
             Event::MappingStart(..) => {
                 let path = self.next_path();
                 self.positions.entry(path.clone()).or_insert(pos);
-                self.stack.push(Frame::Map { path, map: Map::new(), key: None });
+                self.stack.push(Frame::Map {
+                    path,
+                    map: Map::new(),
+                    key: None,
+                });
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let v = match self.stack.pop() {
@@ -152,11 +180,7 @@ impl MarkedEventReceiver for Builder {
                 self.push_value(v);
             }
             // Aliases are not used in manifests; they read as null.
-            Event::Alias(_) => {
-                if !self.expecting_key() {
-                    self.push_value(Value::Null);
-                }
-            }
+            Event::Alias(_) if !self.expecting_key() => self.push_value(Value::Null),
             _ => {}
         }
     }
@@ -180,7 +204,10 @@ fn resolve_scalar(text: String, style: TScalarStyle) -> Value {
         return Value::Number(u.into());
     }
     if text.contains(['.', 'e', 'E'])
-        && text.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+' || c == '.')
+        && text
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+' || c == '.')
         && let Some(n) = text.parse::<f64>().ok().and_then(Number::from_f64)
     {
         return Value::Number(n);
@@ -199,9 +226,19 @@ mod tests {
         assert_eq!(doc.value["content"]["metadata"][0]["eventTimeColumn"], "ts");
         assert_eq!(doc.position_of("content.name").unwrap().line, 3);
         assert_eq!(doc.position_of("content.metadata[0].kind").unwrap().line, 5);
-        assert_eq!(doc.position_of("content.metadata[0].eventTimeColumn").unwrap().line, 6);
+        assert_eq!(
+            doc.position_of("content.metadata[0].eventTimeColumn")
+                .unwrap()
+                .line,
+            6
+        );
         // An unknown child falls back to its parent.
-        assert_eq!(doc.position_of("content.metadata[0].merge.primaryKey").unwrap().line, 5);
+        assert_eq!(
+            doc.position_of("content.metadata[0].merge.primaryKey")
+                .unwrap()
+                .line,
+            5
+        );
     }
 
     #[test]

@@ -37,7 +37,10 @@ fn copy_dir(from: &Path, to: &Path) {
 /// `weir --workspace DIR ...`
 pub fn weir(dir: &Path) -> Command {
     let mut c = Command::cargo_bin("weir").expect("weir binary");
-    c.arg("--workspace").arg(dir).env_remove("WEIR_FAULT_AT").env_remove("WEIR_LOG");
+    c.arg("--workspace")
+        .arg(dir)
+        .env_remove("WEIR_FAULT_AT")
+        .env_remove("WEIR_LOG");
     c
 }
 
@@ -62,6 +65,12 @@ pub fn list(dir: &Path) -> serde_json::Value {
 /// Head and record count of a dataset.
 pub fn head_and_records(dir: &Path, dataset: &str) -> (serde_json::Value, u64) {
     let l = list(dir);
-    let d = l["datasets"].as_array().expect("datasets").iter().find(|d| d["name"] == dataset).expect("dataset").clone();
+    let d = l["datasets"]
+        .as_array()
+        .expect("datasets")
+        .iter()
+        .find(|d| d["name"] == dataset)
+        .expect("dataset")
+        .clone();
     (d["head"].clone(), d["records"].as_u64().unwrap_or(0))
 }
