@@ -118,14 +118,14 @@ async fn subscribed(
     let (notify, inbox) = inbox();
     let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
-        .unwrap();
+        .expect("the producer starts");
     let consumer = gen_stage::start_consumer(Forwarder::new(notify))
         .await
-        .unwrap();
+        .expect("the consumer starts");
     let sub = consumer
         .subscribe(&producer, SubscribeOptions::new().cancel(cancel))
         .await
-        .unwrap();
+        .expect("the producer accepts the subscription");
     let subscription = Subscription {
         id: sub,
         producer: producer.id(),

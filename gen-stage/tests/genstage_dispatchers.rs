@@ -210,7 +210,7 @@ async fn consume(inbox: &mut Inbox<u64>, count: usize) -> Vec<u64> {
 #[tokio::test]
 async fn partition_dispatcher_with_partitions_named_odd_and_even() {
     let partitions = PartitionDispatcher::named(["odd", "even"], |n: u64| {
-        Some((n, if n % 2 == 0 { "even" } else { "odd" }))
+        Some((n, if n.is_multiple_of(2) { "even" } else { "odd" }))
     });
     let producer = gen_stage::from_iter_with(
         1..=10u64,
@@ -342,7 +342,7 @@ async fn broadcast_selector_filters_what_a_consumer_receives() {
     even_consumer
         .subscribe(
             &producer,
-            SubscribeOptions::new().selector(|n: &u64| n % 2 == 0),
+            SubscribeOptions::new().selector(|n: &u64| n.is_multiple_of(2)),
         )
         .await
         .unwrap();

@@ -148,20 +148,23 @@ async fn info_waits_for_buffered_events(options: ProducerOptions<Item>, events: 
     let (notify, mut inbox) = inbox();
     let producer = gen_stage::start_producer(counter(&notify, options))
         .await
-        .unwrap();
+        .expect("the producer starts");
     let consumer = gen_stage::start_consumer(Forwarder::new(notify))
         .await
-        .unwrap();
+        .expect("the consumer starts");
 
     sync_queue(&producer, events.clone()).await;
-    producer.sync_info(CounterInfo::Tag("sync")).await.unwrap();
+    producer
+        .sync_info(CounterInfo::Tag("sync"))
+        .await
+        .expect("the stage queues the info");
     support::barrier(&producer).await;
     inbox.refute_received("the info", is_info("sync"));
 
     consumer
         .subscribe(&producer, SubscribeOptions::new())
         .await
-        .unwrap();
+        .expect("the producer accepts the subscription");
     inbox.assert_consumed(events).await;
     inbox.assert_note(Note::Info("sync")).await;
 }

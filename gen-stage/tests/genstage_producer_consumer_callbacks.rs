@@ -103,17 +103,17 @@ async fn doubler_with_consumer() -> (DoublerRef, ForwarderRef<u64>, Subscription
     let (notify, mut inbox) = inbox();
     let producer = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
-        .unwrap();
+        .expect("the producer_consumer starts");
     let consumer = gen_stage::start_consumer(Forwarder::new(notify))
         .await
-        .unwrap();
+        .expect("the consumer starts");
     let sub = consumer
         .subscribe(
             &producer,
             SubscribeOptions::new().cancel(CancelMode::Temporary),
         )
         .await
-        .unwrap();
+        .expect("the producer accepts the subscription");
     let subscription = Subscription {
         id: sub,
         producer: producer.id(),
@@ -187,19 +187,19 @@ async fn pipeline(cancel: CancelMode) -> (CounterRef<u64>, DoublerRef, Subscript
     let (notify, inbox) = inbox();
     let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
-        .unwrap();
+        .expect("the producer starts");
     let producer_consumer = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
-        .unwrap();
+        .expect("the producer_consumer starts");
     let _consumer = gen_stage::start_consumer(
         Forwarder::new(notify).subscribe_to(&producer_consumer, SubscribeOptions::new()),
     )
     .await
-    .unwrap();
+    .expect("the consumer starts");
     let sub = producer_consumer
         .subscribe(&producer, SubscribeOptions::new().cancel(cancel))
         .await
-        .unwrap();
+        .expect("the producer accepts the subscription");
     let subscription = Subscription {
         id: sub,
         producer: producer.id(),

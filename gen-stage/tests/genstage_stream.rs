@@ -58,8 +58,11 @@ fn cancel(mode: CancelMode) -> SubscribeOptions<u64> {
 async fn dead_producer() -> ProducerRef<u64> {
     let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
-        .unwrap();
-    producer.stop(StopReason::Normal).await.unwrap();
+        .expect("the producer starts");
+    producer
+        .stop(StopReason::Normal)
+        .await
+        .expect("the stage stops");
     producer.producer()
 }
 

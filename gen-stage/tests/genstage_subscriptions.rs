@@ -56,8 +56,11 @@ const MIN_DEMAND_2000: &str =
 async fn dead_producer() -> CounterRef<u64> {
     let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
-        .unwrap();
-    producer.stop(StopReason::Normal).await.unwrap();
+        .expect("the producer starts");
+    producer
+        .stop(StopReason::Normal)
+        .await
+        .expect("the stage stops");
     producer
 }
 
