@@ -23,6 +23,8 @@
 //! - "handle_info/2 is called for unmatched down messages": stages receive no
 //!   process monitor messages; infos are typed.
 //! - "format_status/2": no `:sys` status.
+//! - "generates child_spec/1" (the first test of `gen_stage_test.exs`, outside
+//!   any describe block): stages are not started from OTP child specs.
 
 mod support;
 
