@@ -76,3 +76,8 @@ pub use paths::{CONTAINER_INPUT_DIR, CONTAINER_OUTPUT_DIR};
 pub use process::{ProcessEngine, ProcessRuntime};
 pub use runtime::{EngineHandle, EngineIdentity, EngineRuntime, StartRequest};
 pub use staging::{DataLocation, MULTIPART_THRESHOLD, PublishedObject, S3Config, StagingArea};
+
+/// The README's example, compiled as a doc test so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
