@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// A running moto server; killed when the test binary exits... or when dropped.
+/// A running moto server; it stops when dropped or when the test binary exits.
 pub struct Moto {
     pub endpoint: String,
     child: Child,
@@ -37,9 +37,22 @@ pub fn moto() -> Option<&'static str> {
     }
 }
 
+/// Runs moto's threaded S3 server and stops it as soon as its parent (the test binary) is gone:
+/// statics are never dropped, so the test binary cannot stop it itself.
+const WATCHED_SERVER: &str = r#"
+import os, sys, time
+from moto.server import ThreadedMotoServer
+parent = os.getppid()
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server.start()
+while os.getppid() == parent:
+    time.sleep(0.2)
+server.stop()
+"#;
+
 fn start() -> Result<Moto, String> {
     let probe = Command::new("python3")
-        .args(["-c", "import moto.server"])
+        .args(["-c", "from moto.server import ThreadedMotoServer"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -52,14 +65,7 @@ fn start() -> Result<Moto, String> {
         .map_err(|e| format!("no free port: {e}"))?
         .port();
     let child = Command::new("python3")
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
+        .args(["-c", WATCHED_SERVER, &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
