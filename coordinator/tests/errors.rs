@@ -82,3 +82,28 @@ fn an_unknown_dataset_exits_4() {
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown dataset `nope`"));
 }
+
+#[test]
+fn the_conformance_kit_passes_against_the_embedded_engine() {
+    let ws = workspace();
+    let out = ok(ws.path(), &["conformance", "datafusion"]);
+    assert!(out.contains("0 failed"), "{out}");
+    assert!(out.contains("PASS offsets_and_system_columns"), "{out}");
+}
+
+#[test]
+fn an_engine_the_runtime_cannot_serve_is_named_with_a_hint() {
+    let ws = workspace();
+    let out = weir(ws.path())
+        .args(["--engine", "docker", "pull", "--all", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("set `engines.datafusion.image` in weir.yaml"),
+        "{err}"
+    );
+    // Roots without preprocessing still ingest; everything that needs the engine fails without committing.
+    assert_eq!(head_and_records(ws.path(), "readings").1, 432);
+    assert!(head_and_records(ws.path(), "readings.clean").0.is_null());
+}

@@ -1,4 +1,7 @@
-//! `weir conformance ENGINE`: the engine-contract conformance kit against an engine.
+//! `weir conformance ENGINE`: the engine-contract conformance kit against the engine serving `ENGINE` on the
+//! chosen runtime (`--engine embedded|process|docker|podman`).
+
+use serde_json::json;
 
 use super::Output;
 use crate::error::CommandError;
@@ -7,9 +10,25 @@ use crate::transaction::Context;
 /// Runs `conformance`.
 pub async fn run(ctx: &Context, engine: &str) -> Result<Output, CommandError> {
     let handle = ctx.engines.resolve(engine)?;
-    Err(CommandError::Engine(crate::engine::EngineFailure::NotConfigured {
-        engine: engine.to_string(),
-        runtime: handle.identity().runtime.clone(),
-        hint: "the conformance kit drives engines over gRPC; run it with --engine process|docker|podman".into(),
-    }))
+    let dir = tempfile::Builder::new()
+        .prefix("weir-conformance-")
+        .tempdir()
+        .map_err(|e| CommandError::Pipeline {
+            message: format!("scratch directory: {e}"),
+        })?;
+    let report = handle.conformance(dir.path()).await?;
+    let failed = report.count(engine_contract::conformance::CheckStatus::Failed);
+    let text = format!(
+        "engine `{engine}` ({} {}):\n{report}",
+        handle.identity().runtime,
+        handle.identity().reference
+    );
+    if failed > 0 {
+        eprintln!("{text}");
+        return Err(CommandError::ConformanceFailed { failed });
+    }
+    Ok(Output {
+        text,
+        json: json!({ "engine": handle.identity(), "report": report }),
+    })
 }

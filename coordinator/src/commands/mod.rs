@@ -52,6 +52,7 @@ pub fn open(
         runtime,
         config: workspace.config.engines.clone(),
         deadline,
+        root: workspace.root.clone(),
     };
     Ok(Context {
         workspace: Arc::new(workspace),

@@ -5,6 +5,7 @@ pub mod compat;
 pub mod contract;
 mod embedded;
 pub mod job;
+mod runtime;
 
 use std::time::Duration;
 
@@ -64,6 +65,7 @@ pub struct EngineHandle {
 #[derive(Debug, Clone)]
 enum Imp {
     Embedded(embedded::Embedded),
+    Runtime(runtime::RuntimeEngine),
 }
 
 /// Everything needed to resolve engine names.
@@ -75,6 +77,8 @@ pub struct EngineResolver {
     pub config: std::collections::BTreeMap<String, EngineConfig>,
     /// Deadline per operation.
     pub deadline: Duration,
+    /// The workspace folder (engine binaries are relative to it).
+    pub root: std::path::PathBuf,
 }
 
 /// The engine name the embedded reference engine serves.
@@ -83,14 +87,85 @@ pub const EMBEDDED_ENGINE_NAME: &str = "datafusion";
 impl EngineResolver {
     /// The engine that serves `name`.
     pub fn resolve(&self, name: &str) -> Result<EngineHandle, EngineFailure> {
+        let cfg = self.config.get(name).cloned().unwrap_or_default();
+        let missing = |runtime: &str, hint: &str| EngineFailure::NotConfigured {
+            engine: name.to_string(),
+            runtime: runtime.into(),
+            hint: hint.into(),
+        };
         match self.runtime {
             EngineRuntimeKind::Embedded => self.embedded(name),
-            other => Err(EngineFailure::NotConfigured {
-                engine: name.to_string(),
-                runtime: format!("{other:?}").to_ascii_lowercase(),
-                hint: "this build serves engines in-process only; use --engine embedded".into(),
-            }),
+            EngineRuntimeKind::Process => {
+                let binary = cfg.binary.ok_or_else(|| {
+                    missing(
+                        "process",
+                        &format!("set `engines.{name}.binary` in weir.yaml"),
+                    )
+                })?;
+                self.process(name, &binary)
+            }
+            EngineRuntimeKind::Docker | EngineRuntimeKind::Podman => {
+                let podman = self.runtime == EngineRuntimeKind::Podman;
+                let image = cfg.image.ok_or_else(|| {
+                    missing(
+                        if podman { "podman" } else { "docker" },
+                        &format!("set `engines.{name}.image` in weir.yaml"),
+                    )
+                })?;
+                self.container(name, podman, &image, cfg.port)
+            }
         }
+    }
+
+    fn process(&self, name: &str, binary: &str) -> Result<EngineHandle, EngineFailure> {
+        let path = self.root.join(binary);
+        let bytes = std::fs::read(&path).map_err(|e| EngineFailure::NotConfigured {
+            engine: name.to_string(),
+            runtime: "process".into(),
+            hint: format!("engine binary {}: {e}", path.display()),
+        })?;
+        use sha2::Digest;
+        let digest = crate::hash::encode_hex(&sha2::Sha256::digest(&bytes));
+        Ok(EngineHandle {
+            identity: EngineIdentity {
+                name: name.into(),
+                runtime: "process".into(),
+                reference: format!("sha256:{digest}"),
+            },
+            imp: Imp::Runtime(runtime::RuntimeEngine::process(name, &path, self.deadline)),
+            deadline: self.deadline,
+        })
+    }
+
+    fn container(
+        &self,
+        name: &str,
+        podman: bool,
+        image: &str,
+        port: Option<u16>,
+    ) -> Result<EngineHandle, EngineFailure> {
+        let runtime = if podman { "podman" } else { "docker" };
+        if !image.contains("@sha256:") {
+            return Err(EngineFailure::NotConfigured {
+                engine: name.to_string(),
+                runtime: runtime.into(),
+                hint: format!("image `{image}` must be pinned by digest (`repo@sha256:...`)"),
+            });
+        }
+        Ok(EngineHandle {
+            identity: EngineIdentity {
+                name: name.into(),
+                runtime: runtime.into(),
+                reference: image.to_string(),
+            },
+            imp: Imp::Runtime(runtime::RuntimeEngine::container(
+                podman,
+                image,
+                port,
+                self.deadline,
+            )),
+            deadline: self.deadline,
+        })
     }
 
     /// The embedded reference engine for `name`.
@@ -109,14 +184,30 @@ impl EngineResolver {
         })
     }
 
-    /// An engine given by reference (`embedded`, `process:PATH`, `docker:IMAGE`...), for `engine deprecate`.
+    /// An engine given by reference (`embedded`, `process:PATH`, `docker:IMAGE`, `podman:IMAGE`), for
+    /// `engine deprecate` and for replaying steps recorded with another engine.
     pub fn by_reference(&self, name: &str, reference: &str) -> Result<EngineHandle, EngineFailure> {
-        match reference {
-            "embedded" => self.embedded(name),
-            other => Err(EngineFailure::NotConfigured {
+        match reference.split_once(':') {
+            None if reference == "embedded" => self.embedded(name),
+            Some(("process", path)) => self.process(name, path),
+            Some(("docker", image)) => self.container(
+                name,
+                false,
+                image,
+                self.config.get(name).and_then(|c| c.port),
+            ),
+            Some(("podman", image)) => self.container(
+                name,
+                true,
+                image,
+                self.config.get(name).and_then(|c| c.port),
+            ),
+            _ => Err(EngineFailure::NotConfigured {
                 engine: name.to_string(),
-                runtime: other.split(':').next().unwrap_or(other).to_string(),
-                hint: "this build replays with the embedded engine only (`--to embedded`)".into(),
+                runtime: reference.to_string(),
+                hint:
+                    "use embedded, process:PATH, docker:IMAGE@sha256:... or podman:IMAGE@sha256:..."
+                        .into(),
             }),
         }
     }
@@ -128,11 +219,45 @@ impl EngineHandle {
         &self.identity
     }
 
+    /// Runs the engine-contract conformance kit against this engine (the embedded engine is served on a
+    /// Unix socket in `dir` for the duration), with the data checks working in `dir`.
+    pub async fn conformance(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<engine_contract::conformance::ConformanceReport, EngineFailure> {
+        match &self.imp {
+            Imp::Runtime(r) => r.conformance(&self.identity.name, dir).await,
+            Imp::Embedded(_) => {
+                let socket = dir.join("engine.sock");
+                let address = engine_contract::EngineAddress::Unix(socket);
+                let server = tokio::spawn(engine_contract::serve(
+                    reference_engine::ReferenceEngine::new(),
+                    address.clone(),
+                ));
+                let options = engine_contract::conformance::ConformanceOptions::new(
+                    self.identity.name.as_str(),
+                )
+                .with_data(engine_contract::conformance::DataSetup {
+                    fixtures: std::sync::Arc::new(reference_engine::ParquetFixtures),
+                    host_dir: dir.to_path_buf(),
+                    engine_dir: dir.to_path_buf(),
+                });
+                let report = engine_contract::conformance::run(&address, &options).await;
+                server.abort();
+                report.map_err(|e| EngineFailure::Internal {
+                    engine: self.identity.name.clone(),
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
     /// Runs ExecuteTransform within the deadline.
     pub async fn transform(&self, job: &TransformJob) -> Result<TransformReport, EngineFailure> {
         let fut = async {
             match &self.imp {
                 Imp::Embedded(e) => e.transform(&self.identity.name, job).await,
+                Imp::Runtime(r) => r.transform(&self.identity.name, job).await,
             }
         };
         self.with_deadline(fut).await
@@ -143,6 +268,7 @@ impl EngineHandle {
         let fut = async {
             match &self.imp {
                 Imp::Embedded(e) => e.raw_query(&self.identity.name, job).await,
+                Imp::Runtime(r) => r.raw_query(&self.identity.name, job).await,
             }
         };
         self.with_deadline(fut).await

@@ -1,0 +1,342 @@
+//! Engines behind the engine contract (gRPC), started by `engine-runtime`: a local process, or a Docker or
+//! Podman container pinned by image digest.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use engine_contract::ClientError;
+use engine_contract::model::{
+    DatasetId as WireId, DatasetVocabulary, OffsetInterval as WireInterval, RawQueryRequest,
+    SqlQueryStep, Transform, TransformRequest, TransformRequestInput, TransformSql as WireSql,
+    Watermark,
+};
+use engine_runtime::{
+    ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineEndpoint, EngineRuntime,
+    OperationFolders, OperationId, ProcessEngine, ProcessRuntime, RuntimeConfig, RuntimeError,
+    StartRequest,
+};
+
+use super::EngineFailure;
+use super::contract::ContractViolation;
+use super::job::{RawQueryJob, TransformJob, TransformReport};
+use crate::chain::event::{OffsetInterval, TransformSql, Vocab};
+
+/// How to get the runtime.
+#[derive(Debug, Clone)]
+enum Source {
+    /// Ready (process engines).
+    Ready(Arc<dyn EngineRuntime>),
+    /// A container runtime, connected to the daemon per operation.
+    Container {
+        socket: DaemonSocket,
+        image: String,
+        endpoint: EngineEndpoint,
+        config: RuntimeConfig,
+    },
+}
+
+/// An engine started per operation by an engine runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeEngine {
+    source: Source,
+}
+
+impl RuntimeEngine {
+    /// A local engine binary.
+    pub fn process(name: &str, binary: &Path, deadline: std::time::Duration) -> Self {
+        let config = RuntimeConfig::default().with_operation_deadline(deadline);
+        let runtime = ProcessRuntime::new(ProcessEngine::new(name, binary), config);
+        Self {
+            source: Source::Ready(Arc::new(runtime)),
+        }
+    }
+
+    /// A container image pinned by digest, on Docker or Podman.
+    pub fn container(
+        podman: bool,
+        image: &str,
+        port: Option<u16>,
+        deadline: std::time::Duration,
+    ) -> Self {
+        let socket = if podman {
+            ["/run/podman/podman.sock", "/var/run/podman/podman.sock"]
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.exists())
+                .map_or(DaemonSocket::Auto, DaemonSocket::Unix)
+        } else {
+            DaemonSocket::Auto
+        };
+        let endpoint = match port {
+            Some(EngineEndpoint::ODF_TCP_PORT) => EngineEndpoint::odf_tcp(),
+            Some(port) => EngineEndpoint::Tcp { port },
+            None => EngineEndpoint::weir_tcp(),
+        };
+        let config = RuntimeConfig::default().with_operation_deadline(deadline);
+        Self {
+            source: Source::Container {
+                socket,
+                image: image.to_string(),
+                endpoint,
+                config,
+            },
+        }
+    }
+
+    async fn runtime(&self, engine: &str) -> Result<Arc<dyn EngineRuntime>, EngineFailure> {
+        match &self.source {
+            Source::Ready(r) => Ok(r.clone()),
+            Source::Container {
+                socket,
+                image,
+                endpoint,
+                config,
+            } => {
+                let daemon = DockerDaemon::connect(socket)
+                    .await
+                    .map_err(|e| failure(engine, e))?;
+                let container =
+                    ContainerEngine::new(engine, image.as_str()).with_endpoint(*endpoint);
+                Ok(Arc::new(ContainerRuntime::new(
+                    daemon,
+                    container,
+                    config.clone(),
+                )))
+            }
+        }
+    }
+
+    async fn start(
+        &self,
+        engine: &str,
+        inputs: &[PathBuf],
+        output: &Path,
+    ) -> Result<engine_runtime::EngineHandle, EngineFailure> {
+        let mut folders = OperationFolders::new(output);
+        let mut dirs: Vec<PathBuf> = inputs
+            .iter()
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        for d in dirs {
+            folders = folders.with_input(d);
+        }
+        self.runtime(engine)
+            .await?
+            .start(StartRequest::new(OperationId::generate(), folders))
+            .await
+            .map_err(|e| failure(engine, e))
+    }
+
+    /// Starts the engine and runs the engine-contract conformance kit against it, with data checks in `dir`.
+    pub(super) async fn conformance(
+        &self,
+        engine: &str,
+        dir: &Path,
+    ) -> Result<engine_contract::conformance::ConformanceReport, EngineFailure> {
+        let handle = self.start(engine, &[], dir).await?;
+        let engine_dir = handle.engine_path(dir).map_err(|e| failure(engine, e))?;
+        let address = handle.client().address().clone();
+        let options = engine_contract::conformance::ConformanceOptions::new(engine).with_data(
+            engine_contract::conformance::DataSetup {
+                fixtures: Arc::new(reference_engine::ParquetFixtures),
+                host_dir: dir.to_path_buf(),
+                engine_dir,
+            },
+        );
+        let report = engine_contract::conformance::run(&address, &options).await;
+        let _ = handle.stop().await;
+        report.map_err(|e| EngineFailure::Internal {
+            engine: engine.to_string(),
+            message: chain_text(&e),
+        })
+    }
+
+    pub(super) async fn transform(
+        &self,
+        engine: &str,
+        job: &TransformJob,
+    ) -> Result<TransformReport, EngineFailure> {
+        let out_dir = job
+            .new_data_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let mut inputs: Vec<PathBuf> = job
+            .inputs
+            .iter()
+            .flat_map(|i| i.data_paths.iter().cloned())
+            .collect();
+        inputs.extend(job.inputs.iter().map(|i| i.schema_file.clone()));
+        inputs.extend(job.prev_checkpoint_path.iter().cloned());
+        let handle = self.start(engine, &inputs, &out_dir).await?;
+        let map = |p: &Path| -> Result<String, EngineFailure> {
+            handle
+                .engine_path(p)
+                .map(|p| p.to_string_lossy().into_owned())
+                .map_err(|e| failure(engine, e))
+        };
+        let request = TransformRequest {
+            dataset_id: WireId::from_public_key(job.dataset_id.0),
+            dataset_alias: job.dataset_alias.clone(),
+            system_time: job.system_time,
+            vocab: vocab(&job.vocab),
+            transform: sql(&job.transform),
+            query_inputs: job
+                .inputs
+                .iter()
+                .map(|i| {
+                    Ok(TransformRequestInput {
+                        dataset_id: WireId::from_public_key(i.dataset_id.0),
+                        dataset_alias: i.dataset_alias.clone(),
+                        query_alias: i.query_alias.clone(),
+                        vocab: vocab(&i.vocab),
+                        offset_interval: i.offset_interval.map(|o| WireInterval {
+                            start: o.start,
+                            end: o.end,
+                        }),
+                        data_paths: i
+                            .data_paths
+                            .iter()
+                            .map(|p| map(p))
+                            .collect::<Result<_, _>>()?,
+                        schema_file: map(&i.schema_file)?,
+                        explicit_watermarks: i
+                            .explicit_watermarks
+                            .iter()
+                            .map(|(s, e)| Watermark {
+                                system_time: *s,
+                                event_time: *e,
+                            })
+                            .collect(),
+                    })
+                })
+                .collect::<Result<_, EngineFailure>>()?,
+            next_offset: job.next_offset,
+            prev_checkpoint_path: job.prev_checkpoint_path.as_deref().map(map).transpose()?,
+            new_checkpoint_path: map(&job.new_checkpoint_path)?,
+            new_data_path: map(&job.new_data_path)?,
+        };
+        let result = handle.execute_transform(&request, |_| {}).await;
+        let _ = handle.stop().await;
+        let success = result.map_err(|e| failure(engine, e))?;
+        Ok(TransformReport {
+            new_offset_interval: success.new_offset_interval.map(|o| OffsetInterval {
+                start: o.start,
+                end: o.end,
+            }),
+            new_watermark: success.new_watermark,
+        })
+    }
+
+    pub(super) async fn raw_query(
+        &self,
+        engine: &str,
+        job: &RawQueryJob,
+    ) -> Result<u64, EngineFailure> {
+        let out_dir = job
+            .output_data_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let handle = self.start(engine, &job.input_data_paths, &out_dir).await?;
+        let map = |p: &Path| -> Result<String, EngineFailure> {
+            handle
+                .engine_path(p)
+                .map(|p| p.to_string_lossy().into_owned())
+                .map_err(|e| failure(engine, e))
+        };
+        let request = RawQueryRequest {
+            input_data_paths: job
+                .input_data_paths
+                .iter()
+                .map(|p| map(p))
+                .collect::<Result<_, _>>()?,
+            transform: sql(&job.transform),
+            output_data_path: map(&job.output_data_path)?,
+        };
+        let result = handle.execute_raw_query(&request, |_| {}).await;
+        let _ = handle.stop().await;
+        Ok(result.map_err(|e| failure(engine, e))?.num_records)
+    }
+}
+
+fn vocab(v: &Vocab) -> DatasetVocabulary {
+    DatasetVocabulary {
+        offset_column: v.offset.clone(),
+        operation_type_column: v.op.clone(),
+        system_time_column: v.system_time.clone(),
+        event_time_column: v.event_time.clone(),
+    }
+}
+
+fn sql(t: &TransformSql) -> Transform {
+    let n = t.normalized();
+    Transform::Sql(WireSql {
+        engine: n.engine,
+        version: n.version,
+        query: None,
+        queries: n
+            .queries
+            .into_iter()
+            .map(|q| SqlQueryStep {
+                alias: q.alias,
+                query: q.query,
+            })
+            .collect(),
+        temporal_tables: vec![],
+    })
+}
+
+fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// Maps a runtime error to what the coordinator reports: the user's SQL, a contract breach, or a failure.
+fn failure(engine: &str, e: RuntimeError) -> EngineFailure {
+    let engine = engine.to_string();
+    let contract = |violation| EngineFailure::Contract {
+        engine: engine.clone(),
+        violation,
+    };
+    match &e {
+        RuntimeError::DeadlineExceeded { deadline, .. } => {
+            return contract(ContractViolation::DeadlineExceeded {
+                seconds: deadline.as_secs(),
+            });
+        }
+        RuntimeError::Engine { source, .. } => match source.as_ref() {
+            ClientError::InvalidQuery { message, .. } => {
+                return EngineFailure::InvalidQuery {
+                    engine,
+                    message: message.clone(),
+                };
+            }
+            ClientError::NoTerminalMessage { .. } => {
+                return contract(ContractViolation::NoTerminalMessage);
+            }
+            ClientError::MessageAfterTerminal { .. } => {
+                return contract(ContractViolation::TwoTerminalMessages);
+            }
+            ClientError::DeadlineExceeded { deadline, .. } => {
+                return contract(ContractViolation::DeadlineExceeded {
+                    seconds: deadline.as_secs(),
+                });
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+    EngineFailure::Internal {
+        engine,
+        message: chain_text(&e),
+    }
+}
