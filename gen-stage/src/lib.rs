@@ -94,6 +94,66 @@
 //! # }
 //! ```
 //!
+//! # Dispatchers
+//!
+//! A producer's dispatcher decides which consumer gets which events
+//! ([`ProducerOptions::dispatcher`]). The [`DemandDispatcher`] (the
+//! default, above) shares the work. The [`BroadcastDispatcher`] sends every
+//! event to every consumer, filtered per subscription by a selector:
+//!
+//! ```
+//! use futures::StreamExt;
+//! use gen_stage::{BroadcastDispatcher, DemandMode, FromIterOptions, StreamOptions, SubscribeOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), gen_stage::Error> {
+//! // Accumulate until both consumers are subscribed: a late subscriber
+//! // would miss earlier events.
+//! let options = FromIterOptions::new()
+//!     .dispatcher(BroadcastDispatcher::new())
+//!     .demand(DemandMode::Accumulate);
+//! let numbers = gen_stage::from_iter_with(0..6u32, options).await?;
+//! let all = gen_stage::stream_with(
+//!     [(numbers.clone(), SubscribeOptions::new())],
+//!     StreamOptions::new().demand(DemandMode::Accumulate),
+//! )?;
+//! // This stream switches the producer to forward: everything flows.
+//! let evens = gen_stage::stream([(numbers, SubscribeOptions::new().selector(|n: &u32| n % 2 == 0))])?;
+//! let (all, evens) = futures::join!(all.collect::<Vec<_>>(), evens.collect::<Vec<_>>());
+//! let all: Vec<u32> = all.into_iter().map(|e| e.expect("an event")).collect();
+//! let evens: Vec<u32> = evens.into_iter().map(|e| e.expect("an event")).collect();
+//! assert_eq!(all, vec![0, 1, 2, 3, 4, 5]);
+//! assert_eq!(evens, vec![0, 2, 4]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The [`PartitionDispatcher`] hashes each event to one partition, one
+//! consumer per partition:
+//!
+//! ```
+//! use futures::StreamExt;
+//! use gen_stage::{DemandMode, FromIterOptions, PartitionDispatcher, StreamOptions, SubscribeOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), gen_stage::Error> {
+//! let by_parity = PartitionDispatcher::with_hash(2, |n: u32| Some((n, (n % 2) as usize)));
+//! let options = FromIterOptions::new().dispatcher(by_parity).demand(DemandMode::Accumulate);
+//! let numbers = gen_stage::from_iter_with(0..10u32, options).await?;
+//! let even = gen_stage::stream_with(
+//!     [(numbers.clone(), SubscribeOptions::new().partition(0))],
+//!     StreamOptions::new().demand(DemandMode::Accumulate),
+//! )?;
+//! let odd = gen_stage::stream([(numbers, SubscribeOptions::new().partition(1))])?;
+//! let (even, odd) = futures::join!(even.collect::<Vec<_>>(), odd.collect::<Vec<_>>());
+//! let even: Vec<u32> = even.into_iter().map(|e| e.expect("an event")).collect();
+//! let odd: Vec<u32> = odd.into_iter().map(|e| e.expect("an event")).collect();
+//! assert_eq!(even, vec![0, 2, 4, 6, 8]);
+//! assert_eq!(odd, vec![1, 3, 5, 7, 9]);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Map
 //!
 //! - Stages: [`Producer`], [`ProducerConsumer`], [`Consumer`]; start them
@@ -109,6 +169,23 @@
 //!   in [`protocol`].
 //! - Stop reasons and cancellations: [`StopReason`], [`Cancellation`]; a
 //!   panicking callback stops its stage with [`StopReason::Panicked`].
+//!
+//! # Where Weir differs from GenStage
+//!
+//! - Events are typed and move as `Vec<T>` batches; nothing is copied or
+//!   serialised (the Broadcast dispatcher clones, by definition).
+//! - A subscription the dispatcher cannot accept is refused with a cancel
+//!   reason ([`StopReason::SubscriptionRefused`]); the producer keeps running.
+//! - `buffer_size` 0 is refused when the stage starts.
+//! - Partition queues count toward the producer's buffer size and estimate.
+//! - A synchronous subscribe ([`ConsumerRef::subscribe`]) waits for the
+//!   producer's acknowledgement (or refusal); the protocol carries an ack.
+//! - A panicking callback stops its stage with [`StopReason::Panicked`],
+//!   propagated by cancel mode; the runtime keeps running.
+//! - A stage that nothing can reach any more (no handle, no subscription)
+//!   stops with [`StopReason::Normal`] instead of idling forever.
+//! - Stages are tokio tasks behind typed handles: no names, no links, no
+//!   code reload, no hibernation.
 
 pub mod buffer;
 mod consumer;

@@ -23,6 +23,11 @@ pub struct StreamOptions {
 }
 
 impl StreamOptions {
+    /// The defaults: set producers to [`DemandMode::Forward`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Set each subscribed producer to `mode` once subscribed (default:
     /// [`DemandMode::Forward`], which releases a producer started in
     /// accumulate mode, as GenStage's stream does).
