@@ -103,7 +103,9 @@ pub struct ConsumerSupervisor<T, F> {
     producers: IdMap<SubscriptionId, ProducerDemand>,
     children: HashMap<u64, Child<T>>,
     next_child: u64,
-    restarts: VecDeque<Instant>,
+    /// Restart times, in whole seconds since `clock` (as OTP counts them).
+    restarts: VecDeque<u64>,
+    clock: Instant,
 }
 
 impl<T, F, Fut, E> ConsumerSupervisor<T, F>
@@ -126,6 +128,7 @@ where
             children: HashMap::new(),
             next_child: 0,
             restarts: VecDeque::new(),
+            clock: Instant::now(),
         }
     }
 
@@ -141,7 +144,9 @@ where
         self
     }
 
-    /// The window for [`max_restarts`](Self::max_restarts).
+    /// The window for [`max_restarts`](Self::max_restarts), counted in whole
+    /// seconds as OTP does: with zero, the restarts within the same second
+    /// count.
     pub fn max_seconds(mut self, window: Duration) -> Self {
         self.max_seconds = window;
         self
@@ -208,10 +213,11 @@ where
 
     /// Records a restart; `false` once the limit is exceeded.
     fn add_restart(&mut self) -> bool {
-        let now = Instant::now();
+        let now = self.clock.elapsed().as_secs();
+        let period = self.max_seconds.as_secs();
         self.restarts.push_back(now);
         while let Some(&oldest) = self.restarts.front() {
-            if now.duration_since(oldest) > self.max_seconds {
+            if now > oldest + period {
                 self.restarts.pop_front();
             } else {
                 break;

@@ -20,6 +20,9 @@ pub enum Error {
         /// What would have been accepted.
         expected: String,
     },
+    /// Stages are tokio tasks: `start_*` was called outside a tokio runtime.
+    #[error("stages run on tokio: start them from within a tokio runtime")]
+    NoRuntime,
     /// The stage is not running (it stopped, or never started).
     #[error("{stage} is not alive")]
     NotAlive {

@@ -518,6 +518,9 @@ impl<S: Stage> StageRef<S> {
 
     /// Stop the stage with `reason` and wait until it has stopped (its
     /// `terminate` has run and every subscriber has been told).
+    ///
+    /// A stage stopping itself returns [`Noreply::Stop`](crate::Noreply::Stop)
+    /// from a callback instead: awaiting its own `stop` would wait forever.
     pub async fn stop(&self, reason: StopReason) -> Result<(), Error> {
         stop_and_wait(self.shared(), self.mailbox.send(Msg::Stop { reason })).await
     }

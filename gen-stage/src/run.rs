@@ -79,6 +79,7 @@ pub(crate) struct Core<S: Callbacks> {
 
 /// Start `stage` in its own task and wait for its `init`.
 pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> {
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(StageShared::new(S::KIND));
     let span = tracing::info_span!(
@@ -100,7 +101,7 @@ pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> 
         pending: VecDeque::new(),
         current_call: None,
     };
-    tokio::spawn(run(core, rx, started_tx).instrument(span));
+    runtime.spawn(run(core, rx, started_tx).instrument(span));
     match started_rx.await {
         Ok(Ok(())) => Ok(StageRef {
             mailbox: Mailbox { tx, shared },

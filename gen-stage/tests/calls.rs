@@ -192,3 +192,10 @@ async fn send_info_goes_straight_to_handle_info_unlike_sync_info() {
     assert_eq!(label, "straight");
     assert_eq!(producer.estimate_buffered_count().await, Ok(2));
 }
+
+#[test]
+fn starting_outside_a_tokio_runtime_is_an_error() {
+    let (notify, _seen) = notes();
+    let started = futures::executor::block_on(gen_stage::start_producer(Counter::new(0, notify)));
+    assert!(matches!(started, Err(Error::NoRuntime)), "{started:?}");
+}
