@@ -31,7 +31,9 @@ fn main() -> ExitCode {
         Ok(out) => {
             let text = out.render(cli.format);
             if !text.is_empty() {
-                println!("{text}");
+                // A closed pipe (`weir log x | head`) is not an error worth a panic.
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout(), "{text}");
             }
             ExitCode::from(exit::OK)
         }

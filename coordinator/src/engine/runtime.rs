@@ -97,11 +97,7 @@ impl RuntimeEngine {
                     .map_err(|e| failure(engine, e))?;
                 let container =
                     ContainerEngine::new(engine, image.as_str()).with_endpoint(*endpoint);
-                Ok(Arc::new(ContainerRuntime::new(
-                    daemon,
-                    container,
-                    config.clone(),
-                )))
+                Ok(Arc::new(ContainerRuntime::new(daemon, container, *config)))
             }
         }
     }
