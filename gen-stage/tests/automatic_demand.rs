@@ -189,3 +189,24 @@ async fn a_chain_with_max_demand_1_delivers_every_event_in_order() {
         Note::ConsumerCancelled(..) | Note::Terminated(_)
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_on_a_multi_thread_runtime_delivers_every_event_once_in_order() {
+    use futures::StreamExt;
+    let (notify, _seen) = notes();
+    let numbers = gen_stage::from_iter(0..20_000u64).await.expect("producer");
+    let doubler = gen_stage::start_producer_consumer(harness::Doubler { notify })
+        .await
+        .expect("producer_consumer");
+    doubler
+        .subscribe(&numbers, SubscribeOptions::new().max_demand(7))
+        .await
+        .expect("accepted");
+    let events: Vec<u64> =
+        gen_stage::stream([(doubler.producer(), SubscribeOptions::new().max_demand(3))])
+            .expect("stream")
+            .map(|e| e.expect("an event"))
+            .collect()
+            .await;
+    assert_eq!(events, (0..20_000).map(|n| n * 2).collect::<Vec<u64>>());
+}
