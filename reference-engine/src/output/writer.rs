@@ -1,16 +1,30 @@
-//! Writing Parquet files: streamed on a blocking thread while the query runs, committed by rename.
+//! Writing Parquet files: streamed through DataFusion's parallel Parquet sink while the query runs,
+//! committed by rename.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::streaming::StreamingTable;
+use datafusion::config::TableParquetOptions;
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::error::DataFusionError;
+use datafusion::execution::context::SessionContext;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::metadata::KeyValue;
 use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+fn created_by() -> String {
+    format!("weir reference-engine {}", env!("CARGO_PKG_VERSION"))
+}
 
 /// Properties of every file the engine writes: Snappy, like existing engines.
 pub(crate) fn writer_properties(metadata: Vec<KeyValue>) -> WriterProperties {
@@ -24,42 +38,91 @@ pub(crate) fn writer_properties(metadata: Vec<KeyValue>) -> WriterProperties {
         .build()
 }
 
-/// A Parquet file being written. Batches go to a blocking writer thread; the file appears under its
-/// final name only on [`ParquetOutput::finish`] (it is written next to it first).
+/// A Parquet file being written while the query runs.
+///
+/// Batches go through a bounded channel to DataFusion's own Parquet sink, which encodes columns in
+/// parallel (the same writer `DataFrame::write_parquet` uses, with Snappy). The file appears under its
+/// final name only on [`ParquetOutput::finish`]; with zero rows it still holds the schema.
 #[derive(Debug)]
 pub(crate) struct ParquetOutput {
     path: PathBuf,
     partial: PathBuf,
-    sender: Option<mpsc::Sender<RecordBatch>>,
+    schema: SchemaRef,
+    sender: Option<mpsc::Sender<Result<RecordBatch, DataFusionError>>>,
     writer: Option<JoinHandle<Result<(), String>>>,
     rows: u64,
     committed: bool,
 }
 
+/// The batches sent to an output, as the one partition of a streaming table.
+#[derive(Debug)]
+struct ChannelPartition {
+    schema: SchemaRef,
+    receiver: Mutex<Option<mpsc::Receiver<Result<RecordBatch, DataFusionError>>>>,
+}
+
+impl PartitionStream for ChannelPartition {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let receiver = self.receiver.lock().ok().and_then(|mut r| r.take());
+        let stream = futures::stream::unfold(receiver, |receiver| async move {
+            let mut receiver = receiver?;
+            let batch = receiver.recv().await?;
+            Some((batch, Some(receiver)))
+        });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        ))
+    }
+}
+
+async fn write_stream(
+    partial: PathBuf,
+    schema: SchemaRef,
+    receiver: mpsc::Receiver<Result<RecordBatch, DataFusionError>>,
+) -> Result<(), String> {
+    let partition = ChannelPartition {
+        schema: Arc::clone(&schema),
+        receiver: Mutex::new(Some(receiver)),
+    };
+    let table =
+        StreamingTable::try_new(schema, vec![Arc::new(partition)]).map_err(|e| e.to_string())?;
+    let ctx = SessionContext::new();
+    let frame = ctx.read_table(Arc::new(table)).map_err(|e| e.to_string())?;
+    let mut options = TableParquetOptions::default();
+    options.global.compression = Some("snappy".to_owned());
+    options.global.created_by = created_by();
+    frame
+        .write_parquet(
+            &partial.to_string_lossy(),
+            DataFrameWriteOptions::new().with_single_file_output(true),
+            Some(options),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.strip_backtrace())
+}
+
 impl ParquetOutput {
-    /// Creates the file (and its directory) and starts the writer thread.
+    /// Creates the output's directory and starts the writer.
     pub(crate) fn create(path: &Path, schema: SchemaRef) -> Result<Self, String> {
-        let partial = partial_path(path);
-        if let Some(parent) = path.parent()
-            && !parent.as_os_str().is_empty()
-        {
+        let path = std::path::absolute(path).map_err(|e| e.to_string())?;
+        let partial = partial_path(&path);
+        if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
         }
-        let file = File::create(&partial).map_err(|e| e.to_string())?;
-        let mut writer = ArrowWriter::try_new(file, schema, Some(writer_properties(Vec::new())))
-            .map_err(|e| e.to_string())?;
-        let (sender, mut receiver) = mpsc::channel::<RecordBatch>(4);
-        let handle = tokio::task::spawn_blocking(move || {
-            while let Some(batch) = receiver.blocking_recv() {
-                writer.write(&batch).map_err(|e| e.to_string())?;
-            }
-            writer.close().map(|_| ()).map_err(|e| e.to_string())
-        });
+        let (sender, receiver) = mpsc::channel(4);
+        let writer = tokio::spawn(write_stream(partial.clone(), Arc::clone(&schema), receiver));
         Ok(Self {
-            path: path.to_path_buf(),
+            path,
             partial,
+            schema,
             sender: Some(sender),
-            writer: Some(handle),
+            writer: Some(writer),
             rows: 0,
             committed: false,
         })
@@ -72,7 +135,7 @@ impl ParquetOutput {
         }
         let rows = batch.num_rows() as u64;
         let sent = match &self.sender {
-            Some(sender) => sender.send(batch).await.is_ok(),
+            Some(sender) => sender.send(Ok(batch)).await.is_ok(),
             None => false,
         };
         if !sent {
@@ -100,7 +163,13 @@ impl ParquetOutput {
     /// Finishes the file and moves it to its final name; returns the number of rows.
     pub(crate) async fn finish(mut self) -> Result<u64, String> {
         self.join().await?;
-        std::fs::rename(&self.partial, &self.path).map_err(|e| e.to_string())?;
+        if self.rows == 0 {
+            // A sink given no batches may write nothing: the file must still carry the schema.
+            write_parquet_file(&self.path, Arc::clone(&self.schema), &[], Vec::new())?;
+            let _ = std::fs::remove_file(&self.partial);
+        } else {
+            std::fs::rename(&self.partial, &self.path).map_err(|e| e.to_string())?;
+        }
         self.committed = true;
         Ok(self.rows)
     }
@@ -116,6 +185,9 @@ impl ParquetOutput {
 
 impl Drop for ParquetOutput {
     fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            writer.abort();
+        }
         if !self.committed {
             // Best effort: a failed operation leaves no half-written file behind.
             let _ = std::fs::remove_file(&self.partial);
