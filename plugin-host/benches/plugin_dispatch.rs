@@ -238,7 +238,12 @@ fn metrics_plugin() -> PathBuf {
         .and_then(Path::parent)
         .expect("the bench binary lives in <target>/<profile>/deps")
         .to_path_buf();
-    let target = profile_dir.parent().expect("a target directory");
+    // Its own target directory, as in the tests: building a cdylib + rlib
+    // crate with other features would overwrite the workspace's rlib.
+    let target = profile_dir
+        .parent()
+        .expect("a target directory")
+        .join("plugin-builds");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the workspace root");
@@ -252,7 +257,7 @@ fn metrics_plugin() -> PathBuf {
             "metrics-dispatcher",
             "--target-dir",
         ])
-        .arg(target)
+        .arg(&target)
         .current_dir(root)
         .status()
         .expect("cargo runs");
@@ -291,5 +296,49 @@ fn benches(c: &mut Criterion) {
     }
 }
 
-criterion_group!(plugin_dispatch, benches);
+/// The dispatchers alone, without a runtime: one consumer asks `n` and a
+/// batch of `n` events is dispatched, over and over. This isolates the cost
+/// of crossing the ABI (and of the metrics) per call.
+fn dispatch_loop(c: &mut Criterion) {
+    use dispatchers::{ConsumerId, Outbox, Subscriber, SubscriptionId, SubscriptionOptions};
+    let factory = plugin_host::load(metrics_plugin(), &serde_json::json!({}))
+        .expect("the metrics plugin loads");
+    for n in [500usize, 1] {
+        let rounds = 100_000 / n.max(1) as u64 * 10;
+        let mut group = c.benchmark_group(format!("dispatch_loop/batch_{n}"));
+        group.throughput(Throughput::Elements(rounds * n as u64));
+        group.sample_size(10);
+        for (label, which) in [
+            ("builtin", Which::Builtin),
+            ("plugin", Which::Plugin(factory.clone())),
+        ] {
+            group.bench_function(BenchmarkId::from_parameter(label), |b| {
+                b.iter(|| {
+                    let mut dispatcher = which.dispatcher();
+                    let mut out = Outbox::new();
+                    let a = Subscriber {
+                        subscription: SubscriptionId(1),
+                        consumer: ConsumerId(1),
+                    };
+                    dispatcher
+                        .subscribe(a, &SubscriptionOptions::new(n, n / 2), &mut out)
+                        .expect("subscribed");
+                    let mut next = 0u64;
+                    for _ in 0..rounds {
+                        dispatcher.ask(a.subscription, n, &mut out);
+                        let batch: Vec<u64> = (next..next + n as u64).collect();
+                        next += n as u64;
+                        let leftover = dispatcher.dispatch(batch, &mut out);
+                        debug_assert!(leftover.is_empty());
+                        out.drain().for_each(drop);
+                    }
+                    next
+                });
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(plugin_dispatch, benches, dispatch_loop);
 criterion_main!(plugin_dispatch);

@@ -11,7 +11,7 @@ use dispatchers::{
 use plugin_interface as ffi;
 use plugin_interface::{CallError, Decision, DispatcherObject, PluginWarning};
 
-use crate::routing::{Ledger, split};
+use crate::routing::{Ledger, route};
 use crate::{MetricsHandle, PluginError, PluginIdentity};
 
 /// A host-side key function: the 64-bit key a plugin routes an event by.
@@ -309,11 +309,7 @@ impl<T> Dispatcher<T> for PluginDispatcher<T> {
         if self.settle_common("dispatch", out).is_none() {
             return events;
         }
-        let (batches, leftover) = split(events, &self.decision.runs);
-        for (to, batch) in batches {
-            out.send(to, batch);
-        }
-        leftover
+        route(events, &self.decision.runs, out)
     }
 
     fn info(&mut self, info: InfoId, out: &mut Outbox<T>) {

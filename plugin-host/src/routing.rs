@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use dispatchers::SubscriptionId;
+use dispatchers::{Outbox, SubscriptionId};
 use plugin_interface::Run;
 
 /// Outstanding demand per live subscription, as the host saw it asked.
@@ -15,6 +15,8 @@ use plugin_interface::Run;
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     demand: HashMap<SubscriptionId, u64, BuildHasherDefault<IdHasher>>,
+    /// Events per subscription in the batch being settled (reused).
+    taken: Vec<(SubscriptionId, u64)>,
 }
 
 impl Ledger {
@@ -54,8 +56,7 @@ impl Ledger {
             ));
         }
         // Check the whole batch before changing anything.
-        let mut taken: HashMap<SubscriptionId, u64, BuildHasherDefault<IdHasher>> =
-            HashMap::default();
+        self.taken.clear();
         for run in runs {
             let Some(to) = run.to.as_ref().into_option() else {
                 continue;
@@ -64,16 +65,24 @@ impl Ledger {
             let Some(demand) = self.demand.get(&to) else {
                 return Err(format!("it sent {} events to unknown {to}", run.count));
             };
-            let total = taken.entry(to).or_insert(0);
-            *total = total.saturating_add(run.count);
-            if *total > *demand {
+            let total = match self.taken.iter_mut().find(|(id, _)| *id == to) {
+                Some((_, total)) => {
+                    *total = total.saturating_add(run.count);
+                    *total
+                }
+                None => {
+                    self.taken.push((to, run.count));
+                    run.count
+                }
+            };
+            if total > *demand {
                 return Err(format!(
                     "it sent {total} events to {to}, which asked for {demand}"
                 ));
             }
         }
-        for (to, sent) in taken {
-            if let Some(demand) = self.demand.get_mut(&to) {
+        for (to, sent) in &self.taken {
+            if let Some(demand) = self.demand.get_mut(to) {
                 *demand -= sent;
             }
         }
@@ -102,23 +111,39 @@ impl Hasher for IdHasher {
     }
 }
 
-/// Split `events` along checked `runs`: batches per subscription (in order of
-/// first appearance, each keeping the events' order) and the leftover events
-/// (kept runs and the uncovered tail, in order).
+/// Carry out checked `runs` on `events`: one batch per subscription (in
+/// order of first appearance, each keeping the events' order) pushed into
+/// `out`; returns the leftover events (kept runs and the uncovered tail, in
+/// order).
 ///
 /// Events are moved: the first run keeps the batch's own allocation, later
 /// runs are split off it.
+pub(crate) fn route<T>(events: Vec<T>, runs: &[Run], out: &mut Outbox<T>) -> Vec<T> {
+    // The common cases first: nothing routed, or one run takes the whole
+    // batch.
+    match runs {
+        [] => return events,
+        [run] if run.count == events.len() as u64 => {
+            if let Some(to) = run.to.as_ref().into_option() {
+                out.send(SubscriptionId(to.0), events);
+                return Vec::new();
+            }
+            return events;
+        }
+        _ => {}
+    }
+    let (batches, leftover) = split(events, runs);
+    for (to, batch) in batches {
+        out.send(to, batch);
+    }
+    leftover
+}
+
+/// Split `events` along `runs` into per-subscription batches and leftovers.
 pub(crate) fn split<T>(
     mut events: Vec<T>,
     runs: &[Run],
 ) -> (Vec<(SubscriptionId, Vec<T>)>, Vec<T>) {
-    // The common case: one run takes the whole batch.
-    if let [run] = runs
-        && run.count == events.len() as u64
-        && let Some(to) = run.to.as_ref().into_option()
-    {
-        return (vec![(SubscriptionId(to.0), events)], Vec::new());
-    }
     let covered: usize = runs.iter().map(|run| run.count as usize).sum();
     let tail = events.split_off(covered.min(events.len()));
     // Split from the back so the first run keeps the original allocation.
@@ -187,10 +212,27 @@ mod tests {
     fn one_run_for_the_whole_batch_moves_the_vector_itself() {
         let events = vec![1, 2, 3];
         let pointer = events.as_ptr();
-        let (batches, leftover) = split(events, &[send(1, 3)]);
-        assert_eq!(batches, vec![(SubscriptionId(1), vec![1, 2, 3])]);
-        assert_eq!(batches[0].1.as_ptr(), pointer);
+        let mut out = Outbox::new();
+        let leftover = route(events, &[send(1, 3)], &mut out);
         assert!(leftover.is_empty());
+        match out.items() {
+            [dispatchers::Emit::Events { to, events }] => {
+                assert_eq!(
+                    (*to, events.as_slice()),
+                    (SubscriptionId(1), &[1, 2, 3][..])
+                );
+                assert_eq!(events.as_ptr(), pointer);
+            }
+            other => panic!("expected one batch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_routed_gives_every_event_back() {
+        let mut out = Outbox::new();
+        assert_eq!(route(vec![1, 2], &[], &mut out), vec![1, 2]);
+        assert_eq!(route(vec![1, 2], &[keep(2)], &mut out), vec![1, 2]);
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //!
 //! - The workspace plugins (`metrics-dispatcher`, `key-affinity-dispatcher`)
 //!   come from `$WEIR_PLUGIN_DIR` when set (as `cargo xtask build` prints),
-//!   else they are built with `cargo build -p ...` into the same target
-//!   directory and profile as this test binary.
+//!   else they are built with `cargo build -p ...` in the profile of this
+//!   test binary, into `<target>/plugin-builds/`.
 //! - The fixtures under `tests/fixtures/` (their own workspace) are built into
 //!   `<target>/plugin-fixtures/`; `incompatible-plugin` is built twice (with
 //!   and without its `other-layout` feature) and `panicking-plugin` once more
@@ -97,10 +97,15 @@ fn plugin_dir() -> &'static Path {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-        args.push(target_dir().display().to_string());
+        // Their own target directory: a cdylib + rlib crate's files carry no
+        // hash, so building it here with other features than `cargo test`
+        // resolved would overwrite the rlib the doc tests link against.
+        let target = target_dir().join("plugin-builds");
+        args.push(target.display().to_string());
         args.extend(profile_args());
         cargo(&args);
-        profile_dir()
+        let profile = profile_dir();
+        target.join(profile.file_name().unwrap_or(std::ffi::OsStr::new("debug")))
     })
 }
 

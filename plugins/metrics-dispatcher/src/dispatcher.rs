@@ -1,6 +1,7 @@
 //! The plugin: Demand dispatching plus metrics recording.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -48,7 +49,28 @@ use crate::options::Options;
 pub struct MetricsDispatcher {
     core: DemandCore,
     registry: Arc<Registry>,
-    subscriptions: HashMap<SubscriptionId, Tracked>,
+    subscriptions: HashMap<SubscriptionId, Tracked, BuildHasherDefault<IdHasher>>,
+}
+
+/// Hashes a subscription id with one multiplication: ids are unique
+/// integers already, and SipHash would show on every ask and dispatch.
+#[derive(Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// What the dispatcher keeps per live subscription for its metrics.
@@ -86,7 +108,7 @@ impl DispatcherPlugin for MetricsDispatcher {
         Ok(Self {
             core: DemandCore::new(options.max_demand, options.shuffle_seed),
             registry: Arc::new(Registry::new(&options.latency_bounds)),
-            subscriptions: HashMap::new(),
+            subscriptions: HashMap::default(),
         })
     }
 
