@@ -16,6 +16,8 @@ Tasks:
   lint      fmt check and clippy -D warnings only
   bench     Criterion benchmarks: [--quick] [-p CRATE]... [FILTER] [-- ARGS]
             (figures tables go to target/bench-reports/, see docs/benchmarks.md)
+  build     Build the workspace and every dispatcher plugin; print where the .so files are
+  codegen   Regenerate engine-contract's FlatBuffers code with a matching flatc (needs cmake)
   image     Engine images FROM scratch with static binaries (--engine reference|test|all, --release)
   help      This text
 ";
