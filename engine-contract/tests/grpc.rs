@@ -310,7 +310,10 @@ async fn engine_panic_becomes_internal_error_and_the_server_keeps_serving() {
             message, backtrace, ..
         } => {
             assert_eq!(message, "engine panicked: engine bug");
-            assert!(backtrace.unwrap().contains("behave"));
+            // The backtrace is the panicking engine's, not the server's: it points into this
+            // file (symbol names of async fns are elided with line-table-only debug info).
+            let backtrace = backtrace.unwrap();
+            assert!(backtrace.contains("tests/grpc.rs"), "{backtrace}");
         }
         other => panic!("expected EngineInternalError, got {other:?}"),
     }

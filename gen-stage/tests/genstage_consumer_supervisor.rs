@@ -39,8 +39,6 @@
 //! `terminate_child` API), and "supervisor exits when there is no named
 //! producer ..." / "supervisor does not exit when there is no named
 //! producer ..." (no names; the dead-producer tests cover the outcome).
-//! "child triggers maximum seconds" is in `genstage_pending.rs`: it does not
-//! pass (see there).
 //!
 //! Where Weir deliberately differs: `subscribe` waits for the producer's
 //! answer, so subscribing to a dead producer returns
@@ -553,6 +551,26 @@ async fn child_triggers_maximum_restarts() {
     sync_queue(&producer, vec![Job::Restart("error", Box::new(Job::Error))]).await;
     let child = reports.started().await;
     reports.end(child, Exit::Abnormal).await;
+
+    let reason = tokio::time::timeout(TIMEOUT, sup.stopped()).await.unwrap();
+    assert_eq!(reason, StopReason::Shutdown);
+}
+
+/// "child triggers maximum seconds": with `max_seconds: 0` and the default
+/// `max_restarts: 3`, a transient child that keeps failing stops the
+/// supervisor. Restarts are counted in whole seconds, like OTP's supervisor:
+/// with a period of 0 the restarts of the current second count, so the
+/// fourth one within a second reaches the limit.
+#[tokio::test]
+async fn child_triggers_maximum_seconds() {
+    let producer = job_producer().await;
+    let (sup, _reports) =
+        supervisor(|s| s.restart(Restart::Transient).max_seconds(std::time::Duration::ZERO)).await;
+    sup.subscribe(&producer, temporary(1000, 500))
+        .await
+        .unwrap();
+
+    sync_queue(&producer, vec![Job::Error]).await;
 
     let reason = tokio::time::timeout(TIMEOUT, sup.stopped()).await.unwrap();
     assert_eq!(reason, StopReason::Shutdown);

@@ -93,7 +93,8 @@ fn lint() -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
-    cargo(&["test", "--workspace", "--all-targets"])?;
+    // --no-fail-fast: one run reports every failing test binary, not only the first.
+    cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])?;
     cargo(&["test", "--workspace", "--doc"])
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::streaming::StreamingTable;
-use datafusion::config::TableParquetOptions;
+use datafusion::config::{ParquetColumnOptions, TableParquetOptions};
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::error::DataFusionError;
 use datafusion::execution::context::SessionContext;
@@ -83,6 +83,7 @@ impl PartitionStream for ChannelPartition {
 async fn write_stream(
     partial: PathBuf,
     schema: SchemaRef,
+    sequential: Option<String>,
     receiver: mpsc::Receiver<Result<RecordBatch, DataFusionError>>,
 ) -> Result<(), String> {
     let partition = ChannelPartition {
@@ -96,6 +97,17 @@ async fn write_stream(
     let mut options = TableParquetOptions::default();
     options.global.compression = Some("snappy".to_owned());
     options.global.created_by = created_by();
+    if let Some(column) = sequential {
+        // Consecutive integers: a dictionary never pays off, deltas pack them into a few bits.
+        let column_options = ParquetColumnOptions {
+            dictionary_enabled: Some(false),
+            encoding: Some("delta_binary_packed".to_owned()),
+            ..ParquetColumnOptions::default()
+        };
+        options
+            .column_specific_options
+            .insert(column, column_options);
+    }
     frame
         .write_parquet(
             &partial.to_string_lossy(),
@@ -108,15 +120,25 @@ async fn write_stream(
 }
 
 impl ParquetOutput {
-    /// Creates the output's directory and starts the writer.
-    pub(crate) fn create(path: &Path, schema: SchemaRef) -> Result<Self, String> {
+    /// Creates the output's directory and starts the writer. `sequential` names a column of
+    /// consecutive integers (the offset), encoded as deltas.
+    pub(crate) fn create(
+        path: &Path,
+        schema: SchemaRef,
+        sequential: Option<&str>,
+    ) -> Result<Self, String> {
         let path = std::path::absolute(path).map_err(|e| e.to_string())?;
         let partial = partial_path(&path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
         }
         let (sender, receiver) = mpsc::channel(4);
-        let writer = tokio::spawn(write_stream(partial.clone(), Arc::clone(&schema), receiver));
+        let writer = tokio::spawn(write_stream(
+            partial.clone(),
+            Arc::clone(&schema),
+            sequential.map(str::to_owned),
+            receiver,
+        ));
         Ok(Self {
             path,
             partial,

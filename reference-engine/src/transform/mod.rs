@@ -211,9 +211,12 @@ pub(crate) fn create_output(
     path: &std::path::Path,
     layout: &OutputLayout,
 ) -> Result<ParquetOutput, EngineError> {
-    ParquetOutput::create(path, layout.schema()).map_err(|reason| EngineError::OutputWrite {
-        path: path.to_path_buf(),
-        reason,
+    let offset = layout.schema().field(0).name().clone();
+    ParquetOutput::create(path, layout.schema(), Some(&offset)).map_err(|reason| {
+        EngineError::OutputWrite {
+            path: path.to_path_buf(),
+            reason,
+        }
     })
 }
 
