@@ -564,8 +564,11 @@ async fn child_triggers_maximum_restarts() {
 #[tokio::test]
 async fn child_triggers_maximum_seconds() {
     let producer = job_producer().await;
-    let (sup, _reports) =
-        supervisor(|s| s.restart(Restart::Transient).max_seconds(std::time::Duration::ZERO)).await;
+    let (sup, _reports) = supervisor(|s| {
+        s.restart(Restart::Transient)
+            .max_seconds(std::time::Duration::ZERO)
+    })
+    .await;
     sup.subscribe(&producer, temporary(1000, 500))
         .await
         .unwrap();
