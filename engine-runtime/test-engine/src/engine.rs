@@ -1,4 +1,5 @@
-//! The test engine: copies input files to the output, or runs a test [`Hook`].
+//! The test engine: copies input files to the output, or runs a test [`Hook`] (the stream-breaking
+//! hooks excepted: `front.rs` answers those).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,6 +32,11 @@ impl Engine for TestEngine {
                 write(&output, &json).await?;
                 1
             }
+            Hook::Respond { file, start, end } => {
+                copy(&[file], &output).await?;
+                claimed_records(start, end)
+            }
+            Hook::RespondNone { start, end } => claimed_records(start, end),
             hook => {
                 run_hook(hook, &progress).await?;
                 copy(&inputs, &output).await?
@@ -44,27 +50,42 @@ impl Engine for TestEngine {
         request: TransformRequest,
         progress: ProgressSink,
     ) -> Result<TransformSuccess, EngineError> {
-        let hook = Hook::of(&request.transform);
-        run_hook(hook, &progress).await?;
-        let inputs: Vec<PathBuf> = request
-            .query_inputs
-            .iter()
-            .flat_map(|i| i.data_paths.iter().map(PathBuf::from))
-            .collect();
-        let rows = copy(&inputs, Path::new(&request.new_data_path)).await?;
-        let checkpoint = format!(
-            "checkpoint of {} after offset {}\n",
-            request.dataset_alias,
-            request.next_offset + rows
-        );
+        let output = Path::new(&request.new_data_path);
+        let new_offset_interval = match Hook::of(&request.transform) {
+            // Lies on purpose: the claim is whatever the SQL text says, whatever was written.
+            Hook::Respond { file, start, end } => {
+                copy(&[file], output).await?;
+                OffsetInterval::new(start, end)
+            }
+            Hook::RespondNone { start, end } => OffsetInterval::new(start, end),
+            hook => {
+                run_hook(hook, &progress).await?;
+                let inputs: Vec<PathBuf> = request
+                    .query_inputs
+                    .iter()
+                    .flat_map(|i| i.data_paths.iter().map(PathBuf::from))
+                    .collect();
+                let rows = copy(&inputs, output).await?;
+                rows.checked_sub(1).and_then(|last| {
+                    OffsetInterval::new(request.next_offset, request.next_offset + last)
+                })
+            }
+        };
+        let checkpoint = match new_offset_interval {
+            Some(interval) => format!(
+                "checkpoint of {} after offset {}\n",
+                request.dataset_alias, interval.end
+            ),
+            None => format!(
+                "checkpoint of {} with no new records\n",
+                request.dataset_alias
+            ),
+        };
         write(
             Path::new(&request.new_checkpoint_path),
             checkpoint.as_bytes(),
         )
         .await?;
-        let new_offset_interval = rows
-            .checked_sub(1)
-            .and_then(|last| OffsetInterval::new(request.next_offset, request.next_offset + last));
         Ok(TransformSuccess {
             new_offset_interval,
             new_watermark: None,
@@ -75,10 +96,18 @@ impl Engine for TestEngine {
 /// Runs the hooks that only delay or break the operation; `Copy` and `Progress` continue.
 async fn run_hook(hook: Hook, progress: &ProgressSink) -> Result<(), EngineError> {
     match hook {
-        Hook::Copy | Hook::SandboxReport => Ok(()),
+        Hook::Copy | Hook::SandboxReport | Hook::Respond { .. } | Hook::RespondNone { .. } => {
+            Ok(())
+        }
         Hook::Invalid => Err(EngineError::invalid_query(
             "the test engine was asked for `invalid`",
         )),
+        Hook::Usage(usage) => Err(EngineError::invalid_query(usage)),
+        // The raw front service answers these before the SDK sees the call.
+        Hook::TwoTerminals | Hook::NoTerminal => Err(EngineError::Internal {
+            message: "stream-breaking hooks are answered by the raw front service".into(),
+            backtrace: None,
+        }),
         Hook::Progress(n) => {
             for i in 0..n {
                 progress
@@ -104,6 +133,11 @@ async fn run_hook(hook: Hook, progress: &ProgressSink) -> Result<(), EngineError
             std::process::abort()
         }
     }
+}
+
+/// The number of records in `[start, end]` (0 when `end < start`).
+fn claimed_records(start: u64, end: u64) -> u64 {
+    OffsetInterval::new(start, end).map_or(0, |i| i.len())
 }
 
 fn phase(name: &str) -> Progress {

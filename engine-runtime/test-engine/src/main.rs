@@ -2,7 +2,13 @@
 //!
 //! It copies input files to the output (raw query: inputs → output file; transform: every input
 //! slice → new data file, plus a checkpoint file), and obeys hooks chosen by the SQL text:
-//! `sandbox-report`, `hang`, `crash`, `progress N`, `invalid` (see [`hooks::Hook`]).
+//! `sandbox-report`, `hang`, `crash`, `progress N`, `invalid`, and the contract-breaking
+//! `respond FILE START END`, `respond-none START END`, `two-terminals`, `no-terminal` (see
+//! [`hooks`]).
+//!
+//! It listens with a raw gRPC service ([`front::Front`]) that answers the stream-breaking hooks
+//! itself and forwards every other call to the server SDK running [`engine::TestEngine`] on a
+//! private loopback port.
 //!
 //! ```text
 //! weir-test-engine --unix-socket /run/weir/engine.sock
@@ -10,6 +16,7 @@
 //! ```
 
 mod engine;
+mod front;
 mod hooks;
 mod sandbox_report;
 
@@ -18,6 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use engine_contract::{DEFAULT_PORT, EngineAddress, EngineServer};
+use tonic::transport::Endpoint;
 
 const USAGE: &str = "usage: weir-test-engine [--unix-socket PATH | [--host IP] [--port PORT]]";
 
@@ -78,11 +86,23 @@ fn main() -> ExitCode {
                 Err(_) => std::future::pending().await,
             }
         };
-        EngineServer::new(engine::TestEngine)
-            .address(address)
-            .with_graceful_shutdown(terminate)
-            .serve()
+        // The SDK server on a private loopback port, behind the front.
+        let sdk = EngineServer::new(engine::TestEngine)
+            .address(EngineAddress::loopback(0))
+            .bind()
             .await
+            .map_err(|e| e.to_string())?;
+        let EngineAddress::Tcp(sdk_address) = sdk.local_address().clone() else {
+            return Err("the SDK server is not on TCP".to_owned());
+        };
+        let sdk_serving = tokio::spawn(sdk.serve());
+        let channel = Endpoint::from_shared(format!("http://{sdk_address}"))
+            .map_err(|e| e.to_string())?
+            .tcp_nodelay(true)
+            .connect_lazy();
+        let served = front::Front::new(channel).serve(&address, terminate).await;
+        sdk_serving.abort();
+        served
     });
     match served {
         Ok(()) => ExitCode::SUCCESS,
