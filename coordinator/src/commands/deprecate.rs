@@ -14,7 +14,9 @@ use crate::transaction::Context;
 
 /// Runs `engine deprecate`.
 pub async fn run(ctx: &Context, engine: &str, to: &str) -> Result<Output, CommandError> {
-    let to = if to.contains('@') && !to.contains(':') {
+    // A bare `image@sha256:...` means docker (`image` may hold a registry port, so look for the prefix).
+    let to = if to.contains("@sha256:") && !to.starts_with("docker:") && !to.starts_with("podman:")
+    {
         format!("docker:{to}")
     } else {
         to.to_string()

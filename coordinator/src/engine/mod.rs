@@ -149,7 +149,9 @@ impl EngineResolver {
             return Err(EngineFailure::NotConfigured {
                 engine: name.to_string(),
                 runtime: runtime.into(),
-                hint: format!("image `{image}` must be pinned by digest (`repo@sha256:...`)"),
+                hint: format!(
+                    "image `{image}` must be pinned by digest (`repo@sha256:...`); an image built on this machine has no registry digest and is pinned by its id: `{runtime} image inspect --format '{{{{.Id}}}}' {image}` prints it"
+                ),
             });
         }
         Ok(EngineHandle {

@@ -1,6 +1,8 @@
 //! Engines behind the engine contract (gRPC), started by `engine-runtime`: a local process, or a Docker or
 //! Podman container pinned by image digest.
 
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -51,7 +53,7 @@ impl RuntimeEngine {
         }
     }
 
-    /// A container image pinned by digest, on Docker or Podman.
+    /// A container image pinned by digest, on Docker or Podman, served on a Unix socket, or on TCP `port`.
     pub fn container(
         podman: bool,
         image: &str,
@@ -67,10 +69,11 @@ impl RuntimeEngine {
         } else {
             DaemonSocket::Auto
         };
+        // Weir engine images serve on a Unix socket in a mounted run folder, so their container has no
+        // network at all; only an image that speaks TCP alone (`port:` in weir.yaml) joins a network.
         let endpoint = match port {
-            Some(EngineEndpoint::ODF_TCP_PORT) => EngineEndpoint::odf_tcp(),
             Some(port) => EngineEndpoint::Tcp { port },
-            None => EngineEndpoint::weir_tcp(),
+            None => EngineEndpoint::UnixSocket,
         };
         let config = RuntimeConfig::default().with_operation_deadline(deadline);
         Self {
@@ -102,27 +105,50 @@ impl RuntimeEngine {
         }
     }
 
+    /// Starts the engine for one operation: `inputs` (files) are mounted read-only one by one, `output` is
+    /// its only writable folder.
+    ///
+    /// A container sees each input at `/opt/engine/in/<file name>`, so mounting the folders holding the
+    /// inputs would clash as soon as two datasets are read (every dataset keeps its slices in a folder
+    /// named `data`) and would show the engine more than it needs. The coordinator's inputs are named by
+    /// the multihash of their bytes, so two paths with the same file name hold the same bytes: one mount
+    /// serves both (see [`Started::engine_path`]).
     async fn start(
         &self,
         engine: &str,
         inputs: &[PathBuf],
         output: &Path,
-    ) -> Result<engine_runtime::EngineHandle, EngineFailure> {
+    ) -> Result<Started, EngineFailure> {
         let mut folders = OperationFolders::new(output);
-        let mut dirs: Vec<PathBuf> = inputs
-            .iter()
-            .filter_map(|p| p.parent().map(Path::to_path_buf))
-            .collect();
-        dirs.sort();
-        dirs.dedup();
-        for d in dirs {
-            folders = folders.with_input(d);
+        let mut mounted: BTreeMap<OsString, PathBuf> = BTreeMap::new();
+        let mut same_as = HashMap::new();
+        for input in inputs {
+            let Some(name) = input.file_name() else {
+                continue;
+            };
+            match mounted.get(name) {
+                Some(first) => {
+                    if first != input {
+                        same_as.insert(input.clone(), first.clone());
+                    }
+                }
+                None => {
+                    mounted.insert(name.to_os_string(), input.clone());
+                    folders = folders.with_input(input);
+                }
+            }
         }
-        self.runtime(engine)
+        let handle = self
+            .runtime(engine)
             .await?
             .start(StartRequest::new(OperationId::generate(), folders))
             .await
-            .map_err(|e| failure(engine, e))
+            .map_err(|e| failure(engine, e))?;
+        Ok(Started {
+            engine: engine.to_string(),
+            handle,
+            same_as,
+        })
     }
 
     /// Starts the engine and runs the engine-contract conformance kit against it, with data checks in `dir`.
@@ -131,7 +157,7 @@ impl RuntimeEngine {
         engine: &str,
         dir: &Path,
     ) -> Result<engine_contract::conformance::ConformanceReport, EngineFailure> {
-        let handle = self.start(engine, &[], dir).await?;
+        let Started { handle, .. } = self.start(engine, &[], dir).await?;
         let engine_dir = handle.engine_path(dir).map_err(|e| failure(engine, e))?;
         let address = handle.client().address().clone();
         let options = engine_contract::conformance::ConformanceOptions::new(engine).with_data(
@@ -166,13 +192,8 @@ impl RuntimeEngine {
             .collect();
         inputs.extend(job.inputs.iter().map(|i| i.schema_file.clone()));
         inputs.extend(job.prev_checkpoint_path.iter().cloned());
-        let handle = self.start(engine, &inputs, &out_dir).await?;
-        let map = |p: &Path| -> Result<String, EngineFailure> {
-            handle
-                .engine_path(p)
-                .map(|p| p.to_string_lossy().into_owned())
-                .map_err(|e| failure(engine, e))
-        };
+        let started = self.start(engine, &inputs, &out_dir).await?;
+        let map = |p: &Path| started.engine_path(p);
         let request = TransformRequest {
             dataset_id: WireId::from_public_key(job.dataset_id.0),
             dataset_alias: job.dataset_alias.clone(),
@@ -214,6 +235,7 @@ impl RuntimeEngine {
             new_checkpoint_path: map(&job.new_checkpoint_path)?,
             new_data_path: map(&job.new_data_path)?,
         };
+        let Started { handle, .. } = started;
         let result = handle.execute_transform(&request, |_| {}).await;
         let _ = handle.stop().await;
         let success = result.map_err(|e| failure(engine, e))?;
@@ -236,13 +258,8 @@ impl RuntimeEngine {
             .parent()
             .unwrap_or(Path::new("."))
             .to_path_buf();
-        let handle = self.start(engine, &job.input_data_paths, &out_dir).await?;
-        let map = |p: &Path| -> Result<String, EngineFailure> {
-            handle
-                .engine_path(p)
-                .map(|p| p.to_string_lossy().into_owned())
-                .map_err(|e| failure(engine, e))
-        };
+        let started = self.start(engine, &job.input_data_paths, &out_dir).await?;
+        let map = |p: &Path| started.engine_path(p);
         let request = RawQueryRequest {
             input_data_paths: job
                 .input_data_paths
@@ -252,9 +269,29 @@ impl RuntimeEngine {
             transform: sql(&job.transform),
             output_data_path: map(&job.output_data_path)?,
         };
+        let Started { handle, .. } = started;
         let result = handle.execute_raw_query(&request, |_| {}).await;
         let _ = handle.stop().await;
         Ok(result.map_err(|e| failure(engine, e))?.num_records)
+    }
+}
+
+/// A started engine and how it sees the operation's files.
+struct Started {
+    engine: String,
+    handle: engine_runtime::EngineHandle,
+    /// Inputs not mounted themselves, and the mounted input with the same name (and bytes).
+    same_as: HashMap<PathBuf, PathBuf>,
+}
+
+impl Started {
+    /// The path the engine sees for the host path `p`.
+    fn engine_path(&self, p: &Path) -> Result<String, EngineFailure> {
+        let p = self.same_as.get(p).map_or(p, PathBuf::as_path);
+        self.handle
+            .engine_path(p)
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| failure(&self.engine, e))
     }
 }
 

@@ -45,6 +45,9 @@ pub async fn next_pending(
                 what: path.clone(),
                 message,
             };
+            // glob drops a leading `./` from what it yields, so a relative root (`--workspace .`)
+            // would never prefix the matches: work from the absolute form.
+            let root = &std::path::absolute(root).map_err(|e| err(e.to_string()))?;
             let pattern = root.join(path);
             let mut names: Vec<String> = glob::glob(&pattern.to_string_lossy())
                 .map_err(|e| err(e.to_string()))?
@@ -151,6 +154,20 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn a_glob_under_a_relative_root_starting_with_dot_finds_its_files() {
+        // Tests run in the crate's folder: a temporary workspace inside it, named `./.tmpXXXX`.
+        let dir = tempfile::tempdir_in(".").unwrap();
+        let root = Path::new(".").join(dir.path().file_name().unwrap());
+        std::fs::create_dir(root.join("in")).unwrap();
+        std::fs::write(root.join("in").join("a.csv"), "a").unwrap();
+        let fetch = FetchStep::FilesGlob {
+            path: "in/*.csv".into(),
+        };
+        let first = next_pending(&root, &fetch, None).await.unwrap();
+        assert_eq!(first.map(|f| f.name).as_deref(), Some("in/a.csv"));
     }
 
     #[tokio::test]

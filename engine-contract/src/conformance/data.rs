@@ -20,7 +20,10 @@ use crate::operation::ExecuteTransform;
 
 /// Where the data checks put their files: `host_dir` as the kit sees it,
 /// `engine_dir` as the engine sees the same directory (equal for an engine
-/// on the same host; the mount point for one in a container).
+/// on the same host; the mount point for one in a container). Each check
+/// writes its inputs in a subfolder and opens that subfolder's `out` folder,
+/// where the engine writes, to every user (the engine may run as another
+/// user), so `host_dir` should be a private temporary folder.
 #[derive(Clone)]
 pub struct DataSetup {
     /// Writes and reads Parquet.
@@ -138,6 +141,22 @@ struct Scenario {
     next_offset: u64,
 }
 
+/// Lets the engine write its outputs in `dir` whichever user it runs as: a sandboxed engine runs as
+/// another user than the kit (a container engine of a root coordinator runs as `nobody`), and a folder
+/// the kit creates belongs to the kit's user. `host_dir` is meant to be private to the caller (a fresh
+/// temporary folder).
+fn writable_by_anyone(dir: &std::path::Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+            .map_err(|e| format!("opening {} to the engine: {e}", dir.display()))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
 /// Files of one scenario run.
 struct Prepared {
     request: TransformRequest,
@@ -157,6 +176,7 @@ fn prepare(
     }
     std::fs::create_dir_all(host.join("out"))
         .map_err(|e| format!("creating {}: {e}", host.display()))?;
+    writable_by_anyone(&host.join("out"))?;
     let mut query_inputs = Vec::new();
     for (i, input) in scenario.inputs.iter().enumerate() {
         let data = format!("{}-data.parquet", input.alias);

@@ -63,7 +63,43 @@ pub(crate) async fn resolve(
     }
 }
 
+/// Inspects `reference`; `name@sha256:<hex>` also finds the image whose id is `sha256:<hex>`.
+///
+/// An image built on this machine has no registry digest, so the digest that pins it is its id
+/// (what `docker image inspect` reports as `Id`). Docker looks `name@sha256:<hex>` up among registry
+/// digests only; when that finds nothing, the image with that exact id is taken. Both are SHA-256
+/// content addresses (of the manifest, or of the configuration that pins every layer), so either
+/// pins the same bytes; the name is then only informative.
 async fn inspect(docker: &Docker, reference: &str) -> Result<Option<ImageDigest>, RuntimeError> {
+    if let Some(found) = inspect_exact(docker, reference).await? {
+        return Ok(Some(found));
+    }
+    let Some(id) = pinned_digest(reference) else {
+        return Ok(None);
+    };
+    Ok(inspect_exact(docker, id)
+        .await?
+        .filter(|found| found.id == id)
+        .map(|found| ImageDigest {
+            reference: reference.to_owned(),
+            ..found
+        }))
+}
+
+/// The `sha256:<hex>` of a reference pinned by digest (`name@sha256:<64 lowercase hex digits>`).
+fn pinned_digest(reference: &str) -> Option<&str> {
+    let (name, digest) = reference.rsplit_once('@')?;
+    let hex = digest.strip_prefix("sha256:")?;
+    let is_hex = hex
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (!name.is_empty() && hex.len() == 64 && is_hex).then_some(digest)
+}
+
+async fn inspect_exact(
+    docker: &Docker,
+    reference: &str,
+) -> Result<Option<ImageDigest>, RuntimeError> {
     match docker.inspect_image(reference).await {
         Ok(image) => {
             let id = image.id.ok_or_else(|| RuntimeError::ImageWithoutId {
@@ -82,5 +118,40 @@ async fn inspect(docker: &Docker, reference: &str) -> Result<Option<ImageDigest>
             action: "inspect an image",
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pinned_digest;
+
+    #[test]
+    fn a_reference_pinned_by_digest_gives_its_digest() {
+        let hex = "0123456789abcdef".repeat(4);
+        let digest = format!("sha256:{hex}");
+        assert_eq!(
+            pinned_digest(&format!("weir/reference-engine@{digest}")),
+            Some(digest.as_str())
+        );
+        assert_eq!(
+            pinned_digest(&format!("localhost:5000/engine:1.0@{digest}")),
+            Some(digest.as_str())
+        );
+    }
+
+    #[test]
+    fn tags_short_uppercase_or_nameless_digests_are_not_pins() {
+        let hex = "0123456789abcdef".repeat(4);
+        assert_eq!(pinned_digest("weir/reference-engine:dev"), None);
+        assert_eq!(pinned_digest("weir/reference-engine@sha256:0123"), None);
+        assert_eq!(
+            pinned_digest(&format!(
+                "weir/reference-engine@sha256:{}",
+                hex.to_uppercase()
+            )),
+            None
+        );
+        assert_eq!(pinned_digest(&format!("@sha256:{hex}")), None);
+        assert_eq!(pinned_digest(&format!("weir/engine@sha512:{hex}")), None);
     }
 }
