@@ -61,9 +61,10 @@ impl DemandCore {
 
     /// Returns `false` for an unknown subscription (ignored).
     pub(crate) fn ask(&mut self, subscription: SubscriptionId, n: u64, out: &mut Decision) -> bool {
-        let Some(current) = self.pop_demand(subscription) else {
+        let Some(index) = self.index_of(subscription) else {
             return false;
         };
+        let current = self.demands[index].counter;
         let expected = *self.max_demand.get_or_insert(n);
         if n > expected {
             out.warn(PluginWarning::AskLargerThanMaxDemand {
@@ -72,7 +73,7 @@ impl DemandCore {
                 expected,
             });
         }
-        self.add_demand(current + n, subscription);
+        self.set_demand(index, current + n);
         let already_sent = self.pending.min(n);
         self.pending -= already_sent;
         out.ask_upstream(n - already_sent);
@@ -99,37 +100,50 @@ impl DemandCore {
             if head.counter == 0 {
                 break;
             }
-            self.demands.remove(0);
             let now = head.counter.min(left);
             send(head.subscription, now);
             left -= now;
-            self.add_demand(head.counter - now, head.subscription);
+            self.set_demand(0, head.counter - now);
         }
         self.pending = self.pending.saturating_sub(left);
     }
 
     fn pop_demand(&mut self, subscription: SubscriptionId) -> Option<u64> {
-        let index = self
-            .demands
-            .iter()
-            .position(|d| d.subscription == subscription)?;
+        let index = self.index_of(subscription)?;
         Some(self.demands.remove(index).counter)
     }
 
-    /// Insert behind every consumer with the same or a larger demand.
-    fn add_demand(&mut self, counter: u64, subscription: SubscriptionId) {
-        let index = self
+    fn index_of(&self, subscription: SubscriptionId) -> Option<usize> {
+        self.demands
+            .iter()
+            .position(|d| d.subscription == subscription)
+    }
+
+    /// Give the consumer at `index` the demand `counter` and move it behind
+    /// every other consumer with the same or a larger demand (GenStage takes
+    /// it out and inserts it before the first one with a smaller demand).
+    /// Done in place, by rotating the consumers in between, so a consumer
+    /// that keeps its place (always the case for a lone one) moves nothing.
+    fn set_demand(&mut self, index: usize, counter: u64) {
+        let subscription = self.demands[index].subscription;
+        // The insertion point among the others, as an index into the list
+        // without this consumer.
+        let target = self
             .demands
             .iter()
-            .position(|d| counter > d.counter)
-            .unwrap_or(self.demands.len());
-        self.demands.insert(
-            index,
-            Demand {
-                counter,
-                subscription,
-            },
-        );
+            .enumerate()
+            .filter(|&(i, _)| i != index)
+            .position(|(_, d)| counter > d.counter)
+            .unwrap_or(self.demands.len() - 1);
+        match target.cmp(&index) {
+            std::cmp::Ordering::Less => self.demands[target..=index].rotate_right(1),
+            std::cmp::Ordering::Greater => self.demands[index..=target].rotate_left(1),
+            std::cmp::Ordering::Equal => {}
+        }
+        self.demands[target] = Demand {
+            counter,
+            subscription,
+        };
     }
 
     #[cfg(test)]

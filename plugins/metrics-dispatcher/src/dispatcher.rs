@@ -1,7 +1,6 @@
 //! The plugin: Demand dispatching plus metrics recording.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +21,9 @@ use crate::options::Options;
 /// Options (a JSON object, all optional): `max_demand` (the expected maximum
 /// ask; default: the first ask), `shuffle_demands_on_first_dispatch` (bool),
 /// `shuffle_seed` (u64, for a reproducible shuffle),
-/// `latency_buckets_seconds` (ascending upper bounds).
+/// `latency_buckets_seconds` (ascending upper bounds),
+/// `latency_sample_every` (time one ask in this many per subscription for the
+/// histogram, default 1: every ask; each timed ask costs two clock reads).
 ///
 /// # Example
 ///
@@ -49,42 +50,49 @@ use crate::options::Options;
 pub struct MetricsDispatcher {
     core: DemandCore,
     registry: Arc<Registry>,
-    subscriptions: HashMap<SubscriptionId, Tracked, BuildHasherDefault<IdHasher>>,
-}
-
-/// Hashes a subscription id with one multiplication: ids are unique
-/// integers already, and SipHash would show on every ask and dispatch.
-#[derive(Debug, Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
+    /// Time one ask in this many (per subscription) for the latency
+    /// histogram; 1 times every ask.
+    sample_every: u64,
+    /// One per live subscription, found by a scan: the Demand core scans its
+    /// own list on every call too, and for the few subscriptions a producer
+    /// has a scan beats hashing.
+    subscriptions: Vec<Tracked>,
 }
 
 /// What the dispatcher keeps per live subscription for its metrics.
 #[derive(Debug)]
 struct Tracked {
+    subscription: SubscriptionId,
     counters: Arc<ConsumerCounters>,
-    /// Asks not yet fully served, oldest first: when, and how many events
-    /// are still to come.
-    asks: VecDeque<(Instant, u64)>,
+    /// Asks not yet fully served, oldest first: when (for a timed ask), and
+    /// how many events are still to come. Consecutive untimed asks share one
+    /// entry.
+    asks: VecDeque<(Option<Instant>, u64)>,
+    /// Asks to let pass untimed before the next timed one.
+    untimed_left: u64,
 }
 
 impl Tracked {
-    /// `n` events went out at `now`: they serve the oldest asks first.
-    fn served(&mut self, mut n: u64, now: Instant) {
+    /// An ask of `n`: timed (one clock read) if it is this subscription's
+    /// turn, as `sample_every` says.
+    fn asked(&mut self, n: u64, sample_every: u64) {
+        self.counters.asked(n);
+        if self.untimed_left == 0 {
+            self.untimed_left = sample_every.saturating_sub(1);
+            self.asks.push_back((Some(Instant::now()), n));
+        } else {
+            self.untimed_left -= 1;
+            match self.asks.back_mut() {
+                Some((None, remaining)) => *remaining += n,
+                _ => self.asks.push_back((None, n)),
+            }
+        }
+    }
+
+    /// `n` events went out: they serve the oldest asks first. The clock is
+    /// read (at most once per dispatch, into `now`) only when a timed ask is
+    /// fulfilled.
+    fn served(&mut self, mut n: u64, now: &mut Option<Instant>) {
         self.counters.dispatched(n);
         while n > 0 {
             let Some((asked_at, remaining)) = self.asks.front_mut() else {
@@ -94,12 +102,21 @@ impl Tracked {
             *remaining -= taken;
             n -= taken;
             if *remaining == 0 {
-                self.counters
-                    .fulfilled_after(now.saturating_duration_since(*asked_at));
+                if let Some(asked_at) = *asked_at {
+                    let now = *now.get_or_insert_with(Instant::now);
+                    self.counters
+                        .fulfilled_after(now.saturating_duration_since(asked_at));
+                }
                 self.asks.pop_front();
             }
         }
     }
+}
+
+fn tracked(subscriptions: &mut [Tracked], subscription: SubscriptionId) -> Option<&mut Tracked> {
+    subscriptions
+        .iter_mut()
+        .find(|t| t.subscription == subscription)
 }
 
 impl DispatcherPlugin for MetricsDispatcher {
@@ -108,7 +125,8 @@ impl DispatcherPlugin for MetricsDispatcher {
         Ok(Self {
             core: DemandCore::new(options.max_demand, options.shuffle_seed),
             registry: Arc::new(Registry::new(&options.latency_bounds)),
-            subscriptions: HashMap::default(),
+            sample_every: options.latency_sample_every,
+            subscriptions: Vec::new(),
         })
     }
 
@@ -130,30 +148,34 @@ impl DispatcherPlugin for MetricsDispatcher {
         self.core.subscribe(request.subscription);
         let counters = self.registry.consumer(request.consumer, Instant::now());
         counters.subscribed();
-        self.subscriptions.insert(
-            request.subscription,
-            Tracked {
-                counters,
-                asks: VecDeque::new(),
-            },
-        );
+        self.subscriptions.push(Tracked {
+            subscription: request.subscription,
+            counters,
+            asks: VecDeque::new(),
+            untimed_left: 0,
+        });
         Ok(())
     }
 
     fn cancel(&mut self, subscription: SubscriptionId, _out: &mut Decision) {
         if let Some(unmet) = self.core.cancel(subscription)
-            && let Some(tracked) = self.subscriptions.remove(&subscription)
+            && let Some(index) = self
+                .subscriptions
+                .iter()
+                .position(|t| t.subscription == subscription)
         {
-            tracked.counters.cancelled(unmet);
+            self.subscriptions
+                .swap_remove(index)
+                .counters
+                .cancelled(unmet);
         }
     }
 
     fn ask(&mut self, subscription: SubscriptionId, n: u64, out: &mut Decision) {
         if self.core.ask(subscription, n, out)
-            && let Some(tracked) = self.subscriptions.get_mut(&subscription)
+            && let Some(tracked) = tracked(&mut self.subscriptions, subscription)
         {
-            tracked.counters.asked(n);
-            tracked.asks.push_back((Instant::now(), n));
+            tracked.asked(n, self.sample_every);
         }
     }
 
@@ -162,8 +184,8 @@ impl DispatcherPlugin for MetricsDispatcher {
         let subscriptions = &mut self.subscriptions;
         self.core.dispatch(count, |subscription, n| {
             out.send(subscription, n);
-            if let Some(tracked) = subscriptions.get_mut(&subscription) {
-                tracked.served(n, *now.get_or_insert_with(Instant::now));
+            if let Some(tracked) = tracked(subscriptions, subscription) {
+                tracked.served(n, &mut now);
             }
         });
     }
@@ -232,6 +254,39 @@ mod tests {
         assert!(latency.sum_seconds >= 0.002, "{latency:?}");
         d.dispatch(10, &[], &mut out);
         assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 2);
+    }
+
+    #[test]
+    fn with_latency_sampling_one_ask_in_n_is_timed_and_counters_stay_exact() {
+        let mut d = MetricsDispatcher::from_options(r#"{"latency_sample_every": 3}"#)
+            .expect("valid options");
+        let reader = d.metrics().expect("keeps metrics");
+        let mut out = Decision::default();
+        d.subscribe(&request(1, 1), &mut out).expect("accepted");
+        // Asks 1 and 4 are timed; 2 and 3 share one untimed entry.
+        for _ in 0..4 {
+            d.ask(SubscriptionId(1), 2, &mut out);
+        }
+        d.dispatch(7, &[], &mut out);
+        // Ask 4 still waits for its last event.
+        assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 1);
+        d.dispatch(1, &[], &mut out);
+        assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 2);
+        for _ in 0..3 {
+            d.ask(SubscriptionId(1), 2, &mut out);
+            d.dispatch(2, &[], &mut out);
+        }
+        // Ask 7 is the third timed one.
+        let consumer = &reader.snapshot().consumers[0];
+        assert_eq!(consumer.fulfilment_latency.count(), 3);
+        assert_eq!(
+            (
+                consumer.demand_asked,
+                consumer.events_dispatched,
+                consumer.outstanding_demand
+            ),
+            (14, 14, 0)
+        );
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub(crate) struct Options {
     pub(crate) shuffle_seed: Option<u64>,
     /// Upper bounds of the ask-to-fulfilment histogram, ascending, seconds.
     pub(crate) latency_bounds: Vec<f64>,
+    /// Time one ask in this many, per subscription, for the histogram.
+    pub(crate) latency_sample_every: u64,
 }
 
 impl Options {
@@ -37,6 +39,7 @@ impl Options {
             max_demand: None,
             shuffle_seed: None,
             latency_bounds: DEFAULT_LATENCY_BOUNDS.to_vec(),
+            latency_sample_every: 1,
         };
         let mut shuffle = false;
         let mut seed = None;
@@ -60,11 +63,12 @@ impl Options {
                     })?);
                 }
                 "latency_buckets_seconds" => options.latency_bounds = bounds(key, value)?,
+                "latency_sample_every" => options.latency_sample_every = positive(key, value)?,
                 other => {
                     return Err(CallError::invalid_option(
                         other,
                         "unknown option (known: max_demand, shuffle_demands_on_first_dispatch, \
-                         shuffle_seed, latency_buckets_seconds)",
+                         shuffle_seed, latency_buckets_seconds, latency_sample_every)",
                     ));
                 }
             }
@@ -121,6 +125,7 @@ mod tests {
             assert_eq!(options.max_demand, None);
             assert_eq!(options.shuffle_seed, None);
             assert_eq!(options.latency_bounds, DEFAULT_LATENCY_BOUNDS.to_vec());
+            assert_eq!(options.latency_sample_every, 1);
         }
     }
 
@@ -128,7 +133,7 @@ mod tests {
     fn every_option_is_read() {
         let options = Options::parse(
             r#"{"max_demand": 3, "shuffle_demands_on_first_dispatch": true, "shuffle_seed": 7,
-                "latency_buckets_seconds": [0.5, 1]}"#,
+                "latency_buckets_seconds": [0.5, 1], "latency_sample_every": 16}"#,
         )
         .expect("valid options");
         assert_eq!(
@@ -136,7 +141,8 @@ mod tests {
             Options {
                 max_demand: Some(3),
                 shuffle_seed: Some(7),
-                latency_bounds: vec![0.5, 1.0]
+                latency_bounds: vec![0.5, 1.0],
+                latency_sample_every: 16,
             }
         );
     }
@@ -159,6 +165,7 @@ mod tests {
                 r#"{"latency_buckets_seconds": []}"#,
                 "latency_buckets_seconds",
             ),
+            (r#"{"latency_sample_every": 0}"#, "latency_sample_every"),
             (r#"{"partitions": 4}"#, "partitions"),
             ("[1]", "options"),
             ("{", "options"),
