@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::{cast, concat_batches};
@@ -87,6 +88,9 @@ pub enum TxOutcome {
         blocks: u64,
         /// Whether the source / inputs may have more to do.
         more: bool,
+        /// Wall time spent inside engine operations (a root's preprocess Raw query, a derivative's
+        /// ExecuteTransform); the rest of the transaction is the coordinator's own work.
+        engine_time: Duration,
     },
     /// Nothing to do.
     UpToDate {
@@ -163,11 +167,12 @@ impl Context {
                 source,
             })?;
         let mut records = 0;
+        let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
             info!(dataset = %name, file = %file.name, "ingesting");
             let mut batch = read::read(&src.read, file.bytes, &file.name).map_err(data_err)?;
             if let Some(pre) = &src.preprocess {
-                batch = self.preprocess(&name, pre.sql(), &batch).await?;
+                (batch, engine_time) = self.preprocess(&name, pre.sql(), &batch).await?;
             }
             let batch = with_event_time(&batch, &vocab, now).map_err(data_err)?;
             let needs_prev = !matches!(src.merge, MergeStrategy::Append);
@@ -212,7 +217,7 @@ impl Context {
         let more = events
             .iter()
             .any(|e| matches!(e, MetadataEvent::AddData(_)));
-        commit(&store, &chain, events, now, records, more).await
+        commit(&store, &chain, events, now, records, more, engine_time).await
     }
 
     fn tx_err(&self, dataset: &str, e: LoadError) -> TxError {
@@ -251,12 +256,13 @@ impl Context {
         })
     }
 
+    /// Runs the preprocess query on the engine; returns its output and the wall time of the engine call.
     async fn preprocess(
         &self,
         dataset: &str,
         sql: &TransformSql,
         batch: &RecordBatch,
-    ) -> Result<RecordBatch, TxError> {
+    ) -> Result<(RecordBatch, Duration), TxError> {
         let data_err = |source| TxError::Data {
             dataset: dataset.to_string(),
             source,
@@ -281,6 +287,7 @@ impl Context {
             transform: sql.clone(),
             output_data_path: output.clone(),
         };
+        let started = Instant::now();
         let n = engine
             .raw_query(&job)
             .await
@@ -288,6 +295,7 @@ impl Context {
                 dataset: dataset.into(),
                 source,
             })?;
+        let engine_time = started.elapsed();
         let out = std::fs::read(&output).map_err(|_| TxError::Engine {
             dataset: dataset.into(),
             source: EngineFailure::Contract {
@@ -313,7 +321,7 @@ impl Context {
                 },
             });
         }
-        Ok(out)
+        Ok((out, engine_time))
     }
 
     /// Plans the next transform step of a derivative: `None` when its inputs have nothing new.
@@ -382,6 +390,7 @@ impl Context {
         let now = Utc::now();
         let mut events = metadata_events(&chain, m, now);
         let mut records = 0;
+        let mut engine_time = Duration::ZERO;
         let plan = self.plan_transform(m, &chain).await?;
         if let Some(plan) = &plan {
             let engine = self
@@ -393,9 +402,10 @@ impl Context {
                 })?;
             let vocab = Vocab::from(&m.vocab.clone().unwrap_or_default());
             let id = chain_dataset_id(&chain, &events);
-            let step = self
+            let (step, step_engine_time) = self
                 .execute(&store, &chain, &name, id, plan, &engine, &vocab, now)
                 .await?;
+            engine_time = step_engine_time;
             records = step
                 .new_data
                 .as_ref()
@@ -405,10 +415,20 @@ impl Context {
         if events.is_empty() {
             return Ok(TxOutcome::UpToDate { dataset: name });
         }
-        commit(&store, &chain, events, now, records, plan.is_some()).await
+        commit(
+            &store,
+            &chain,
+            events,
+            now,
+            records,
+            plan.is_some(),
+            engine_time,
+        )
+        .await
     }
 
-    /// Runs a planned step on `engine` and stores its data and checkpoint (not the block).
+    /// Runs a planned step on `engine` and stores its data and checkpoint (not the block). Returns the
+    /// step's event and the wall time spent inside the engine.
     #[allow(clippy::too_many_arguments)]
     pub async fn execute(
         &self,
@@ -420,7 +440,7 @@ impl Context {
         engine: &EngineHandle,
         vocab: &Vocab,
         system_time: DateTime<Utc>,
-    ) -> Result<ExecuteTransform, TxError> {
+    ) -> Result<(ExecuteTransform, Duration), TxError> {
         let run = self
             .run_engine(store, chain, name, id, plan, engine, vocab, system_time)
             .await?;
@@ -456,7 +476,7 @@ impl Context {
         {
             return Err(violation(ContractViolation::WatermarkRegressed));
         }
-        Ok(ExecuteTransform {
+        let step = ExecuteTransform {
             query_inputs: plan
                 .inputs
                 .iter()
@@ -474,7 +494,8 @@ impl Context {
             new_checkpoint,
             new_watermark: run.report.new_watermark.or(chain.summary.watermark),
             engine: Some(engine.identity().clone()),
-        })
+        };
+        Ok((step, run.engine_time))
     }
 
     /// Stages inputs, runs the engine, and checks its output against the contract.
@@ -569,6 +590,7 @@ impl Context {
             new_checkpoint_path: out_dir.join("checkpoint"),
             new_data_path: out_dir.join("data"),
         };
+        let started = Instant::now();
         let report = engine
             .transform(&job)
             .await
@@ -576,6 +598,7 @@ impl Context {
                 dataset: name.into(),
                 source,
             })?;
+        let engine_time = started.elapsed();
         fault::point("after-read", name);
         let violation = |violation| TxError::Engine {
             dataset: name.to_string(),
@@ -634,6 +657,7 @@ impl Context {
             report,
             output,
             checkpoint,
+            engine_time,
         })
     }
 }
@@ -647,6 +671,8 @@ pub struct EngineRun {
     pub output: Option<RecordBatch>,
     /// The checkpoint file.
     pub checkpoint: Option<Bytes>,
+    /// Wall time of the engine's ExecuteTransform call alone (no staging, reading or checking).
+    pub engine_time: Duration,
 }
 
 /// One input of a planned step.
@@ -779,6 +805,7 @@ async fn commit(
     now: DateTime<Utc>,
     records: u64,
     more: bool,
+    engine_time: Duration,
 ) -> Result<TxOutcome, TxError> {
     let mut prev = chain.summary.head;
     let first = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
@@ -799,13 +826,15 @@ async fn commit(
     })?;
     store.set_head(chain.summary.head, head).await?;
     fault::point("after-head", store.name());
-    info!(dataset = %store.name(), head = %head, records, blocks, "transaction committed");
+    let engine_ms = engine_time.as_millis() as u64;
+    info!(dataset = %store.name(), head = %head, records, blocks, engine_ms, "transaction committed");
     Ok(TxOutcome::Committed {
         dataset: store.name().to_string(),
         head,
         records,
         blocks,
         more,
+        engine_time,
     })
 }
 

@@ -165,28 +165,52 @@ impl DemandDispatcher {
     }
 
     fn pop_demand(&mut self, subscription: SubscriptionId) -> Option<usize> {
-        let index = self
-            .demands
-            .iter()
-            .position(|d| d.subscription == subscription)?;
+        let index = self.index_of(subscription)?;
         Some(self.demands.remove(index).counter)
     }
 
-    /// Insert before the first consumer with a smaller demand, i.e. behind
-    /// every consumer with the same or a larger one.
-    fn add_demand(&mut self, counter: usize, subscription: SubscriptionId) {
-        let index = self
-            .demands
+    #[inline]
+    fn index_of(&self, subscription: SubscriptionId) -> Option<usize> {
+        self.demands
             .iter()
-            .position(|d| counter > d.counter)
-            .unwrap_or(self.demands.len());
-        self.demands.insert(
-            index,
-            Demand {
-                counter,
-                subscription,
-            },
-        );
+            .position(|d| d.subscription == subscription)
+    }
+
+    /// Give the consumer at `index` the demand `counter` and move it behind
+    /// every other consumer with the same or a larger demand, before the
+    /// first one with a smaller demand (GenStage takes it out and inserts it
+    /// there again). Done in place (a rotation of the consumers in between),
+    /// so a lone consumer, or one that keeps its place, moves nothing.
+    #[inline]
+    fn set_demand(&mut self, index: usize, counter: usize) {
+        if let [only] = self.demands.as_mut_slice() {
+            // A lone consumer has nowhere to move.
+            only.counter = counter;
+        } else {
+            self.move_demand(index, counter);
+        }
+    }
+
+    fn move_demand(&mut self, index: usize, counter: usize) {
+        let subscription = self.demands[index].subscription;
+        // The insertion point among the others, as an index into the list
+        // without this consumer (the end if nobody has a smaller demand).
+        let mut target = self.demands.len() - 1;
+        for (i, other) in self.demands.iter().enumerate() {
+            if i != index && counter > other.counter {
+                target = if i < index { i } else { i - 1 };
+                break;
+            }
+        }
+        match target.cmp(&index) {
+            std::cmp::Ordering::Less => self.demands[target..=index].rotate_right(1),
+            std::cmp::Ordering::Greater => self.demands[index..=target].rotate_left(1),
+            std::cmp::Ordering::Equal => {}
+        }
+        self.demands[target] = Demand {
+            counter,
+            subscription,
+        };
     }
 }
 
@@ -212,9 +236,10 @@ impl<T> Dispatcher<T> for DemandDispatcher {
     }
 
     fn ask(&mut self, subscription: SubscriptionId, n: usize, out: &mut Outbox<T>) -> usize {
-        let Some(current) = self.pop_demand(subscription) else {
+        let Some(index) = self.index_of(subscription) else {
             return 0;
         };
+        let current = self.demands[index].counter;
         let expected = *self.max_demand.get_or_insert(n);
         if n > expected {
             out.warn(Warning::AskLargerThanMaxDemand {
@@ -223,7 +248,7 @@ impl<T> Dispatcher<T> for DemandDispatcher {
                 expected,
             });
         }
-        self.add_demand(current + n, subscription);
+        self.set_demand(index, current + n);
         let already_sent = self.pending.min(n);
         self.pending -= already_sent;
         n - already_sent
@@ -248,12 +273,15 @@ impl<T> Dispatcher<T> for DemandDispatcher {
             if head.counter == 0 {
                 break;
             }
-            self.demands.remove(0);
             let now = head.counter.min(events.len());
-            let later = events.split_off(now);
-            out.send(head.subscription, events);
-            events = later;
-            self.add_demand(head.counter - now, head.subscription);
+            if now == events.len() {
+                out.send(head.subscription, std::mem::take(&mut events));
+            } else {
+                let later = events.split_off(now);
+                out.send(head.subscription, events);
+                events = later;
+            }
+            self.set_demand(0, head.counter - now);
         }
         self.pending = self.pending.saturating_sub(events.len());
         events

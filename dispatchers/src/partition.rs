@@ -96,8 +96,11 @@ pub(crate) const DROPPED_UNKNOWN_PARTITION: &str =
 /// # Ok::<(), dispatchers::SubscribeError>(())
 /// ```
 pub struct PartitionDispatcher<T> {
-    hash: HashFn<T>,
+    route: RouteFn<T>,
     partitions: Vec<Partition<T>>,
+    /// One empty batch per partition, filled by `dispatch` (kept between
+    /// calls so that `dispatch` does not allocate the list every time).
+    batches: Vec<Vec<T>>,
     /// For named partitions: name to index.
     names: Option<HashMap<String, usize>>,
     /// Subscription to partition index (GenStage's `references`).
@@ -114,13 +117,65 @@ pub struct PartitionDispatcher<T> {
     next_info_tag: u64,
 }
 
-type HashFn<T> = Box<dyn Fn(T) -> Routed<T> + Send>;
+/// Routes the events of one `dispatch` into their partitions' batches.
+///
+/// The hash function is called once per event, but inside a loop
+/// monomorphised for it ([`router`]), so the only dynamic call is this one,
+/// once per `dispatch`.
+///
+/// It takes events from `events` into `batches` (one per partition, in
+/// partition order) until `limit` of them are routed (the rest is
+/// leftover).
+type RouteFn<T> = Box<dyn Fn(&mut std::vec::IntoIter<T>, &mut [Vec<T>], usize) -> Routed + Send>;
 
-/// Where the hash function sent an event.
-enum Routed<T> {
-    Partition(T, usize),
-    Discarded,
-    UnknownPartition,
+/// What a [`RouteFn`] did.
+struct Routed {
+    /// Events now in a batch.
+    routed: usize,
+    /// Events for a partition that does not exist (dropped).
+    unknown: usize,
+}
+
+/// The routing loop for a hash function `place` mapping an event to
+/// `Some((event, partition index))`, or `None` to discard it. An index out
+/// of range counts as unknown.
+fn router<T, F>(place: F) -> RouteFn<T>
+where
+    F: Fn(T) -> Option<(T, usize)> + Send + 'static,
+{
+    Box::new(move |events, batches, limit| {
+        let mut unknown = 0;
+        // Routes one event; whether it went into a batch.
+        let mut route = |event| match place(event) {
+            Some((event, index)) => match batches.get_mut(index) {
+                Some(batch) => {
+                    batch.push(event);
+                    true
+                }
+                None => {
+                    unknown += 1;
+                    false
+                }
+            },
+            None => false,
+        };
+        let routed = if limit >= events.len() {
+            // The usual case: everything can go, no need to stop early.
+            events.fold(0, |routed, event| routed + usize::from(route(event)))
+        } else {
+            let mut left = limit;
+            while left > 0 {
+                let Some(event) = events.next() else {
+                    break;
+                };
+                if route(event) {
+                    left -= 1;
+                }
+            }
+            limit - left
+        };
+        Routed { routed, unknown }
+    })
 }
 
 struct Partition<T> {
@@ -130,17 +185,74 @@ struct Partition<T> {
 }
 
 /// GenStage's `demand_or_queue`: a partition either has demand and nothing
-/// queued, or has events queued (the queue then starts with an event) and no
-/// demand.
+/// queued, or has events queued and no demand.
 enum State<T> {
     Demand(usize),
-    Queue(VecDeque<Queued<T>>),
+    Queue(Queue<T>),
 }
 
-enum Queued<T> {
-    Event(T),
-    /// An info waiting behind the events before it (by tag).
-    Info(u64),
+/// A partition's queued events (never empty while it is the partition's
+/// state), and the infos waiting behind some of them.
+///
+/// Events are kept in the batches they arrived in, so that they move on in
+/// bulk: a batch taken whole is sent as it is, a part of one is one copy.
+struct Queue<T> {
+    /// The events, in order, as non-empty batches.
+    chunks: VecDeque<Vec<T>>,
+    /// Events in `chunks`.
+    len: usize,
+    /// `(position, tag)`, in order: the info `tag` goes out once `taken`
+    /// reaches `position`, i.e. once every event queued before it has gone.
+    infos: VecDeque<(u64, u64)>,
+    /// Events taken out since this queue was made.
+    taken: u64,
+}
+
+impl<T> Queue<T> {
+    /// A queue of `events` (not empty).
+    fn new(events: Vec<T>) -> Self {
+        Self {
+            len: events.len(),
+            chunks: VecDeque::from([events]),
+            infos: VecDeque::new(),
+            taken: 0,
+        }
+    }
+
+    fn push(&mut self, events: Vec<T>) {
+        if !events.is_empty() {
+            self.len += events.len();
+            self.chunks.push_back(events);
+        }
+    }
+
+    /// Move the first `n` events (at most `len`) to the back of `batch`.
+    fn take(&mut self, mut n: usize, batch: &mut Vec<T>) {
+        self.taken += n as u64;
+        self.len -= n;
+        while n > 0 {
+            let Some(front) = self.chunks.front_mut() else {
+                return;
+            };
+            if front.len() > n {
+                batch.extend(front.drain(..n));
+                return;
+            }
+            n -= front.len();
+            if let Some(chunk) = self.chunks.pop_front() {
+                if batch.is_empty() {
+                    *batch = chunk;
+                } else {
+                    batch.extend(chunk);
+                }
+            }
+        }
+    }
+
+    /// Hold info `tag` behind every event queued so far.
+    fn push_info(&mut self, tag: u64) {
+        self.infos.push_back((self.taken + self.len as u64, tag));
+    }
 }
 
 impl<T> PartitionDispatcher<T> {
@@ -163,15 +275,10 @@ impl<T> PartitionDispatcher<T> {
     where
         F: Fn(T) -> Option<(T, usize)> + Send + 'static,
     {
-        let route = move |event| match hash(event) {
-            None => Routed::Discarded,
-            Some((event, index)) if index < count => Routed::Partition(event, index),
-            Some(_) => Routed::UnknownPartition,
-        };
         Self::build(
             (0..count).map(PartitionKey::Index).collect(),
             None,
-            Box::new(route),
+            router(hash),
         )
     }
 
@@ -206,23 +313,23 @@ impl<T> PartitionDispatcher<T> {
             }
         }
         let routes = lookup.clone();
-        let route = move |event| match hash(event) {
-            None => Routed::Discarded,
-            Some((event, name)) => match routes.get(name.as_ref()) {
-                Some(&index) => Routed::Partition(event, index),
-                None => Routed::UnknownPartition,
-            },
-        };
-        Self::build(keys, Some(lookup), Box::new(route))
+        let route = router(move |event| {
+            let (event, name) = hash(event)?;
+            // An unknown name becomes an index out of range: unknown.
+            let index = routes.get(name.as_ref()).copied().unwrap_or(usize::MAX);
+            Some((event, index))
+        });
+        Self::build(keys, Some(lookup), route)
     }
 
     fn build(
         keys: Vec<PartitionKey>,
         names: Option<HashMap<String, usize>>,
-        hash: HashFn<T>,
+        route: RouteFn<T>,
     ) -> Self {
         Self {
-            hash,
+            route,
+            batches: keys.iter().map(|_| Vec::new()).collect(),
             partitions: keys
                 .into_iter()
                 .map(|key| Partition {
@@ -258,10 +365,7 @@ impl<T> PartitionDispatcher<T> {
         self.index_of(partition)
             .map(|index| match &self.partitions[index].state {
                 State::Demand(_) => 0,
-                State::Queue(queue) => queue
-                    .iter()
-                    .filter(|q| matches!(q, Queued::Event(_)))
-                    .count(),
+                State::Queue(queue) => queue.len,
             })
     }
 
@@ -317,33 +421,39 @@ impl<T> PartitionDispatcher<T> {
     fn send_from_queue(
         &mut self,
         index: usize,
-        mut queue: VecDeque<Queued<T>>,
+        mut queue: Queue<T>,
         to: SubscriptionId,
         mut n: usize,
         out: &mut Outbox<T>,
     ) -> State<T> {
         let mut batch = Vec::new();
         loop {
-            match queue.pop_front() {
-                None => {
-                    out.send(to, batch);
-                    return State::Demand(n);
-                }
-                Some(Queued::Info(tag)) => {
+            // Events up to the next info (or all of them), as far as the
+            // demand goes.
+            let before_info = match queue.infos.front() {
+                Some(&(position, _)) => (position - queue.taken) as usize,
+                None => usize::MAX,
+            };
+            let now = n.min(before_info).min(queue.len);
+            queue.take(now, &mut batch);
+            self.queued -= now;
+            n -= now;
+            // An info whose events have all gone out goes now, after them.
+            match queue.infos.front() {
+                Some(&(position, tag)) if position == queue.taken => {
+                    queue.infos.pop_front();
                     out.send(to, std::mem::take(&mut batch));
                     self.release_info(tag, index, out);
                 }
-                Some(Queued::Event(event)) if n > 0 => {
-                    batch.push(event);
-                    self.queued -= 1;
-                    n -= 1;
-                }
-                Some(event @ Queued::Event(_)) => {
-                    queue.push_front(event);
-                    out.send(to, batch);
-                    return State::Queue(queue);
-                }
+                _ => break,
             }
+        }
+        out.send(to, batch);
+        if queue.len == 0 {
+            // Every info was behind an event that went out: none is left.
+            State::Demand(n)
+        } else {
+            State::Queue(queue)
         }
     }
 
@@ -353,7 +463,7 @@ impl<T> PartitionDispatcher<T> {
         match (&mut partition.state, partition.consumer) {
             (State::Queue(queue), _) => {
                 self.queued += events.len();
-                queue.extend(events.into_iter().map(Queued::Event));
+                queue.push(events);
             }
             (State::Demand(demand), Some(to)) if *demand > 0 => {
                 let now = (*demand).min(events.len());
@@ -362,12 +472,12 @@ impl<T> PartitionDispatcher<T> {
                 out.send(to, events);
                 if !later.is_empty() {
                     self.queued += later.len();
-                    partition.state = State::Queue(later.into_iter().map(Queued::Event).collect());
+                    partition.state = State::Queue(Queue::new(later));
                 }
             }
             (State::Demand(_), _) => {
                 self.queued += events.len();
-                partition.state = State::Queue(events.into_iter().map(Queued::Event).collect());
+                partition.state = State::Queue(Queue::new(events));
             }
         }
     }
@@ -375,8 +485,9 @@ impl<T> PartitionDispatcher<T> {
 
 impl<T: Hash> PartitionDispatcher<T> {
     /// Partitions `0..count` with the default hash: a stable hash of the
-    /// whole event (FNV-1a with a final mix), the same in every run of the
-    /// same build on the same platform. GenStage's default is
+    /// whole event (a word-at-a-time multiplicative hash with MurmurHash3's
+    /// final mix), the same in every run; for integers and strings also on
+    /// every platform. GenStage's default is
     /// `:erlang.phash2(event, count)`; the partition an event lands in
     /// differs from GenStage's, the evenness does not.
     ///
@@ -414,7 +525,9 @@ impl<T> fmt::Debug for PartitionDispatcher<T> {
             .map(|p| {
                 let state = match &p.state {
                     State::Demand(demand) => format!("demand {demand}"),
-                    State::Queue(queue) => format!("{} queued", queue.len()),
+                    State::Queue(queue) => {
+                        format!("{} queued", queue.len + queue.infos.len())
+                    }
                 };
                 (p.key.to_string(), p.consumer, state)
             })
@@ -469,12 +582,9 @@ impl<T: Send> Dispatcher<T> for PartitionDispatcher<T> {
                 0
             }
             State::Queue(queue) => {
-                let mut dropped = 0;
-                for queued in queue {
-                    match queued {
-                        Queued::Event(_) => dropped += 1,
-                        Queued::Info(tag) => self.release_info(tag, index, out),
-                    }
+                let dropped = queue.len;
+                for (_, tag) in queue.infos {
+                    self.release_info(tag, index, out);
                 }
                 self.queued -= dropped;
                 self.waiting += dropped;
@@ -506,28 +616,32 @@ impl<T: Send> Dispatcher<T> for PartitionDispatcher<T> {
     }
 
     fn dispatch(&mut self, events: Vec<T>, out: &mut Outbox<T>) -> Vec<T> {
-        let mut batches: Vec<Vec<T>> = self.partitions.iter().map(|_| Vec::new()).collect();
-        let mut unknown = 0;
+        let mut batches = std::mem::take(&mut self.batches);
+        let count = self.partitions.len();
+        if batches.len() != count {
+            // Only after a hash function panicked in the middle of a dispatch.
+            batches = self.partitions.iter().map(|_| Vec::new()).collect();
+        }
+        // Every batch gets room for an even share of what can be routed,
+        // plus the usual unevenness, before routing (a larger share grows
+        // it as usual). A batch that receives nothing keeps its room for the
+        // next dispatch.
+        let routable = events.len().min(self.waiting);
+        let share = routable / count.max(1);
+        let capacity = (share + share / 4 + 4).min(routable);
+        for batch in &mut batches {
+            batch.reserve_exact(capacity);
+        }
         let mut events = events.into_iter();
-        while self.waiting > 0 {
-            let Some(event) = events.next() else {
-                break;
-            };
-            match (self.hash)(event) {
-                Routed::Partition(event, index) => {
-                    batches[index].push(event);
-                    self.waiting -= 1;
-                }
-                Routed::Discarded => {}
-                Routed::UnknownPartition => unknown += 1,
-            }
-        }
+        let Routed { routed, unknown } = (self.route)(&mut events, &mut batches, self.waiting);
+        self.waiting -= routed;
         let leftover: Vec<T> = events.collect();
-        for (index, batch) in batches.into_iter().enumerate() {
+        for (index, batch) in batches.iter_mut().enumerate() {
             if !batch.is_empty() {
-                self.deliver(index, batch, out);
+                self.deliver(index, std::mem::take(batch), out);
             }
         }
+        self.batches = batches;
         if unknown > 0 {
             out.warn(Warning::EventsDropped {
                 count: unknown,
@@ -542,7 +656,7 @@ impl<T: Send> Dispatcher<T> for PartitionDispatcher<T> {
         let mut holders = Vec::new();
         for (index, partition) in self.partitions.iter_mut().enumerate() {
             if let State::Queue(queue) = &mut partition.state {
-                queue.push_back(Queued::Info(tag));
+                queue.push_info(tag);
                 holders.push(index);
             }
         }

@@ -5,10 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use dispatchers::SubscriptionId;
-use tokio::sync::mpsc::WeakUnboundedSender;
 
 use crate::handle::Mailbox;
 use crate::ids::IdMap;
+use crate::mailbox::WeakSender;
 use crate::message::Msg;
 use crate::run::Upstream;
 use crate::shared::StageShared;
@@ -23,7 +23,7 @@ use crate::{Error, StageId, StageRef, StopReason, Subscription};
 /// [`ProducerConsumerContext`](crate::ProducerConsumerContext) in signatures.
 pub struct Context<'a, S: Stage> {
     pub(crate) shared: &'a Arc<StageShared>,
-    pub(crate) me: &'a WeakUnboundedSender<Msg<S>>,
+    pub(crate) me: &'a WeakSender<Msg<S>>,
     pub(crate) upstream: &'a mut IdMap<SubscriptionId, Upstream<S::In>>,
 }
 

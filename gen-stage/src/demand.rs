@@ -83,6 +83,23 @@ impl AutomaticDemand {
         self.max - self.min
     }
 
+    /// [`receive`](Self::receive) for a message that is a single piece
+    /// (`0 < count <= piece_size()`, the usual case), without building the
+    /// iterator: the ask after the piece, and the events in excess.
+    pub(crate) fn receive_piece(&mut self, count: usize) -> (usize, usize) {
+        debug_assert!(count > 0 && count <= self.piece_size());
+        let excess = count.saturating_sub(self.outstanding);
+        let left = self.outstanding - count.min(self.outstanding);
+        let ask = if left <= self.min {
+            self.outstanding = self.max;
+            self.max - left
+        } else {
+            self.outstanding = left;
+            0
+        };
+        (ask, excess)
+    }
+
     /// `count` events arrived in one message: the pieces to hand over, in
     /// order, with the ask after each. The outstanding demand is updated as
     /// if every piece had been handed over.
@@ -264,6 +281,27 @@ mod tests {
     }
 
     proptest! {
+        /// The single-piece shortcut agrees with the general algorithm.
+        #[test]
+        fn receive_piece_is_receive_for_one_piece(
+            max in 1usize..200,
+            min_frac in 0.0f64..1.0,
+            counts in proptest::collection::vec(1usize..400, 1..40),
+        ) {
+            let min = ((max as f64) * min_frac) as usize % max;
+            let mut general = AutomaticDemand::new(max, min);
+            let mut shortcut = general;
+            for count in counts {
+                let count = 1 + (count - 1) % general.piece_size();
+                let batches = general.receive(count);
+                let excess = batches.excess();
+                let batches: Vec<Batch> = batches.collect();
+                prop_assert_eq!(batches.len(), 1);
+                prop_assert_eq!(shortcut.receive_piece(count), (batches[0].ask, excess));
+                prop_assert_eq!(shortcut, general);
+            }
+        }
+
         /// With a producer that answers every ask with any split of it, the
         /// consumer never has more than max_demand outstanding, never asks
         /// nothing, never hands over an empty or oversized piece, and every

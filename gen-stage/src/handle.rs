@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dispatchers::SubscriptionId;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
+use crate::mailbox::Sender;
 use crate::message::{Msg, SubscribeRequest, SubscribeTo};
 use crate::shared::StageShared;
 use crate::stage::{ConsumesEvents, ProducesEvents, Stage};
@@ -59,7 +59,7 @@ pub(crate) trait ConsumerEndpoint<T>: Send + Sync {
 
 /// A stage's mailbox: its one queue, and its shared life.
 pub(crate) struct Mailbox<S: Stage> {
-    pub(crate) tx: UnboundedSender<Msg<S>>,
+    pub(crate) tx: Sender<Msg<S>>,
     pub(crate) shared: Arc<StageShared>,
 }
 

@@ -196,6 +196,7 @@ mod error;
 mod from_iter;
 mod handle;
 mod ids;
+mod mailbox;
 mod message;
 mod options;
 mod producer;

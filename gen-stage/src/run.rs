@@ -1,11 +1,11 @@
 //! The task that runs a stage: its mailbox loop, start and termination.
 //!
-//! One tokio task per stage. The loop takes many messages per wake-up
-//! (`recv_many`) and handles them in order; protocol logic lives in
-//! [`producer_side`] (dispatcher, buffer, demand modes) and
-//! [`consumer_side`] (subscriptions to producers, automatic demand, the
-//! producer_consumer queue), the policy in the pure [`demand`](crate::demand)
-//! and [`buffer`](crate::buffer) modules.
+//! One tokio task per stage. The loop takes the messages waiting in its
+//! [mailbox](crate::mailbox) (up to 128) per wake-up and handles them in
+//! order; protocol logic lives in [`producer_side`] (dispatcher, buffer,
+//! demand modes) and [`consumer_side`] (subscriptions to producers,
+//! automatic demand, the producer_consumer queue), the policy in the pure
+//! [`demand`](crate::demand) and [`buffer`](crate::buffer) modules.
 
 mod consumer_side;
 mod producer_side;
@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use dispatchers::InfoId;
 use futures::FutureExt;
-use tokio::sync::mpsc::{self, UnboundedReceiver, WeakUnboundedSender};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
@@ -26,13 +25,11 @@ use producer_side::ProducerSide;
 
 use crate::handle::Mailbox;
 use crate::ids::IdMap;
+use crate::mailbox::{self, Receiver, WeakSender};
 use crate::message::{Msg, SubscribeTo};
 use crate::shared::{DeadOnDrop, StageKind, StageShared};
 use crate::stage::Callbacks;
 use crate::{Error, Noreply, Reply, ReplyTo, StageRef, StopReason};
-
-/// Messages taken from the mailbox per wake-up.
-const MAILBOX_BATCH: usize = 128;
 
 /// `Err(reason)`: the stage stops with `reason`.
 pub(crate) type Flow = Result<(), StopReason>;
@@ -61,7 +58,7 @@ pub(crate) use ctx;
 pub(crate) struct Core<S: Callbacks> {
     pub(crate) stage: S,
     pub(crate) shared: Arc<StageShared>,
-    pub(crate) me: WeakUnboundedSender<Msg<S>>,
+    pub(crate) me: WeakSender<Msg<S>>,
     /// Producers and producer_consumers: dispatcher, buffer, consumers.
     producer: Option<ProducerSide<S::Out>>,
     /// Consumers and producer_consumers: subscriptions to producers.
@@ -80,7 +77,7 @@ pub(crate) struct Core<S: Callbacks> {
 /// Start `stage` in its own task and wait for its `init`.
 pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> {
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mailbox::channel();
     let shared = Arc::new(StageShared::new(S::KIND));
     let span = tracing::info_span!(
         "stage",
@@ -101,7 +98,13 @@ pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> 
         pending: VecDeque::new(),
         current_call: None,
     };
-    runtime.spawn(run(core, rx, started_tx).instrument(span));
+    if span.is_disabled() {
+        // No subscriber wants the span: entering it on every poll would only
+        // cost time.
+        runtime.spawn(run(core, rx, started_tx));
+    } else {
+        runtime.spawn(run(core, rx, started_tx).instrument(span));
+    }
     match started_rx.await {
         Ok(Ok(())) => Ok(StageRef {
             mailbox: Mailbox { tx, shared },
@@ -116,7 +119,7 @@ pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> 
 
 async fn run<S: Callbacks>(
     mut core: Core<S>,
-    mut rx: UnboundedReceiver<Msg<S>>,
+    mut rx: Receiver<Msg<S>>,
     started: oneshot::Sender<Result<(), Error>>,
 ) {
     let _dead_on_drop = DeadOnDrop(core.shared.clone());
@@ -140,7 +143,7 @@ async fn run<S: Callbacks>(
     tracing::debug!("stage started");
     let _ = started.send(Ok(()));
 
-    let mut batch = Vec::with_capacity(MAILBOX_BATCH);
+    let mut batch = VecDeque::new();
     let reason = match AssertUnwindSafe(core.main_loop(&mut rx, &mut batch))
         .catch_unwind()
         .await
@@ -187,27 +190,28 @@ impl<S: Callbacks> Core<S> {
     /// not handled stay in `batch`, so their callers learn the stop reason.
     async fn main_loop(
         &mut self,
-        rx: &mut UnboundedReceiver<Msg<S>>,
-        batch: &mut Vec<Msg<S>>,
+        rx: &mut Receiver<Msg<S>>,
+        batch: &mut VecDeque<Msg<S>>,
     ) -> StopReason {
         loop {
-            if rx.recv_many(batch, MAILBOX_BATCH).await == 0 {
+            if rx.recv_all(batch).await == 0 {
                 // Nothing can reach this stage any more: no handle, no
                 // subscription.
                 return StopReason::Normal;
             }
-            batch.reverse();
-            while let Some(msg) = batch.pop() {
+            while let Some(msg) = batch.pop_front() {
                 let step = match msg {
                     Msg::Events { sub, events, from } => self.on_events(sub, events, from).await,
                     Msg::Ask { sub, n, from } => self.on_ask(sub, n, from).await,
-                    other => self.on_other(other).await,
+                    // Rare and large: boxed, so that the loop's own future
+                    // stays small.
+                    other => Box::pin(self.on_other(other)).await,
                 };
                 if let Err(reason) = step {
                     return reason;
                 }
                 if !self.pending.is_empty()
-                    && let Err(reason) = self.run_pending().await
+                    && let Err(reason) = Box::pin(self.run_pending()).await
                 {
                     return reason;
                 }
@@ -350,8 +354,8 @@ impl<S: Callbacks> Core<S> {
     async fn terminate(
         mut self,
         reason: StopReason,
-        rx: UnboundedReceiver<Msg<S>>,
-        unhandled: Vec<Msg<S>>,
+        rx: Receiver<Msg<S>>,
+        unhandled: VecDeque<Msg<S>>,
     ) {
         if let Some(from) = self.current_call.take() {
             from.fail(reason.clone());

@@ -3,9 +3,14 @@
 //!
 //! `cargo bench -p reference-engine --bench filter_map` uses 10 million rows (generated once and
 //! cached under `target/weir-bench/`); under `cargo test` the benchmark runs once on 100 000 rows.
+//! At the end the figures table for `docs/benchmarks.md` (medians of every timed run of both, and their
+//! ratio) is printed, and written to `$WEIR_BENCH_REPORT_DIR/reference-engine.md` when that is set
+//! (`cargo xtask bench` sets it).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -149,6 +154,47 @@ async fn datafusion_direct(input: &Path, out: &Path) {
         .expect("write");
 }
 
+/// Every timed run of each side, in seconds.
+#[derive(Debug, Default)]
+struct Runs {
+    engine: Vec<f64>,
+    direct: Vec<f64>,
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+/// The figures table: medians of the timed runs (criterion's warm-up runs included) and their ratio.
+fn table(runs: &Runs, rows: usize) -> Option<String> {
+    let engine = median(&runs.engine)?;
+    let direct = median(&runs.direct)?;
+    let ratio = engine / direct;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| rows | runs (engine / direct) | reference engine | rows/s | DataFusion direct | rows/s | engine / direct | target |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(
+        out,
+        "| {rows} | {} / {} | {engine:.2} s | {:.2} M | {direct:.2} s | {:.2} M | {ratio:.2}x | {} (<= 1.3x) |",
+        runs.engine.len(),
+        runs.direct.len(),
+        rows as f64 / engine / 1e6,
+        rows as f64 / direct / 1e6,
+        if ratio <= 1.3 { "met" } else { "**missed**" },
+    );
+    Some(out)
+}
+
 fn filter_map(c: &mut Criterion) {
     let rows = rows();
     let input = input_file(rows);
@@ -161,20 +207,58 @@ fn filter_map(c: &mut Criterion) {
     let mut group = c.benchmark_group(format!("filter_map_{rows}_rows"));
     group.sample_size(10);
     group.throughput(Throughput::Elements(rows as u64));
+    let runs = Mutex::new(Runs::default());
+    let record = |f: fn(&mut Runs) -> &mut Vec<f64>, elapsed: Duration| {
+        f(&mut runs.lock().unwrap_or_else(|p| p.into_inner())).push(elapsed.as_secs_f64());
+    };
     group.bench_function("reference_engine", |b| {
-        b.to_async(&runtime).iter(|| async {
-            let outcome = engine
-                .execute_transform(&request, &NoProgress)
-                .await
-                .expect("transform");
-            assert!(outcome.new_offset_interval.is_some());
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let started = Instant::now();
+                let outcome = runtime
+                    .block_on(engine.execute_transform(&request, &NoProgress))
+                    .expect("transform");
+                let elapsed = started.elapsed();
+                assert!(outcome.new_offset_interval.is_some());
+                record(|r| &mut r.engine, elapsed);
+                total += elapsed;
+            }
+            total
         });
     });
     group.bench_function("datafusion_direct", |b| {
-        b.to_async(&runtime)
-            .iter(|| datafusion_direct(&input, &out));
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let started = Instant::now();
+                runtime.block_on(datafusion_direct(&input, &out));
+                let elapsed = started.elapsed();
+                record(|r| &mut r.direct, elapsed);
+                total += elapsed;
+            }
+            total
+        });
     });
     group.finish();
+
+    // `cargo bench` passes `--bench`; under `cargo test` the single run is a smoke test, not a figure.
+    if !std::env::args().any(|arg| arg == "--bench") {
+        return;
+    }
+    let runs = runs.into_inner().unwrap_or_else(|p| p.into_inner());
+    let Some(table) = table(&runs, rows) else {
+        return;
+    };
+    println!("\n## reference-engine figures (medians of the timed runs)\n\n{table}");
+    if let Some(dir) = std::env::var_os("WEIR_BENCH_REPORT_DIR") {
+        let dir = PathBuf::from(dir);
+        let path = dir.join("reference-engine.md");
+        match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &table)) {
+            Ok(()) => println!("figures written to {}", path.display()),
+            Err(error) => eprintln!("cannot write {}: {error}", path.display()),
+        }
+    }
 }
 
 criterion_group!(benches, filter_map);

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use gen_stage::{
     BroadcastDispatcher, Consumer, ConsumerContext, DemandDispatcher, Noreply, PartitionDispatcher,
@@ -62,6 +62,8 @@ pub enum ProgressEvent {
         head: String,
         /// Milliseconds spent.
         millis: u128,
+        /// Of which inside the engine.
+        engine_millis: u128,
     },
     /// Nothing to do.
     UpToDate {
@@ -94,6 +96,23 @@ pub struct Done {
     dataset: String,
     completion: Completion,
     error: Option<(String, u8)>,
+    timing: Timing,
+}
+
+/// Where a dataset's transactions spent their time during a pull.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timing {
+    /// Wall time of its transactions, whatever their outcome.
+    pub total: Duration,
+    /// Of which inside engine operations (preprocess Raw queries, ExecuteTransform).
+    pub engine: Duration,
+}
+
+impl std::ops::AddAssign for Timing {
+    fn add_assign(&mut self, other: Timing) {
+        self.total += other.total;
+        self.engine += other.engine;
+    }
 }
 
 /// The producer of pending transactions.
@@ -101,6 +120,7 @@ struct PendingTransactions {
     scheduler: Scheduler,
     datasets: Vec<String>,
     errors: BTreeMap<String, (String, u8)>,
+    timings: BTreeMap<String, Timing>,
     finished: Option<oneshot::Sender<PullReport>>,
 }
 
@@ -111,6 +131,8 @@ pub struct PullReport {
     pub states: Vec<(String, DatasetState, u64)>,
     /// Errors by dataset, with their exit codes.
     pub errors: BTreeMap<String, (String, u8)>,
+    /// Time spent per dataset (datasets that ran no transaction are absent).
+    pub timings: BTreeMap<String, Timing>,
 }
 
 impl PendingTransactions {
@@ -128,6 +150,7 @@ impl PendingTransactions {
             let _ = tx.send(PullReport {
                 states: self.scheduler.states(),
                 errors: self.errors.clone(),
+                timings: self.timings.clone(),
             });
         }
         tasks
@@ -168,6 +191,7 @@ impl Producer for PendingTransactions {
         if let Some(e) = done.error {
             self.errors.insert(done.dataset.clone(), e);
         }
+        *self.timings.entry(done.dataset.clone()).or_default() += done.timing;
         self.scheduler.complete(&done.dataset, done.completion);
         Noreply::Emit(self.ready())
     }
@@ -249,17 +273,31 @@ impl Consumer for Worker {
                 dataset: dataset.clone(),
             });
             let started = Instant::now();
-            let (completion, event, error) = match self.ctx.run_once(&dataset).await {
-                Ok(TxOutcome::Committed { head, records, .. }) => (
-                    Completion::Committed,
-                    ProgressEvent::Committed {
-                        dataset: dataset.clone(),
-                        records,
-                        head: head.to_string(),
-                        millis: started.elapsed().as_millis(),
-                    },
-                    None,
-                ),
+            let outcome = self.ctx.run_once(&dataset).await;
+            let mut timing = Timing {
+                total: started.elapsed(),
+                engine: Duration::ZERO,
+            };
+            let (completion, event, error) = match outcome {
+                Ok(TxOutcome::Committed {
+                    head,
+                    records,
+                    engine_time,
+                    ..
+                }) => {
+                    timing.engine = engine_time;
+                    (
+                        Completion::Committed,
+                        ProgressEvent::Committed {
+                            dataset: dataset.clone(),
+                            records,
+                            head: head.to_string(),
+                            millis: timing.total.as_millis(),
+                            engine_millis: engine_time.as_millis(),
+                        },
+                        None,
+                    )
+                }
                 Ok(TxOutcome::UpToDate { .. }) => (
                     Completion::UpToDate,
                     ProgressEvent::UpToDate {
@@ -285,6 +323,7 @@ impl Consumer for Worker {
                 dataset,
                 completion,
                 error,
+                timing,
             });
         }
         Noreply::none()
@@ -386,9 +425,14 @@ impl Consumer for Renderer {
             match &e {
                 ProgressEvent::Started { .. } => bar.set_message("running..."),
                 ProgressEvent::Committed {
-                    records, millis, ..
+                    records,
+                    millis,
+                    engine_millis,
+                    ..
                 } => {
-                    bar.set_message(format!("committed {records} record(s) in {millis} ms"));
+                    bar.set_message(format!(
+                        "committed {records} record(s) in {millis} ms (engine {engine_millis} ms)"
+                    ));
                 }
                 ProgressEvent::UpToDate { .. } => bar.finish_with_message("up to date"),
                 ProgressEvent::Failed { message, .. } => {
@@ -562,6 +606,7 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         scheduler,
         datasets: targets.clone(),
         errors: BTreeMap::new(),
+        timings: BTreeMap::new(),
         finished: Some(finished_tx),
     })
     .await
@@ -607,8 +652,11 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     let report = finished_rx
         .await
         .map_err(|_| pipeline_err("the scheduler stopped before the pull finished"))?;
+    let elapsed = started.elapsed();
+    let engine_time: Duration = report.timings.values().map(|t| t.engine).sum();
     info!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
+        elapsed_ms = elapsed.as_millis() as u64,
+        engine_ms = engine_time.as_millis() as u64,
         "pull finished"
     );
 
@@ -655,13 +703,21 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             DatasetState::Skipped { because } => format!("skipped: input `{because}` failed"),
             other => format!("{other:?}"),
         };
+        let timing = report.timings.get(name).copied().unwrap_or_default();
         lines.push(format!("{name}: {what}"));
-        items.push(json!({ "dataset": name, "state": what, "transactions": transactions }));
+        items.push(json!({
+            "dataset": name,
+            "state": what,
+            "transactions": transactions,
+            "millis": millis(timing.total),
+            "engineMillis": millis(timing.engine),
+        }));
     }
     lines.push(format!(
-        "pulled {} dataset(s) in {:.2} s",
+        "pulled {} dataset(s) in {:.2} s, {:.2} s of it in engines",
         report.states.len(),
-        started.elapsed().as_secs_f64()
+        elapsed.as_secs_f64(),
+        engine_time.as_secs_f64()
     ));
     if let Some(m) = &metrics_text {
         lines.push(format!(
@@ -689,6 +745,16 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     }
     Ok(Output {
         text: lines.join("\n"),
-        json: json!({ "datasets": items, "pluginMetrics": metrics_text }),
+        json: json!({
+            "datasets": items,
+            "millis": millis(elapsed),
+            "engineMillis": millis(engine_time),
+            "pluginMetrics": metrics_text,
+        }),
     })
+}
+
+/// Whole milliseconds, for the JSON summary.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

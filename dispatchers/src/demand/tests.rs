@@ -370,3 +370,34 @@ fn shuffle_puts_consumers_without_demand_behind_those_with_demand() {
         assert_eq!(d.demands().next(), Some((sub(2), 2)));
     }
 }
+
+proptest::proptest! {
+    /// Changing a consumer's demand in place puts it exactly where GenStage
+    /// puts it: taken out of the list, then inserted before the first
+    /// consumer with a smaller demand.
+    #[test]
+    fn set_demand_moves_a_consumer_where_remove_and_insert_would(
+        counters in proptest::collection::vec(0usize..6, 1..8),
+        pick in 0usize..8,
+        counter in 0usize..8,
+    ) {
+        let mut d = DemandDispatcher::new();
+        d.demands = counters
+            .iter()
+            .enumerate()
+            .map(|(i, &counter)| Demand { counter, subscription: sub(i as u64) })
+            .collect();
+        let index = pick % counters.len();
+
+        let mut expected = d.demands.clone();
+        let moved = expected.remove(index);
+        let at = expected
+            .iter()
+            .position(|other| counter > other.counter)
+            .unwrap_or(expected.len());
+        expected.insert(at, Demand { counter, subscription: moved.subscription });
+
+        d.set_demand(index, counter);
+        proptest::prop_assert_eq!(d.demands, expected);
+    }
+}

@@ -545,3 +545,61 @@ fn default_hash_puts_equal_events_in_the_same_partition() {
     }
     assert!(sent.len() >= 2, "8 distinct words should spread: {sent:?}");
 }
+
+#[test]
+fn queued_events_of_several_dispatches_leave_in_order_around_an_info() {
+    // Queued events are kept in the batches they came in: asks that take a
+    // part of one, all of one, or run across two must still send them in
+    // order, and the info between two dispatches goes out right after the
+    // events queued before it.
+    let mut d = all_to_partition_zero(1);
+    let mut out = Outbox::new();
+    subscribe(&mut d, &mut out, 1, 0);
+    assert_eq!(d.ask(sub(1), 7, &mut out), 7);
+    d.cancel(sub(1), &mut out);
+    subscribe(&mut d, &mut out, 2, 0);
+    assert_eq!(d.dispatch(vec![1, 2, 3], &mut out), NOTHING);
+    d.info(InfoId(1), &mut out);
+    assert_eq!(d.dispatch(vec![4, 5], &mut out), NOTHING);
+    assert_eq!(d.dispatch(vec![6, 7], &mut out), NOTHING);
+    assert!(out.is_empty());
+    assert_eq!(d.queued(&PartitionKey::Index(0)), Some(7));
+    assert_eq!(d.buffered(), 7);
+
+    // Part of the first batch.
+    d.ask(sub(2), 2, &mut out);
+    assert_eq!(drain(&mut out), vec![events(2, vec![1, 2])]);
+    // The rest of it, the info, then across the next two batches.
+    d.ask(sub(2), 4, &mut out);
+    assert_eq!(
+        drain(&mut out),
+        vec![
+            events(2, vec![3]),
+            Emit::Info(InfoId(1)),
+            events(2, vec![4, 5, 6])
+        ]
+    );
+    assert_eq!(d.queued(&PartitionKey::Index(0)), Some(1));
+    // The last one, with demand to spare.
+    d.ask(sub(2), 3, &mut out);
+    assert_eq!(drain(&mut out), vec![events(2, vec![7])]);
+    assert_eq!(d.demand(sub(2)), Some(2));
+    assert_eq!(d.buffered(), 0);
+}
+
+#[test]
+fn a_dispatch_beyond_the_demand_returns_the_rest_in_order() {
+    let mut d = PartitionDispatcher::with_hash(2, |n: u32| Some((n, (n % 2) as usize)));
+    let mut out = Outbox::new();
+    subscribe(&mut d, &mut out, 1, 0);
+    subscribe(&mut d, &mut out, 2, 1);
+    d.ask(sub(1), 2, &mut out);
+    d.ask(sub(2), 1, &mut out);
+    // Three events fill the upstream demand of three; the rest is leftover.
+    assert_eq!(d.dispatch(vec![1, 2, 4, 3, 5, 6], &mut out), vec![3, 5, 6]);
+    assert_eq!(
+        drain(&mut out),
+        vec![events(1, vec![2, 4]), events(2, vec![1])]
+    );
+    assert_eq!(waiting_and_pending(&d), (0, 0));
+}

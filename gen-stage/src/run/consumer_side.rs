@@ -45,6 +45,17 @@ pub(super) enum Queued<T> {
     },
 }
 
+/// How an incoming message is handed to `handle_events`.
+enum Pieces {
+    /// Manual demand (or a subscription cancelled while its events were
+    /// queued): as one batch, no ask.
+    Manual,
+    /// Automatic demand, one piece (the usual case): then ask `ask`.
+    One { ask: usize },
+    /// Automatic demand, several pieces, each with its ask.
+    Many(crate::demand::Batches),
+}
+
 /// A Broadcast refusal of a second subscription by the same consumer leaves
 /// the consumer running whatever its cancel mode (GenStage's
 /// `:already_subscribed`).
@@ -191,45 +202,52 @@ impl<S: Callbacks> Core<S> {
     /// batch.
     async fn deliver_events(&mut self, from: Subscription, events: Vec<S::In>) -> Flow {
         let sub = from.id;
-        let batches = match self.upstream.get_mut(&sub) {
+        let pieces = match self.upstream.get_mut(&sub) {
             Some(Upstream {
                 demand: Some(demand),
                 span,
                 ..
             }) => {
-                let batches = demand.receive(events.len());
-                if batches.excess() > 0 {
+                let count = events.len();
+                let (pieces, excess) = if count > 0 && count <= demand.piece_size() {
+                    let (ask, excess) = demand.receive_piece(count);
+                    (Pieces::One { ask }, excess)
+                } else {
+                    let batches = demand.receive(count);
+                    let excess = batches.excess();
+                    (Pieces::Many(batches), excess)
+                };
+                if excess > 0 {
                     span.in_scope(|| {
-                        tracing::error!(
-                            excess = batches.excess(),
-                            "consumer has received {} events in excess",
-                            batches.excess()
-                        )
+                        tracing::error!(excess, "consumer has received {} events in excess", excess)
                     });
                 }
-                Some(batches)
+                pieces
             }
-            _ => None,
+            _ => Pieces::Manual,
         };
-        let Some(mut batches) = batches else {
-            let result = self.stage.handle_events(events, from, ctx!(self)).await;
-            return self.noreply(result);
-        };
-        if batches.len() == 1 {
-            let ask = batches.next().map_or(0, |batch| batch.ask);
-            let result = self.stage.handle_events(events, from, ctx!(self)).await;
-            self.noreply(result)?;
-            self.ask_producer(sub, ask);
-            return Ok(());
+        match pieces {
+            Pieces::Manual => {
+                let result = self.stage.handle_events(events, from, ctx!(self)).await;
+                self.noreply(result)
+            }
+            Pieces::One { ask } => {
+                let result = self.stage.handle_events(events, from, ctx!(self)).await;
+                self.noreply(result)?;
+                self.ask_producer(sub, ask);
+                Ok(())
+            }
+            Pieces::Many(batches) => {
+                let mut events = events.into_iter();
+                for batch in batches {
+                    let piece: Vec<S::In> = events.by_ref().take(batch.size).collect();
+                    let result = self.stage.handle_events(piece, from, ctx!(self)).await;
+                    self.noreply(result)?;
+                    self.ask_producer(sub, batch.ask);
+                }
+                Ok(())
+            }
         }
-        let mut events = events.into_iter();
-        for batch in batches {
-            let piece: Vec<S::In> = events.by_ref().take(batch.size).collect();
-            let result = self.stage.handle_events(piece, from, ctx!(self)).await;
-            self.noreply(result)?;
-            self.ask_producer(sub, batch.ask);
-        }
-        Ok(())
     }
 
     fn ask_producer(&self, sub: SubscriptionId, n: usize) {
