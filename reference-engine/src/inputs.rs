@@ -230,8 +230,10 @@ pub(crate) async fn open_parquet(
             .map_err(|e| input_read(alias, std::slice::from_ref(file), e))?;
         urls.push(url);
     }
-    let mut options =
-        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension("");
+    // Strings as Utf8, as the session reads them: outputs carry classic types, and reading a view
+    // only to cast it back costs a copy of every string.
+    let format = ParquetFormat::default().with_force_view_types(false);
+    let mut options = ListingOptions::new(Arc::new(format)).with_file_extension("");
     if let Some(column) = sorted_by {
         options = options.with_file_sort_order(vec![vec![
             Expr::Column(Column::new_unqualified(column)).sort(true, false),

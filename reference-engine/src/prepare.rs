@@ -96,13 +96,38 @@ pub(crate) async fn prepare(
         .and_then(|b| b.sort(order))
         .and_then(LogicalPlanBuilder::build)
         .map_err(|e| EngineError::sql(None, e))?;
-    let physical = physical_plan(ctx, ordered).await?;
+    let physical = ordered_physical_plan(ctx, ordered).await?;
     Ok(PreparedQuery {
         shape: QueryShape::MapFilter { query_columns },
         physical,
         layout,
         fingerprint,
     })
+}
+
+/// Plans a map/filter query as one stream in input offset order.
+///
+/// Its output must keep the inputs' offset order (ODF). Planned over several partitions, DataFusion
+/// scans them in parallel and then merges them back into order, which copies every row of every
+/// column once more and compares offsets row by row; on the 10M-row filter/map bench that cost more
+/// than the parallel scan gained (engine / DataFusion direct 1.43x with 2 partitions, 1.27x with one;
+/// `docs/benchmarks.md`). As one partition the scan, filter and projection run as one ordered stream,
+/// while the Parquet writer still encodes columns on other threads.
+async fn ordered_physical_plan(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+    let mut state = ctx.state();
+    state.config_mut().options_mut().execution.target_partitions = 1;
+    let physical = state
+        .create_physical_plan(&plan)
+        .await
+        .map_err(|e| EngineError::sql(None, e))?;
+    tracing::debug!(
+        plan = %datafusion::physical_plan::displayable(physical.as_ref()).indent(false),
+        "physical plan"
+    );
+    Ok(physical)
 }
 
 /// Analyses, optimises and plans physically; errors here are the query's (type errors and the like).

@@ -51,7 +51,7 @@ pub(crate) async fn execute_raw_query(
         reason,
     };
     let schema = classic_schema(&physical.schema());
-    let mut output = ParquetOutput::create(path, Arc::clone(&schema), None).map_err(failed)?;
+    let mut output = ParquetOutput::create(path, Arc::clone(&schema), &[]).map_err(failed)?;
     reporter.report(Phase::Executing, Some(0), Some(0));
     let mut stream = execute(&ctx, &physical)?;
     while let Some(batch) = stream.next().await {

@@ -83,7 +83,7 @@ impl PartitionStream for ChannelPartition {
 async fn write_stream(
     partial: PathBuf,
     schema: SchemaRef,
-    sequential: Option<String>,
+    delta_columns: Vec<String>,
     receiver: mpsc::Receiver<Result<RecordBatch, DataFusionError>>,
 ) -> Result<(), String> {
     let partition = ChannelPartition {
@@ -97,8 +97,9 @@ async fn write_stream(
     let mut options = TableParquetOptions::default();
     options.global.compression = Some("snappy".to_owned());
     options.global.created_by = created_by();
-    if let Some(column) = sequential {
-        // Consecutive integers: a dictionary never pays off, deltas pack them into a few bits.
+    for column in delta_columns {
+        // Consecutive or (nearly) constant integers: deltas pack them into a few bits (zero bits for a
+        // constant run) without hashing every value into a dictionary.
         let column_options = ParquetColumnOptions {
             dictionary_enabled: Some(false),
             encoding: Some("delta_binary_packed".to_owned()),
@@ -120,12 +121,13 @@ async fn write_stream(
 }
 
 impl ParquetOutput {
-    /// Creates the output's directory and starts the writer. `sequential` names a column of
-    /// consecutive integers (the offset), encoded as deltas.
+    /// Creates the output's directory and starts the writer. `delta_columns` name integer columns of
+    /// consecutive or nearly constant values (the offset, operation type and system time), encoded
+    /// as deltas.
     pub(crate) fn create(
         path: &Path,
         schema: SchemaRef,
-        sequential: Option<&str>,
+        delta_columns: &[&str],
     ) -> Result<Self, String> {
         let path = std::path::absolute(path).map_err(|e| e.to_string())?;
         let partial = partial_path(&path);
@@ -136,7 +138,7 @@ impl ParquetOutput {
         let writer = tokio::spawn(write_stream(
             partial.clone(),
             Arc::clone(&schema),
-            sequential.map(str::to_owned),
+            delta_columns.iter().map(|c| (*c).to_owned()).collect(),
             receiver,
         ));
         Ok(Self {

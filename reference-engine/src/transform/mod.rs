@@ -211,8 +211,15 @@ pub(crate) fn create_output(
     path: &std::path::Path,
     layout: &OutputLayout,
 ) -> Result<ParquetOutput, EngineError> {
-    let offset = layout.schema().field(0).name().clone();
-    ParquetOutput::create(path, layout.schema(), Some(&offset)).map_err(|reason| {
+    // The system columns lead: offset, operation type, system time.
+    let schema = layout.schema();
+    let system: Vec<&str> = schema
+        .fields()
+        .iter()
+        .take(3)
+        .map(|f| f.name().as_str())
+        .collect();
+    ParquetOutput::create(path, layout.schema(), &system).map_err(|reason| {
         EngineError::OutputWrite {
             path: path.to_path_buf(),
             reason,
