@@ -4,6 +4,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::clock::{Clock, Stamp};
+
 use plugin_interface::{
     CallError, Decision, DispatcherPlugin, MetricsSource, SubscribeRequest, SubscriptionId,
 };
@@ -23,7 +25,9 @@ use crate::options::Options;
 /// `shuffle_seed` (u64, for a reproducible shuffle),
 /// `latency_buckets_seconds` (ascending upper bounds),
 /// `latency_sample_every` (time one ask in this many per subscription for the
-/// histogram, default 1: every ask; each timed ask costs two clock reads).
+/// histogram, default 1: every ask; each timed ask costs two clock reads),
+/// `latency_clock` (`"auto"`, the default: the CPU's time-stamp counter where
+/// it is invariant, else `Instant`; `"std"`: always `Instant`).
 ///
 /// # Example
 ///
@@ -50,6 +54,8 @@ use crate::options::Options;
 pub struct MetricsDispatcher {
     core: DemandCore,
     registry: Arc<Registry>,
+    /// Times asks for the latency histogram.
+    clock: Clock,
     /// Time one ask in this many (per subscription) for the latency
     /// histogram; 1 times every ask.
     sample_every: u64,
@@ -67,7 +73,7 @@ struct Tracked {
     /// Asks not yet fully served, oldest first: when (for a timed ask), and
     /// how many events are still to come. Consecutive untimed asks share one
     /// entry.
-    asks: VecDeque<(Option<Instant>, u64)>,
+    asks: VecDeque<(Option<Stamp>, u64)>,
     /// Asks to let pass untimed before the next timed one.
     untimed_left: u64,
 }
@@ -75,11 +81,11 @@ struct Tracked {
 impl Tracked {
     /// An ask of `n`: timed (one clock read) if it is this subscription's
     /// turn, as `sample_every` says.
-    fn asked(&mut self, n: u64, sample_every: u64) {
+    fn asked(&mut self, n: u64, sample_every: u64, clock: &Clock) {
         self.counters.asked(n);
         if self.untimed_left == 0 {
             self.untimed_left = sample_every.saturating_sub(1);
-            self.asks.push_back((Some(Instant::now()), n));
+            self.asks.push_back((Some(clock.now()), n));
         } else {
             self.untimed_left -= 1;
             match self.asks.back_mut() {
@@ -92,7 +98,7 @@ impl Tracked {
     /// `n` events went out: they serve the oldest asks first. The clock is
     /// read (at most once per dispatch, into `now`) only when a timed ask is
     /// fulfilled.
-    fn served(&mut self, mut n: u64, now: &mut Option<Instant>) {
+    fn served(&mut self, mut n: u64, clock: &Clock, now: &mut Option<Stamp>) {
         self.counters.dispatched(n);
         while n > 0 {
             let Some((asked_at, remaining)) = self.asks.front_mut() else {
@@ -103,9 +109,8 @@ impl Tracked {
             n -= taken;
             if *remaining == 0 {
                 if let Some(asked_at) = *asked_at {
-                    let now = *now.get_or_insert_with(Instant::now);
-                    self.counters
-                        .fulfilled_after(now.saturating_duration_since(asked_at));
+                    let now = *now.get_or_insert_with(|| clock.now());
+                    self.counters.fulfilled_after(clock.between(asked_at, now));
                 }
                 self.asks.pop_front();
             }
@@ -125,6 +130,11 @@ impl DispatcherPlugin for MetricsDispatcher {
         Ok(Self {
             core: DemandCore::new(options.max_demand, options.shuffle_seed),
             registry: Arc::new(Registry::new(&options.latency_bounds)),
+            clock: if options.std_clock {
+                Clock::std()
+            } else {
+                Clock::new()
+            },
             sample_every: options.latency_sample_every,
             subscriptions: Vec::new(),
         })
@@ -175,17 +185,18 @@ impl DispatcherPlugin for MetricsDispatcher {
         if self.core.ask(subscription, n, out)
             && let Some(tracked) = tracked(&mut self.subscriptions, subscription)
         {
-            tracked.asked(n, self.sample_every);
+            tracked.asked(n, self.sample_every, &self.clock);
         }
     }
 
     fn dispatch(&mut self, count: u64, _keys: &[u64], out: &mut Decision) {
         let mut now = None;
         let subscriptions = &mut self.subscriptions;
+        let clock = &self.clock;
         self.core.dispatch(count, |subscription, n| {
             out.send(subscription, n);
             if let Some(tracked) = tracked(subscriptions, subscription) {
-                tracked.served(n, &mut now);
+                tracked.served(n, clock, &mut now);
             }
         });
     }
@@ -239,21 +250,25 @@ mod tests {
 
     #[test]
     fn an_ask_is_fulfilled_when_its_last_event_goes_out() {
-        let mut d = MetricsDispatcher::from_options("{}").expect("default options");
-        let reader = d.metrics().expect("keeps metrics");
-        let mut out = Decision::default();
-        d.subscribe(&request(1, 1), &mut out).expect("accepted");
-        d.ask(SubscriptionId(1), 3, &mut out);
-        d.ask(SubscriptionId(1), 3, &mut out);
-        d.dispatch(2, &[], &mut out);
-        assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 0);
-        std::thread::sleep(Duration::from_millis(2));
-        d.dispatch(2, &[], &mut out);
-        let latency = reader.snapshot().consumers[0].fulfilment_latency.clone();
-        assert_eq!(latency.count(), 1);
-        assert!(latency.sum_seconds >= 0.002, "{latency:?}");
-        d.dispatch(10, &[], &mut out);
-        assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 2);
+        for options in ["{}", r#"{"latency_clock": "std"}"#] {
+            let mut d = MetricsDispatcher::from_options(options).expect("valid options");
+            let reader = d.metrics().expect("keeps metrics");
+            let mut out = Decision::default();
+            d.subscribe(&request(1, 1), &mut out).expect("accepted");
+            d.ask(SubscriptionId(1), 3, &mut out);
+            d.ask(SubscriptionId(1), 3, &mut out);
+            d.dispatch(2, &[], &mut out);
+            assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 0);
+            std::thread::sleep(Duration::from_millis(3));
+            d.dispatch(2, &[], &mut out);
+            let latency = reader.snapshot().consumers[0].fulfilment_latency.clone();
+            assert_eq!(latency.count(), 1);
+            // At least the sleep (the clock is calibrated within a few per cent).
+            assert!(latency.sum_seconds >= 0.0025, "{options}: {latency:?}");
+            assert!(latency.sum_seconds < 10.0, "{options}: {latency:?}");
+            d.dispatch(10, &[], &mut out);
+            assert_eq!(reader.snapshot().consumers[0].fulfilment_latency.count(), 2);
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! assert!(module.info().panic_unwind);
 //! ```
 
+mod clock;
 mod demand;
 mod dispatcher;
 mod metrics;

@@ -18,6 +18,8 @@ pub(crate) struct Options {
     pub(crate) latency_bounds: Vec<f64>,
     /// Time one ask in this many, per subscription, for the histogram.
     pub(crate) latency_sample_every: u64,
+    /// Time asks with `Instant` even where the time-stamp counter is usable.
+    pub(crate) std_clock: bool,
 }
 
 impl Options {
@@ -40,6 +42,7 @@ impl Options {
             shuffle_seed: None,
             latency_bounds: DEFAULT_LATENCY_BOUNDS.to_vec(),
             latency_sample_every: 1,
+            std_clock: false,
         };
         let mut shuffle = false;
         let mut seed = None;
@@ -64,11 +67,24 @@ impl Options {
                 }
                 "latency_buckets_seconds" => options.latency_bounds = bounds(key, value)?,
                 "latency_sample_every" => options.latency_sample_every = positive(key, value)?,
+                "latency_clock" => {
+                    options.std_clock = match value.as_str() {
+                        Some("auto") => false,
+                        Some("std") => true,
+                        _ => {
+                            return Err(CallError::invalid_option(
+                                key,
+                                format!("expected \"auto\" or \"std\", got {value}"),
+                            ));
+                        }
+                    };
+                }
                 other => {
                     return Err(CallError::invalid_option(
                         other,
                         "unknown option (known: max_demand, shuffle_demands_on_first_dispatch, \
-                         shuffle_seed, latency_buckets_seconds, latency_sample_every)",
+                         shuffle_seed, latency_buckets_seconds, latency_sample_every, \
+                         latency_clock)",
                     ));
                 }
             }
@@ -126,6 +142,7 @@ mod tests {
             assert_eq!(options.shuffle_seed, None);
             assert_eq!(options.latency_bounds, DEFAULT_LATENCY_BOUNDS.to_vec());
             assert_eq!(options.latency_sample_every, 1);
+            assert!(!options.std_clock);
         }
     }
 
@@ -133,7 +150,8 @@ mod tests {
     fn every_option_is_read() {
         let options = Options::parse(
             r#"{"max_demand": 3, "shuffle_demands_on_first_dispatch": true, "shuffle_seed": 7,
-                "latency_buckets_seconds": [0.5, 1], "latency_sample_every": 16}"#,
+                "latency_buckets_seconds": [0.5, 1], "latency_sample_every": 16,
+                "latency_clock": "std"}"#,
         )
         .expect("valid options");
         assert_eq!(
@@ -143,6 +161,7 @@ mod tests {
                 shuffle_seed: Some(7),
                 latency_bounds: vec![0.5, 1.0],
                 latency_sample_every: 16,
+                std_clock: true,
             }
         );
     }
@@ -166,6 +185,7 @@ mod tests {
                 "latency_buckets_seconds",
             ),
             (r#"{"latency_sample_every": 0}"#, "latency_sample_every"),
+            (r#"{"latency_clock": "tsc"}"#, "latency_clock"),
             (r#"{"partitions": 4}"#, "partitions"),
             ("[1]", "options"),
             ("{", "options"),
