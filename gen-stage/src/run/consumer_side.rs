@@ -172,7 +172,13 @@ impl<S: Callbacks> Core<S> {
         events: Vec<S::In>,
         from: Option<ProducerRef<S::In>>,
     ) -> Flow {
-        let Some(upstream) = self.upstream.get(&sub) else {
+        // A producer_consumer hands events over at once only when nothing
+        // waits before them and downstream asked; otherwise they queue.
+        let direct = S::KIND != StageKind::ProducerConsumer
+            || (self.pc_queue.is_empty()
+                && self.producer.as_ref().is_some_and(|p| p.pc_demand > 0));
+        // One look-up of the subscription for the whole event path.
+        let Some(upstream) = self.upstream.get_mut(&sub) else {
             match from {
                 Some(producer) => {
                     producer.inner.cancel(sub, StopReason::UnknownSubscription);
@@ -182,18 +188,42 @@ impl<S: Callbacks> Core<S> {
             return Ok(());
         };
         let subscription = upstream.subscription;
-        if S::KIND == StageKind::ProducerConsumer {
-            let demand = self.producer.as_ref().map_or(0, |p| p.pc_demand);
-            if self.pc_queue.is_empty() && demand > 0 {
-                return self.deliver_events(subscription, events).await;
-            }
-            self.pc_queue.push_back(Queued::Events {
-                from: subscription,
-                events,
-            });
-            return self.take_pc_events().await;
+        if direct {
+            let pieces = Self::pieces(upstream, events.len());
+            return self.hand_over(subscription, events, pieces).await;
         }
-        self.deliver_events(subscription, events).await
+        self.pc_queue.push_back(Queued::Events {
+            from: subscription,
+            events,
+        });
+        self.take_pc_events().await
+    }
+
+    /// How `count` events of `upstream` are handed to `handle_events`
+    /// (updates its automatic demand as if they had been).
+    fn pieces(upstream: &mut Upstream<S::In>, count: usize) -> Pieces {
+        let Upstream {
+            demand: Some(demand),
+            span,
+            ..
+        } = upstream
+        else {
+            return Pieces::Manual;
+        };
+        let (pieces, excess) = if count > 0 && count <= demand.piece_size() {
+            let (ask, excess) = demand.receive_piece(count);
+            (Pieces::One { ask }, excess)
+        } else {
+            let batches = demand.receive(count);
+            let excess = batches.excess();
+            (Pieces::Many(batches), excess)
+        };
+        if excess > 0 {
+            span.in_scope(|| {
+                tracing::error!(excess, "consumer has received {} events in excess", excess)
+            });
+        }
+        pieces
     }
 
     /// Hand events to `handle_events`: in automatic mode cut into pieces,
@@ -201,31 +231,16 @@ impl<S: Callbacks> Core<S> {
     /// (or for a subscription cancelled while its events were queued) as one
     /// batch.
     async fn deliver_events(&mut self, from: Subscription, events: Vec<S::In>) -> Flow {
-        let sub = from.id;
-        let pieces = match self.upstream.get_mut(&sub) {
-            Some(Upstream {
-                demand: Some(demand),
-                span,
-                ..
-            }) => {
-                let count = events.len();
-                let (pieces, excess) = if count > 0 && count <= demand.piece_size() {
-                    let (ask, excess) = demand.receive_piece(count);
-                    (Pieces::One { ask }, excess)
-                } else {
-                    let batches = demand.receive(count);
-                    let excess = batches.excess();
-                    (Pieces::Many(batches), excess)
-                };
-                if excess > 0 {
-                    span.in_scope(|| {
-                        tracing::error!(excess, "consumer has received {} events in excess", excess)
-                    });
-                }
-                pieces
-            }
-            _ => Pieces::Manual,
+        let pieces = match self.upstream.get_mut(&from.id) {
+            Some(upstream) => Self::pieces(upstream, events.len()),
+            None => Pieces::Manual,
         };
+        self.hand_over(from, events, pieces).await
+    }
+
+    /// [`deliver_events`](Self::deliver_events) once the pieces are known.
+    async fn hand_over(&mut self, from: Subscription, events: Vec<S::In>, pieces: Pieces) -> Flow {
+        let sub = from.id;
         match pieces {
             Pieces::Manual => {
                 let result = self.stage.handle_events(events, from, ctx!(self)).await;

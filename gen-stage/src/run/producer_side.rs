@@ -81,6 +81,9 @@ impl<S: Callbacks> Core<S> {
         let Some(producer) = self.producer.as_mut() else {
             return;
         };
+        if producer.outbox.is_empty() {
+            return;
+        }
         let ProducerSide {
             outbox, consumers, ..
         } = producer;
@@ -195,17 +198,30 @@ impl<S: Callbacks> Core<S> {
     /// incoming events (producer_consumers).
     pub(super) async fn after_upstream_demand(&mut self, counter: usize) -> Flow {
         if S::KIND == StageKind::ProducerConsumer {
-            let demand = match self.producer.as_mut() {
+            let (demand, buffered) = match self.producer.as_mut() {
                 Some(producer) => {
                     producer.pc_demand += counter;
-                    producer.pc_demand
+                    (producer.pc_demand, !producer.buffer.is_empty())
                 }
                 None => return Ok(()),
             };
-            self.take_from_buffer(demand);
+            if buffered {
+                self.take_from_buffer(demand);
+            }
+            if self.pc_queue.is_empty() {
+                return Ok(());
+            }
             return self.take_pc_events().await;
         }
-        let rest = self.take_from_buffer(counter);
+        let buffered = self
+            .producer
+            .as_ref()
+            .is_some_and(|producer| !producer.buffer.is_empty());
+        let rest = if buffered {
+            self.take_from_buffer(counter)
+        } else {
+            counter
+        };
         if rest == 0 {
             return Ok(());
         }
