@@ -241,8 +241,7 @@ impl Context {
             dataset: store.name().to_string(),
             source,
         };
-        let bytes = data::write_parquet(out).map_err(data_err)?;
-        let logical_hash = data::logical_hash(out, vocab).map_err(data_err)?;
+        let (bytes, logical_hash) = data::write_parquet_and_hash(out, vocab).map_err(data_err)?;
         let size = bytes.len() as u64;
         let physical_hash = store.put_file(FileKind::Data, bytes).await?;
         Ok(DataSlice {
