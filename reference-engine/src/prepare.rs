@@ -74,7 +74,8 @@ pub(crate) async fn prepare(
 
     if let Some(window) = recognise(&plan, inputs)? {
         let layout = OutputLayout::new(&window.result_schema, vocab)?;
-        let physical = physical_plan(ctx, window.pre_aggregation.clone()).await?;
+        let physical =
+            physical_plan(ctx, window.pre_aggregation.clone(), Partitions::Session).await?;
         return Ok(PreparedQuery {
             shape: QueryShape::Window(Box::new(window)),
             physical,
@@ -96,7 +97,7 @@ pub(crate) async fn prepare(
         .and_then(|b| b.sort(order))
         .and_then(LogicalPlanBuilder::build)
         .map_err(|e| EngineError::sql(None, e))?;
-    let physical = ordered_physical_plan(ctx, ordered).await?;
+    let physical = physical_plan(ctx, ordered, Partitions::One).await?;
     Ok(PreparedQuery {
         shape: QueryShape::MapFilter { query_columns },
         physical,
@@ -105,20 +106,26 @@ pub(crate) async fn prepare(
     })
 }
 
-/// Plans a map/filter query as one stream in input offset order.
+/// Analyses, optimises and plans physically; errors here are the query's (type errors and the like).
 ///
-/// Its output must keep the inputs' offset order (ODF). Planned over several partitions, DataFusion
-/// scans them in parallel and then merges them back into order, which copies every row of every
-/// column once more and compares offsets row by row; on the 10M-row filter/map bench that cost more
-/// than the parallel scan gained (engine / DataFusion direct 1.43x with 2 partitions, 1.27x with one;
-/// `docs/benchmarks.md`). As one partition the scan, filter and projection run as one ordered stream,
-/// while the Parquet writer still encodes columns on other threads.
-async fn ordered_physical_plan(
+/// With `Partitions::One` the plan is one stream. A map/filter query is planned so: its output must keep
+/// the inputs' offset order (ODF), and over several partitions DataFusion scans in parallel and then
+/// merges back into order, which copies every row of every column once more and compares offsets row by
+/// row; on the 10M-row filter/map bench that cost more than the parallel scan gained (engine / DataFusion
+/// direct 1.43x with 2 partitions, 1.27x with one; `docs/benchmarks.md`). As one partition the scan,
+/// filter and projection run as one ordered stream, while the Parquet writer still encodes columns on
+/// other threads.
+async fn physical_plan(
     ctx: &SessionContext,
     plan: LogicalPlan,
+    partitions: Partitions,
 ) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
+    // `plan` is one SELECT (`plan_steps` refuses statements), so planning it on the session's state is
+    // what `SessionContext::execute_logical_plan` + `DataFrame::create_physical_plan` would do.
     let mut state = ctx.state();
-    state.config_mut().options_mut().execution.target_partitions = 1;
+    if partitions == Partitions::One {
+        state.config_mut().options_mut().execution.target_partitions = 1;
+    }
     let physical = state
         .create_physical_plan(&plan)
         .await
@@ -130,22 +137,11 @@ async fn ordered_physical_plan(
     Ok(physical)
 }
 
-/// Analyses, optimises and plans physically; errors here are the query's (type errors and the like).
-async fn physical_plan(
-    ctx: &SessionContext,
-    plan: LogicalPlan,
-) -> Result<Arc<dyn ExecutionPlan>, EngineError> {
-    let frame = ctx
-        .execute_logical_plan(plan)
-        .await
-        .map_err(|e| EngineError::sql(None, e))?;
-    let physical = frame
-        .create_physical_plan()
-        .await
-        .map_err(|e| EngineError::sql(None, e))?;
-    tracing::debug!(
-        plan = %datafusion::physical_plan::displayable(physical.as_ref()).indent(false),
-        "physical plan"
-    );
-    Ok(physical)
+/// How many partitions a physical plan may run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Partitions {
+    /// As many as the session's `target_partitions`.
+    Session,
+    /// One ordered stream.
+    One,
 }
