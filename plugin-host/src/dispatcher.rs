@@ -127,6 +127,7 @@ impl<T> PluginDispatcher<T> {
     }
 
     /// Call the plugin with a cleared decision; on error, poison.
+    #[inline]
     fn call(
         &mut self,
         operation: &'static str,
@@ -148,6 +149,7 @@ impl<T> PluginDispatcher<T> {
         }
     }
 
+    #[cold]
     fn poison(&mut self, error: PluginError) {
         tracing::error!(plugin = %self.plugin.name, error = %error, "dispatcher plugin poisoned");
         if self.panic_on_fault {
@@ -169,7 +171,23 @@ impl<T> PluginDispatcher<T> {
 
     /// Carry out the non-routing parts of a decision: warnings and released
     /// infos. Returns upstream demand, or `None` (poisoned) on a violation.
+    #[inline]
     fn settle_common(&mut self, operation: &'static str, out: &mut Outbox<T>) -> Option<usize> {
+        // The common case: nothing but demand (and, for a dispatch, runs).
+        if self.decision.warnings.is_empty()
+            && self.decision.released_infos.is_empty()
+            && (operation == "dispatch" || self.decision.runs.is_empty())
+        {
+            return Some(to_usize(self.decision.upstream_demand));
+        }
+        self.settle_rest(operation, out)
+    }
+
+    /// [`settle_common`](Self::settle_common) when there are warnings,
+    /// released infos or unexpected runs.
+    #[cold]
+    #[inline(never)]
+    fn settle_rest(&mut self, operation: &'static str, out: &mut Outbox<T>) -> Option<usize> {
         if operation != "dispatch" && !self.decision.runs.is_empty() {
             self.violation(operation, "only dispatch may route events".to_owned());
             return None;

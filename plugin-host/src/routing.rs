@@ -2,39 +2,59 @@
 //! the demand each subscription asked for, then moved (never cloned) into
 //! per-subscription batches.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use dispatchers::{Outbox, SubscriptionId};
 use plugin_interface::Run;
 
 /// Outstanding demand per live subscription, as the host saw it asked.
 ///
 /// The host keeps its own count so that a buggy plugin can never make a
-/// producer send a consumer more than it asked for.
+/// producer send a consumer more than it asked for. A producer has few
+/// subscriptions and the plugin scans its own list on every call anyway, so
+/// the ledger is a list too: one short scan, no hashing.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
-    demand: HashMap<SubscriptionId, u64, BuildHasherDefault<IdHasher>>,
+    demand: Vec<(SubscriptionId, u64)>,
     /// Events per subscription in the batch being settled (reused).
     taken: Vec<(SubscriptionId, u64)>,
 }
 
 impl Ledger {
-    pub(crate) fn contains(&self, subscription: SubscriptionId) -> bool {
-        self.demand.contains_key(&subscription)
+    fn get(&self, subscription: SubscriptionId) -> Option<u64> {
+        self.demand
+            .iter()
+            .find(|(id, _)| *id == subscription)
+            .map(|(_, demand)| *demand)
     }
 
+    fn get_mut(&mut self, subscription: SubscriptionId) -> Option<&mut u64> {
+        self.demand
+            .iter_mut()
+            .find(|(id, _)| *id == subscription)
+            .map(|(_, demand)| demand)
+    }
+
+    pub(crate) fn contains(&self, subscription: SubscriptionId) -> bool {
+        self.get(subscription).is_some()
+    }
+
+    /// A new subscription with no demand (the caller checked it is new).
     pub(crate) fn subscribe(&mut self, subscription: SubscriptionId) {
-        self.demand.insert(subscription, 0);
+        self.demand.push((subscription, 0));
     }
 
     pub(crate) fn cancel(&mut self, subscription: SubscriptionId) -> bool {
-        self.demand.remove(&subscription).is_some()
+        match self.demand.iter().position(|(id, _)| *id == subscription) {
+            Some(index) => {
+                self.demand.swap_remove(index);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Returns `false` for an unknown subscription.
     pub(crate) fn ask(&mut self, subscription: SubscriptionId, n: u64) -> bool {
-        match self.demand.get_mut(&subscription) {
+        match self.get_mut(subscription) {
             Some(demand) => {
                 *demand = demand.saturating_add(n);
                 true
@@ -45,26 +65,25 @@ impl Ledger {
 
     /// Check `runs` for a batch of `len` events, and on success take the sent
     /// events off each subscription's demand. On failure nothing changes.
+    #[inline]
     pub(crate) fn settle(&mut self, runs: &[Run], len: usize) -> Result<(), String> {
-        // The common case, one subscription takes (part of) the batch: one
-        // lookup.
+        // The common case, one subscription takes (part of) the batch within
+        // its demand: one lookup.
         if let [run] = runs
             && run.count <= len as u64
             && let Some(to) = run.to.as_ref().into_option()
+            && let Some(demand) = self.get_mut(SubscriptionId(to.0))
+            && run.count <= *demand
         {
-            let to = SubscriptionId(to.0);
-            let Some(demand) = self.demand.get_mut(&to) else {
-                return Err(format!("it sent {} events to unknown {to}", run.count));
-            };
-            if run.count > *demand {
-                return Err(format!(
-                    "it sent {} events to {to}, which asked for {demand}",
-                    run.count
-                ));
-            }
             *demand -= run.count;
             return Ok(());
         }
+        self.settle_runs(runs, len)
+    }
+
+    /// [`settle`](Self::settle) in general, and with the errors.
+    #[inline(never)]
+    fn settle_runs(&mut self, runs: &[Run], len: usize) -> Result<(), String> {
         let mut covered: u64 = 0;
         for run in runs {
             covered = covered.saturating_add(run.count);
@@ -81,7 +100,7 @@ impl Ledger {
                 continue;
             };
             let to = SubscriptionId(to.0);
-            let Some(demand) = self.demand.get(&to) else {
+            let Some(demand) = self.get(to) else {
                 return Err(format!("it sent {} events to unknown {to}", run.count));
             };
             let total = match self.taken.iter_mut().find(|(id, _)| *id == to) {
@@ -94,39 +113,20 @@ impl Ledger {
                     run.count
                 }
             };
-            if total > *demand {
+            if total > demand {
                 return Err(format!(
                     "it sent {total} events to {to}, which asked for {demand}"
                 ));
             }
         }
-        for (to, sent) in &self.taken {
-            if let Some(demand) = self.demand.get_mut(to) {
+        let taken = std::mem::take(&mut self.taken);
+        for (to, sent) in &taken {
+            if let Some(demand) = self.get_mut(*to) {
                 *demand -= sent;
             }
         }
+        self.taken = taken;
         Ok(())
-    }
-}
-
-/// Hashes an id by multiplying it with a large odd constant: ids are
-/// already unique integers, SipHash would only cost time.
-#[derive(Debug, Default)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -137,6 +137,7 @@ impl Hasher for IdHasher {
 ///
 /// Events are moved: the first run keeps the batch's own allocation, later
 /// runs are split off it.
+#[inline]
 pub(crate) fn route<T>(events: Vec<T>, runs: &[Run], out: &mut Outbox<T>) -> Vec<T> {
     // The common cases first: nothing routed, or one run takes the whole
     // batch.
@@ -151,6 +152,12 @@ pub(crate) fn route<T>(events: Vec<T>, runs: &[Run], out: &mut Outbox<T>) -> Vec
         }
         _ => {}
     }
+    route_runs(events, runs, out)
+}
+
+/// [`route`] in general: several runs, or one that leaves events over.
+#[inline(never)]
+fn route_runs<T>(events: Vec<T>, runs: &[Run], out: &mut Outbox<T>) -> Vec<T> {
     let (batches, leftover) = split(events, runs);
     for (to, batch) in batches {
         out.send(to, batch);

@@ -82,27 +82,32 @@ pub struct Decision {
 impl Decision {
     /// Send the next `count` events to `to`. Merges with the previous run when
     /// it goes to the same subscription; `count == 0` is ignored.
+    #[inline]
     pub fn send(&mut self, to: SubscriptionId, count: u64) {
         self.push_run(ROption::RSome(to), count);
     }
 
     /// Keep the next `count` events on the host (leftover, buffered in order).
     /// `count == 0` is ignored.
+    #[inline]
     pub fn keep(&mut self, count: u64) {
         self.push_run(ROption::RNone, count);
     }
 
     /// Add `n` to the upstream demand of this call.
+    #[inline]
     pub fn ask_upstream(&mut self, n: u64) {
         self.upstream_demand = self.upstream_demand.saturating_add(n);
     }
 
     /// Report a warning.
+    #[inline]
     pub fn warn(&mut self, warning: PluginWarning) {
         self.warnings.push(warning);
     }
 
     /// Release an info message now.
+    #[inline]
     pub fn release(&mut self, info: InfoId) {
         self.released_infos.push(info);
     }
@@ -122,6 +127,7 @@ impl Decision {
     }
 
     /// Empty everything, keeping the capacity.
+    #[inline]
     pub fn clear(&mut self) {
         self.runs.clear();
         self.upstream_demand = 0;
@@ -129,6 +135,7 @@ impl Decision {
         self.released_infos.clear();
     }
 
+    #[inline]
     fn push_run(&mut self, to: ROption<SubscriptionId>, count: u64) {
         if count == 0 {
             return;

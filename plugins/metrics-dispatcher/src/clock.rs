@@ -74,17 +74,58 @@ impl Clock {
         }
     }
 
-    /// The time from `earlier` to `later`; zero if `later` is not later (a
+    /// The ticks from `earlier` to `later`; zero if `later` is not later (a
     /// counter read on another core may lag by a few ticks).
-    pub(crate) fn between(&self, earlier: Stamp, later: Stamp) -> Duration {
-        let elapsed = later.0.saturating_sub(earlier.0);
+    #[inline]
+    pub(crate) fn ticks_between(earlier: Stamp, later: Stamp) -> u64 {
+        later.0.saturating_sub(earlier.0)
+    }
+
+    /// How long this clock's ticks last.
+    pub(crate) fn scale(&self) -> TickScale {
         match self.source {
-            Source::Tsc { nanos_per_tick } => {
-                // `as` saturates a float that is too large.
-                Duration::from_nanos((elapsed as f64 * nanos_per_tick) as u64)
-            }
-            Source::Std { .. } => Duration::from_nanos(elapsed),
+            Source::Tsc { nanos_per_tick } => TickScale { nanos_per_tick },
+            Source::Std { .. } => TickScale::NANOS,
         }
+    }
+
+    /// The time from `earlier` to `later` (see [`Clock::ticks_between`]).
+    #[cfg(test)]
+    pub(crate) fn between(&self, earlier: Stamp, later: Stamp) -> Duration {
+        self.scale().duration(Self::ticks_between(earlier, later))
+    }
+}
+
+/// How long one tick of a [`Clock`] lasts: converts between ticks and time,
+/// so that the hot path keeps integer ticks and converts only at the edges
+/// (histogram bounds once, sums at snapshot time).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TickScale {
+    nanos_per_tick: f64,
+}
+
+impl TickScale {
+    /// One tick is one nanosecond (`Instant`-based clocks).
+    pub(crate) const NANOS: TickScale = TickScale {
+        nanos_per_tick: 1.0,
+    };
+
+    /// A scale of `nanos_per_tick`.
+    #[cfg(test)]
+    pub(crate) fn with_nanos_per_tick(nanos_per_tick: f64) -> Self {
+        Self { nanos_per_tick }
+    }
+
+    /// `seconds` in ticks, to the nearest tick.
+    pub(crate) fn ticks(&self, seconds: f64) -> u64 {
+        // `as` saturates: a bound too large for u64 ticks becomes u64::MAX.
+        (seconds * 1e9 / self.nanos_per_tick).round() as u64
+    }
+
+    /// `ticks` as a duration.
+    pub(crate) fn duration(&self, ticks: u64) -> Duration {
+        // `as` saturates a float that is too large.
+        Duration::from_nanos((ticks as f64 * self.nanos_per_tick) as u64)
     }
 }
 

@@ -8,27 +8,31 @@
 //! demand of a cancelled consumer stays *pending* and is taken off later asks.
 //! The optional shuffle at the first dispatch keeps consumers without demand
 //! behind the others, as Weir's built-in `DemandDispatcher` does.
+//!
+//! Each subscription carries a payload `P` (the metrics dispatcher keeps its
+//! per-subscription metrics there), so one scan finds both.
 
 use plugin_interface::{Decision, PluginWarning, SubscriptionId};
 
 use crate::shuffle::SplitMix64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Demand {
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Demand<P> {
     counter: u64,
     subscription: SubscriptionId,
+    payload: P,
 }
 
 /// The Demand dispatcher's state (GenStage's `{demands, pending, max, shuffle}`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DemandCore {
-    demands: Vec<Demand>,
+#[derive(Debug, Clone)]
+pub(crate) struct DemandCore<P> {
+    demands: Vec<Demand<P>>,
     pending: u64,
     max_demand: Option<u64>,
     shuffle: Option<SplitMix64>,
 }
 
-impl DemandCore {
+impl<P> DemandCore<P> {
     pub(crate) fn new(max_demand: Option<u64>, shuffle_seed: Option<u64>) -> Self {
         Self {
             demands: Vec::new(),
@@ -44,26 +48,34 @@ impl DemandCore {
     }
 
     /// A new subscriber goes last with zero demand; nothing is asked upstream.
-    pub(crate) fn subscribe(&mut self, subscription: SubscriptionId) {
+    pub(crate) fn subscribe(&mut self, subscription: SubscriptionId, payload: P) {
         self.demands.push(Demand {
             counter: 0,
             subscription,
+            payload,
         });
     }
 
-    /// Returns the cancelled subscription's unmet demand (now pending), or
-    /// `None` for an unknown subscription.
-    pub(crate) fn cancel(&mut self, subscription: SubscriptionId) -> Option<u64> {
-        let current = self.pop_demand(subscription)?;
-        self.pending += current;
-        Some(current)
+    /// Returns the cancelled subscription's unmet demand (now pending) and
+    /// its payload, or `None` for an unknown subscription.
+    pub(crate) fn cancel(&mut self, subscription: SubscriptionId) -> Option<(u64, P)> {
+        let index = self.index_of(subscription)?;
+        let Demand {
+            counter, payload, ..
+        } = self.demands.remove(index);
+        self.pending += counter;
+        Some((counter, payload))
     }
 
-    /// Returns `false` for an unknown subscription (ignored).
-    pub(crate) fn ask(&mut self, subscription: SubscriptionId, n: u64, out: &mut Decision) -> bool {
-        let Some(index) = self.index_of(subscription) else {
-            return false;
-        };
+    /// Returns the subscription's payload, or `None` for an unknown
+    /// subscription (ignored).
+    pub(crate) fn ask(
+        &mut self,
+        subscription: SubscriptionId,
+        n: u64,
+        out: &mut Decision,
+    ) -> Option<&mut P> {
+        let index = self.index_of(subscription)?;
         let current = self.demands[index].counter;
         let expected = *self.max_demand.get_or_insert(n);
         if n > expected {
@@ -73,16 +85,20 @@ impl DemandCore {
                 expected,
             });
         }
-        self.set_demand(index, current + n);
         let already_sent = self.pending.min(n);
         self.pending -= already_sent;
         out.ask_upstream(n - already_sent);
-        true
+        let index = self.set_demand(index, current + n);
+        Some(&mut self.demands[index].payload)
     }
 
-    /// Route `count` events: `send(subscription, n)` for each batch, in
-    /// order; whatever is not sent is leftover.
-    pub(crate) fn dispatch(&mut self, count: u64, mut send: impl FnMut(SubscriptionId, u64)) {
+    /// Route `count` events: `send(subscription, n, payload)` for each
+    /// batch, in order; whatever is not sent is leftover.
+    pub(crate) fn dispatch(
+        &mut self,
+        count: u64,
+        mut send: impl FnMut(SubscriptionId, u64, &mut P),
+    ) {
         if let Some(mut rng) = self.shuffle.take() {
             rng.shuffle(&mut self.demands);
             // As Weir's built-in Demand dispatcher (unlike GenStage):
@@ -94,23 +110,19 @@ impl DemandCore {
         // Serve the head until it has no demand: consumers without demand are
         // always behind those with some, so then nobody has.
         while left > 0 {
-            let Some(head) = self.demands.first().copied() else {
+            let Some(head) = self.demands.first_mut() else {
                 break;
             };
             if head.counter == 0 {
                 break;
             }
             let now = head.counter.min(left);
-            send(head.subscription, now);
+            send(head.subscription, now, &mut head.payload);
             left -= now;
-            self.set_demand(0, head.counter - now);
+            let counter = head.counter - now;
+            self.set_demand(0, counter);
         }
         self.pending = self.pending.saturating_sub(left);
-    }
-
-    fn pop_demand(&mut self, subscription: SubscriptionId) -> Option<u64> {
-        let index = self.index_of(subscription)?;
-        Some(self.demands.remove(index).counter)
     }
 
     fn index_of(&self, subscription: SubscriptionId) -> Option<usize> {
@@ -124,8 +136,18 @@ impl DemandCore {
     /// it out and inserts it before the first one with a smaller demand).
     /// Done in place, by rotating the consumers in between, so a consumer
     /// that keeps its place (always the case for a lone one) moves nothing.
-    fn set_demand(&mut self, index: usize, counter: u64) {
-        let subscription = self.demands[index].subscription;
+    /// Returns its new index.
+    #[inline]
+    fn set_demand(&mut self, index: usize, counter: u64) -> usize {
+        if let [only] = self.demands.as_mut_slice() {
+            only.counter = counter;
+            return 0;
+        }
+        self.move_demand(index, counter)
+    }
+
+    /// [`set_demand`](Self::set_demand) among several consumers.
+    fn move_demand(&mut self, index: usize, counter: u64) -> usize {
         // The insertion point among the others, as an index into the list
         // without this consumer.
         let target = self
@@ -140,10 +162,8 @@ impl DemandCore {
             std::cmp::Ordering::Greater => self.demands[index..=target].rotate_left(1),
             std::cmp::Ordering::Equal => {}
         }
-        self.demands[target] = Demand {
-            counter,
-            subscription,
-        };
+        self.demands[target].counter = counter;
+        target
     }
 
     #[cfg(test)]
@@ -159,6 +179,12 @@ impl DemandCore {
     }
 }
 
+impl<P> Default for DemandCore<P> {
+    fn default() -> Self {
+        Self::new(None, None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! GenStage's own `demand_dispatcher_test.exs`, state for state.
@@ -168,31 +194,41 @@ mod tests {
         SubscriptionId(id)
     }
 
-    fn ask(core: &mut DemandCore, id: u64, n: u64) -> u64 {
+    /// The payload is the subscription id, to check it travels with it.
+    type Core = DemandCore<u64>;
+
+    fn subscribe(core: &mut Core, id: u64) {
+        core.subscribe(s(id), id);
+    }
+
+    fn ask(core: &mut Core, id: u64, n: u64) -> u64 {
         let mut out = Decision::default();
-        assert!(core.ask(s(id), n, &mut out));
+        assert_eq!(core.ask(s(id), n, &mut out).copied(), Some(id));
         out.upstream_demand
     }
 
-    fn dispatch(core: &mut DemandCore, count: u64) -> Vec<(u64, u64)> {
+    fn dispatch(core: &mut Core, count: u64) -> Vec<(u64, u64)> {
         let mut sent = Vec::new();
-        core.dispatch(count, |to, n| sent.push((to.0, n)));
+        core.dispatch(count, |to, n, payload| {
+            assert_eq!(*payload, to.0);
+            sent.push((to.0, n));
+        });
         sent
     }
 
     #[test]
     fn subscribes_asks_and_cancels_keeping_pending_demand() {
-        let mut core = DemandCore::default();
-        core.subscribe(s(1));
+        let mut core = Core::default();
+        subscribe(&mut core, 1);
         assert_eq!(ask(&mut core, 1, 10), 10);
         assert_eq!(core.state(), (vec![(10, 1)], 0, Some(10)));
-        assert_eq!(core.cancel(s(1)), Some(10));
+        assert_eq!(core.cancel(s(1)), Some((10, 1)));
         assert_eq!(core.state(), (vec![], 10, Some(10)));
 
-        core.subscribe(s(1));
+        subscribe(&mut core, 1);
         assert_eq!(ask(&mut core, 1, 5), 0);
         assert_eq!(core.state(), (vec![(5, 1)], 5, Some(10)));
-        assert_eq!(core.cancel(s(1)), Some(5));
+        assert_eq!(core.cancel(s(1)), Some((5, 1)));
         assert_eq!(core.state(), (vec![], 10, Some(10)));
 
         assert_eq!(dispatch(&mut core, 3), vec![]);
@@ -203,9 +239,9 @@ mod tests {
 
     #[test]
     fn subscribes_asks_and_dispatches_to_multiple_consumers() {
-        let mut core = DemandCore::default();
-        core.subscribe(s(1));
-        core.subscribe(s(2));
+        let mut core = Core::default();
+        subscribe(&mut core, 1);
+        subscribe(&mut core, 2);
         assert_eq!(ask(&mut core, 1, 3), 3);
         assert_eq!(ask(&mut core, 2, 2), 2);
         assert_eq!(dispatch(&mut core, 5), vec![(1, 3), (2, 2)]);
@@ -222,9 +258,9 @@ mod tests {
 
     #[test]
     fn asks_reorder_consumers_by_demand() {
-        let mut core = DemandCore::default();
+        let mut core = Core::default();
         for id in 1..=3 {
-            core.subscribe(s(id));
+            subscribe(&mut core, id);
         }
         ask(&mut core, 1, 4);
         ask(&mut core, 2, 2);
@@ -238,9 +274,9 @@ mod tests {
 
     #[test]
     fn unknown_subscriptions_are_ignored() {
-        let mut core = DemandCore::default();
+        let mut core = Core::default();
         let mut out = Decision::default();
-        assert!(!core.ask(s(9), 3, &mut out));
+        assert!(core.ask(s(9), 3, &mut out).is_none());
         assert_eq!(core.cancel(s(9)), None);
         assert_eq!(out, Decision::default());
         assert_eq!(core.state(), (vec![], 0, None));
@@ -248,8 +284,8 @@ mod tests {
 
     #[test]
     fn a_larger_ask_than_the_expected_max_demand_warns() {
-        let mut core = DemandCore::new(Some(3), None);
-        core.subscribe(s(1));
+        let mut core = Core::new(Some(3), None);
+        subscribe(&mut core, 1);
         let mut out = Decision::default();
         core.ask(s(1), 4, &mut out);
         assert_eq!(

@@ -52,23 +52,19 @@ use crate::options::Options;
 /// ```
 #[derive(Debug)]
 pub struct MetricsDispatcher {
-    core: DemandCore,
+    /// The Demand bookkeeping, each subscription carrying its metrics.
+    core: DemandCore<Tracked>,
     registry: Arc<Registry>,
     /// Times asks for the latency histogram.
     clock: Clock,
     /// Time one ask in this many (per subscription) for the latency
     /// histogram; 1 times every ask.
     sample_every: u64,
-    /// One per live subscription, found by a scan: the Demand core scans its
-    /// own list on every call too, and for the few subscriptions a producer
-    /// has a scan beats hashing.
-    subscriptions: Vec<Tracked>,
 }
 
 /// What the dispatcher keeps per live subscription for its metrics.
 #[derive(Debug)]
 struct Tracked {
-    subscription: SubscriptionId,
     counters: Arc<ConsumerCounters>,
     /// Asks not yet fully served, oldest first: when (for a timed ask), and
     /// how many events are still to come. Consecutive untimed asks share one
@@ -81,6 +77,7 @@ struct Tracked {
 impl Tracked {
     /// An ask of `n`: timed (one clock read) if it is this subscription's
     /// turn, as `sample_every` says.
+    #[inline]
     fn asked(&mut self, n: u64, sample_every: u64, clock: &Clock) {
         self.counters.asked(n);
         if self.untimed_left == 0 {
@@ -98,6 +95,7 @@ impl Tracked {
     /// `n` events went out: they serve the oldest asks first. The clock is
     /// read (at most once per dispatch, into `now`) only when a timed ask is
     /// fulfilled.
+    #[inline]
     fn served(&mut self, mut n: u64, clock: &Clock, now: &mut Option<Stamp>) {
         self.counters.dispatched(n);
         while n > 0 {
@@ -110,7 +108,8 @@ impl Tracked {
             if *remaining == 0 {
                 if let Some(asked_at) = *asked_at {
                     let now = *now.get_or_insert_with(|| clock.now());
-                    self.counters.fulfilled_after(clock.between(asked_at, now));
+                    self.counters
+                        .fulfilled_after(Clock::ticks_between(asked_at, now));
                 }
                 self.asks.pop_front();
             }
@@ -118,25 +117,19 @@ impl Tracked {
     }
 }
 
-fn tracked(subscriptions: &mut [Tracked], subscription: SubscriptionId) -> Option<&mut Tracked> {
-    subscriptions
-        .iter_mut()
-        .find(|t| t.subscription == subscription)
-}
-
 impl DispatcherPlugin for MetricsDispatcher {
     fn from_options(options: &str) -> Result<Self, CallError> {
         let options = Options::parse(options)?;
+        let clock = if options.std_clock {
+            Clock::std()
+        } else {
+            Clock::new()
+        };
         Ok(Self {
             core: DemandCore::new(options.max_demand, options.shuffle_seed),
-            registry: Arc::new(Registry::new(&options.latency_bounds)),
-            clock: if options.std_clock {
-                Clock::std()
-            } else {
-                Clock::new()
-            },
+            registry: Arc::new(Registry::new(&options.latency_bounds, clock.scale())),
+            clock,
             sample_every: options.latency_sample_every,
-            subscriptions: Vec::new(),
         })
     }
 
@@ -155,49 +148,37 @@ impl DispatcherPlugin for MetricsDispatcher {
                 request.subscription
             )));
         }
-        self.core.subscribe(request.subscription);
         let counters = self.registry.consumer(request.consumer, Instant::now());
         counters.subscribed();
-        self.subscriptions.push(Tracked {
-            subscription: request.subscription,
-            counters,
-            asks: VecDeque::new(),
-            untimed_left: 0,
-        });
+        self.core.subscribe(
+            request.subscription,
+            Tracked {
+                counters,
+                asks: VecDeque::new(),
+                untimed_left: 0,
+            },
+        );
         Ok(())
     }
 
     fn cancel(&mut self, subscription: SubscriptionId, _out: &mut Decision) {
-        if let Some(unmet) = self.core.cancel(subscription)
-            && let Some(index) = self
-                .subscriptions
-                .iter()
-                .position(|t| t.subscription == subscription)
-        {
-            self.subscriptions
-                .swap_remove(index)
-                .counters
-                .cancelled(unmet);
+        if let Some((unmet, tracked)) = self.core.cancel(subscription) {
+            tracked.counters.cancelled(unmet);
         }
     }
 
     fn ask(&mut self, subscription: SubscriptionId, n: u64, out: &mut Decision) {
-        if self.core.ask(subscription, n, out)
-            && let Some(tracked) = tracked(&mut self.subscriptions, subscription)
-        {
+        if let Some(tracked) = self.core.ask(subscription, n, out) {
             tracked.asked(n, self.sample_every, &self.clock);
         }
     }
 
     fn dispatch(&mut self, count: u64, _keys: &[u64], out: &mut Decision) {
         let mut now = None;
-        let subscriptions = &mut self.subscriptions;
         let clock = &self.clock;
-        self.core.dispatch(count, |subscription, n| {
+        self.core.dispatch(count, |subscription, n, tracked| {
             out.send(subscription, n);
-            if let Some(tracked) = tracked(subscriptions, subscription) {
-                tracked.served(n, clock, &mut now);
-            }
+            tracked.served(n, clock, &mut now);
         });
     }
 }

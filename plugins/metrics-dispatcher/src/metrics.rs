@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::clock::TickScale;
 use abi_stable::std_types::RVec;
 use plugin_interface::{ConsumerId, ConsumerMetrics, Histogram, MetricsSnapshot, MetricsSource};
 
@@ -37,7 +38,7 @@ pub(crate) struct ConsumerCounters {
 }
 
 impl ConsumerCounters {
-    fn new(consumer: ConsumerId, bounds: Arc<[f64]>, now: Instant) -> Self {
+    fn new(consumer: ConsumerId, bounds: Arc<Bounds>, now: Instant) -> Self {
         Self {
             consumer,
             first_subscribed: now,
@@ -70,51 +71,66 @@ impl ConsumerCounters {
         drop_by(&self.outstanding_demand, n);
     }
 
-    pub(crate) fn fulfilled_after(&self, latency: Duration) {
-        self.latency.observe(latency);
+    /// An ask was fulfilled `ticks` (of the registry's clock) after it was
+    /// made.
+    pub(crate) fn fulfilled_after(&self, ticks: u64) {
+        self.latency.observe(ticks);
     }
 }
 
-/// A histogram of durations with fixed bounds, single writer.
+/// A histogram of durations with fixed bounds, single writer. Observations
+/// stay in clock ticks (bounds are converted once, the sum at snapshot
+/// time), so recording one is integer compares and two stores.
 #[derive(Debug)]
 struct LatencyHistogram {
-    bounds: Arc<[f64]>,
+    bounds: Arc<Bounds>,
     /// One per bound, plus `+Inf`.
     counts: Box<[AtomicU64]>,
-    sum_nanos: AtomicU64,
+    sum_ticks: AtomicU64,
+}
+
+/// A histogram's upper bounds, in seconds and in ticks of the clock.
+#[derive(Debug)]
+struct Bounds {
+    seconds: Box<[f64]>,
+    ticks: Box<[u64]>,
+    scale: TickScale,
 }
 
 impl LatencyHistogram {
-    fn new(bounds: Arc<[f64]>) -> Self {
-        let counts = (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect();
+    fn new(bounds: Arc<Bounds>) -> Self {
+        let counts = (0..=bounds.ticks.len())
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Self {
             bounds,
             counts,
-            sum_nanos: AtomicU64::new(0),
+            sum_ticks: AtomicU64::new(0),
         }
     }
 
-    fn observe(&self, latency: Duration) {
-        let seconds = latency.as_secs_f64();
+    fn observe(&self, ticks: u64) {
         let bucket = self
             .bounds
+            .ticks
             .iter()
-            .position(|bound| seconds <= *bound)
-            .unwrap_or(self.bounds.len());
+            .position(|bound| ticks <= *bound)
+            .unwrap_or(self.bounds.ticks.len());
         if let Some(count) = self.counts.get(bucket) {
             bump(count, 1);
         }
-        bump(
-            &self.sum_nanos,
-            u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX),
-        );
+        bump(&self.sum_ticks, ticks);
     }
 
     fn snapshot(&self) -> Histogram {
         Histogram {
-            bounds_seconds: self.bounds.iter().copied().collect(),
+            bounds_seconds: self.bounds.seconds.iter().copied().collect(),
             counts: self.counts.iter().map(|c| c.load(Relaxed)).collect(),
-            sum_seconds: Duration::from_nanos(self.sum_nanos.load(Relaxed)).as_secs_f64(),
+            sum_seconds: self
+                .bounds
+                .scale
+                .duration(self.sum_ticks.load(Relaxed))
+                .as_secs_f64(),
         }
     }
 }
@@ -122,14 +138,20 @@ impl LatencyHistogram {
 /// Every consumer's counters, shared between the dispatcher and readers.
 #[derive(Debug)]
 pub(crate) struct Registry {
-    bounds: Arc<[f64]>,
+    bounds: Arc<Bounds>,
     consumers: Mutex<BTreeMap<ConsumerId, Arc<ConsumerCounters>>>,
 }
 
 impl Registry {
-    pub(crate) fn new(bounds: &[f64]) -> Self {
+    /// Histograms with upper `bounds` in seconds, observed in ticks of
+    /// `scale`.
+    pub(crate) fn new(bounds: &[f64], scale: TickScale) -> Self {
         Self {
-            bounds: Arc::from(bounds),
+            bounds: Arc::new(Bounds {
+                seconds: bounds.into(),
+                ticks: bounds.iter().map(|b| scale.ticks(*b)).collect(),
+                scale,
+            }),
             consumers: Mutex::new(BTreeMap::new()),
         }
     }
@@ -211,22 +233,36 @@ impl MetricsSource for Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn histogram_puts_observations_in_the_first_bucket_that_holds_them() {
-        let histogram = LatencyHistogram::new(Arc::from(&[0.001, 0.01][..]));
-        histogram.observe(Duration::from_micros(500));
-        histogram.observe(Duration::from_millis(1));
-        histogram.observe(Duration::from_millis(5));
-        histogram.observe(Duration::from_secs(1));
+        let registry = Registry::new(&[0.001, 0.01], TickScale::NANOS);
+        let histogram = LatencyHistogram::new(registry.bounds.clone());
+        histogram.observe(500_000);
+        histogram.observe(1_000_000);
+        histogram.observe(5_000_000);
+        histogram.observe(1_000_000_000);
         let snapshot = histogram.snapshot();
         assert_eq!(snapshot.counts.as_slice(), &[2, 1, 1]);
         assert!((snapshot.sum_seconds - 1.0065).abs() < 1e-9);
     }
 
     #[test]
+    fn bounds_and_sums_follow_the_clock_scale() {
+        // A 4 GHz counter: 4 ticks a nanosecond.
+        let registry = Registry::new(&[0.001], TickScale::with_nanos_per_tick(0.25));
+        let histogram = LatencyHistogram::new(registry.bounds.clone());
+        histogram.observe(4_000_000); // exactly 1 ms
+        histogram.observe(4_000_001);
+        let snapshot = histogram.snapshot();
+        assert_eq!(snapshot.counts.as_slice(), &[1, 1]);
+        assert!((snapshot.sum_seconds - 0.002).abs() < 1e-9);
+    }
+
+    #[test]
     fn rate_is_measured_since_the_previous_snapshot() {
-        let registry = Arc::new(Registry::new(&[1.0]));
+        let registry = Arc::new(Registry::new(&[1.0], TickScale::NANOS));
         let start = Instant::now() - Duration::from_secs(2);
         let counters = registry.consumer(ConsumerId(1), start);
         counters.subscribed();
