@@ -28,15 +28,21 @@ fn panic_message(payload: &(dyn Any + Send)) -> RString {
 
 /// Run `f`, turning a panic into [`CallError::Panicked`]. The payload is
 /// dropped under `catch_unwind` too, since its destructor may panic.
+#[inline]
 fn catching<R>(f: impl FnOnce() -> Result<R, CallError>) -> Result<R, CallError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
-        Err(payload) => {
-            let message = panic_message(&*payload);
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
-            Err(CallError::Panicked { message })
-        }
+        Err(payload) => panicked(payload),
     }
+}
+
+/// The error for a caught panic.
+#[cold]
+#[inline(never)]
+fn panicked<R>(payload: Box<dyn Any + Send>) -> Result<R, CallError> {
+    let message = panic_message(&*payload);
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+    Err(CallError::Panicked { message })
 }
 
 /// The factory behind [`DispatcherModule::new_dispatcher`](crate::DispatcherModule).
@@ -74,6 +80,7 @@ impl<D: DispatcherPlugin> Guarded<D> {
         }
     }
 
+    #[inline]
     fn call(&mut self, f: impl FnOnce(&mut D) -> Result<(), CallError>) -> RResult<(), CallError> {
         if let Some(message) = &self.poisoned {
             return RErr(CallError::Poisoned {
@@ -117,6 +124,7 @@ impl<D: DispatcherPlugin> FfiDispatcher for Guarded<D> {
         })
     }
 
+    #[inline]
     fn ask(
         &mut self,
         subscription: SubscriptionId,
@@ -129,6 +137,7 @@ impl<D: DispatcherPlugin> FfiDispatcher for Guarded<D> {
         })
     }
 
+    #[inline]
     fn dispatch(
         &mut self,
         count: u64,

@@ -167,12 +167,14 @@ impl DispatcherPlugin for MetricsDispatcher {
         }
     }
 
+    #[inline]
     fn ask(&mut self, subscription: SubscriptionId, n: u64, out: &mut Decision) {
         if let Some(tracked) = self.core.ask(subscription, n, out) {
             tracked.asked(n, self.sample_every, &self.clock);
         }
     }
 
+    #[inline]
     fn dispatch(&mut self, count: u64, _keys: &[u64], out: &mut Decision) {
         let mut now = None;
         let clock = &self.clock;
