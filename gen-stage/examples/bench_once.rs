@@ -10,11 +10,14 @@
 //!
 //! Arguments, in order: topology (`chain`, `demand4`, `partition4`,
 //! `broadcast4`), max_demand, runtime (`current_thread`, `multi_thread`),
-//! mover (`weir`, `channel`; `channel` is the chain only), events. Prints
+//! mover (`weir`, `channel`, `protocol`; the two floors are the chain only),
+//! events. Prints
 //! the rate of the run.
 
 #[path = "../benches/pipelines/channel_floor.rs"]
 mod channel_floor;
+#[path = "../benches/pipelines/protocol_floor.rs"]
+mod protocol_floor;
 #[path = "../benches/pipelines/weir.rs"]
 mod weir;
 #[path = "../benches/pipelines/workload.rs"]
@@ -28,7 +31,7 @@ use workload::{Flavor, Topology, Workload};
 fn usage() -> ExitCode {
     eprintln!(
         "usage: bench_once chain|demand4|partition4|broadcast4 MAX_DEMAND \
-         current_thread|multi_thread weir|channel EVENTS"
+         current_thread|multi_thread weir|channel|protocol EVENTS"
     );
     ExitCode::FAILURE
 }
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
     let elapsed = match (mover.as_str(), topology) {
         ("weir", _) => runtime.block_on(weir::run(workload)),
         ("channel", Topology::Chain) => runtime.block_on(channel_floor::run_chain(workload)),
+        ("protocol", Topology::Chain) => runtime.block_on(protocol_floor::run_chain(workload)),
         _ => return usage(),
     };
     println!(

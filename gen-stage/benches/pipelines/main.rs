@@ -20,6 +20,7 @@
 //! with 10 000 events, as a smoke test.
 
 mod channel_floor;
+mod protocol_floor;
 mod report;
 mod weir;
 mod workload;
@@ -83,6 +84,7 @@ fn bench_flavor(criterion: &mut Criterion, report: &Report, flavor: Flavor, smok
         let mut movers = vec![Mover::Weir];
         if workload.topology == Topology::Chain {
             movers.push(Mover::Channel);
+            movers.push(Mover::Protocol);
         }
         for mover in movers {
             let id = BenchmarkId::new(mover.name(), workload.max_demand);
@@ -93,6 +95,9 @@ fn bench_flavor(criterion: &mut Criterion, report: &Report, flavor: Flavor, smok
                         let elapsed = match mover {
                             Mover::Weir => runtime.block_on(weir::run(workload)),
                             Mover::Channel => runtime.block_on(channel_floor::run_chain(workload)),
+                            Mover::Protocol => {
+                                runtime.block_on(protocol_floor::run_chain(workload))
+                            }
                         };
                         report.record(workload, flavor, mover, elapsed);
                         total += elapsed;

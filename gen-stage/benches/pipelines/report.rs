@@ -15,6 +15,8 @@ use crate::workload::{Flavor, Topology, Workload};
 pub enum Mover {
     Weir,
     Channel,
+    /// The demand-protocol floor (`protocol_floor.rs`).
+    Protocol,
 }
 
 impl Mover {
@@ -22,6 +24,7 @@ impl Mover {
         match self {
             Mover::Weir => "weir",
             Mover::Channel => "channel",
+            Mover::Protocol => "protocol",
         }
     }
 }
@@ -120,8 +123,9 @@ impl Report {
         let mut out = String::new();
         out.push_str(
             "| workload | max_demand | runtime | events per run | Weir events/s | channel floor events/s \
-             | Weir / floor | Elixir events/s | Weir / Elixir | Elixir target | floor target |\n\
-             |---|---:|---|---:|---:|---:|---:|---:|---:|---|---|\n",
+             | Weir / floor | protocol floor events/s | protocol floor / floor | Weir / protocol floor \
+             | Elixir events/s | Weir / Elixir | Elixir target | floor target |\n\
+             |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
         );
         for key in keys {
             let Key {
@@ -132,6 +136,9 @@ impl Report {
             } = key;
             let weir = runs.get(&(key, Mover::Weir)).and_then(|r| median(r));
             let floor = runs.get(&(key, Mover::Channel)).and_then(|r| median(r));
+            let protocol = runs.get(&(key, Mover::Protocol)).and_then(|r| median(r));
+            let protocol_vs_floor = protocol.zip(floor).map(|(p, f)| p / f);
+            let vs_protocol = weir.zip(protocol).map(|(w, p)| w / p);
             let elixir = elixir(topology, max_demand);
             let vs_floor = weir.zip(floor).map(|(w, f)| w / f);
             let vs_elixir = weir.zip(elixir).map(|(w, e)| w / e);
@@ -157,7 +164,7 @@ impl Report {
                 |v: Option<f64>, f: fn(f64) -> String| v.map(f).unwrap_or_else(|| "-".to_owned());
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 topology.name(),
                 max_demand,
                 flavor.name(),
@@ -165,6 +172,9 @@ impl Report {
                 cell(weir, rate),
                 cell(floor, rate),
                 cell(vs_floor, |r| format!("{r:.2}")),
+                cell(protocol, rate),
+                cell(protocol_vs_floor, |r| format!("{r:.2}")),
+                cell(vs_protocol, |r| format!("{r:.2}")),
                 cell(elixir, rate),
                 cell(vs_elixir, |r| format!("{r:.1}x")),
                 elixir_target,
