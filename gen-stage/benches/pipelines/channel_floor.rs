@@ -2,11 +2,11 @@
 //! bounded tokio mpsc channels (capacity 2 batches per hop, batch =
 //! max_demand / 2), no demand protocol at all.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::workload::{Tally, Topology, Workload};
+use crate::workload::{Tally, Workload, time_chain};
 
 /// Batches each hop holds.
 const HOP_CAPACITY: usize = 2;
@@ -56,16 +56,5 @@ pub async fn run_chain(workload: Workload) -> Duration {
         }
     });
 
-    let start = Instant::now();
-    go_tx
-        .send(())
-        .expect("the producer task waits for the start");
-    tally.finished(&what, events).await;
-    let elapsed = start.elapsed();
-
-    tally.check(&what, Topology::Chain.checksum(events));
-    for task in [producer, doubler, counter] {
-        task.await.expect("a floor task ends cleanly");
-    }
-    elapsed
+    time_chain(&what, events, &tally, go_tx, [producer, doubler, counter]).await
 }

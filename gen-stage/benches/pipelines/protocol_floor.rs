@@ -19,11 +19,11 @@
 //! time, as a stage's mailbox is.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::workload::{Tally, Topology, Workload};
+use crate::workload::{Tally, Workload, time_chain};
 
 enum Msg {
     Events(Vec<u64>),
@@ -166,16 +166,5 @@ pub async fn run_chain(workload: Workload) -> Duration {
     // Let both asks of `max_demand` reach their mailboxes before the clock
     // starts, as the bench's Weir pipeline does.
     tokio::task::yield_now().await;
-    let start = Instant::now();
-    go_tx
-        .send(())
-        .expect("the producer task waits for the start");
-    tally.finished(&what, events).await;
-    let elapsed = start.elapsed();
-
-    tally.check(&what, Topology::Chain.checksum(events));
-    for task in [producer, doubler, counter] {
-        task.await.expect("a protocol floor task ends cleanly");
-    }
-    elapsed
+    time_chain(&what, events, &tally, go_tx, [producer, doubler, counter]).await
 }

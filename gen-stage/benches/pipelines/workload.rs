@@ -4,10 +4,11 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Runtime;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
 
 /// Events per run when `WEIR_BENCH_EVENTS` is unset (BASELINES.md's N).
 pub const DEFAULT_EVENTS: u64 = 10_000_000;
@@ -201,4 +202,26 @@ impl Tally {
             "{what}: events lost, duplicated or altered"
         );
     }
+}
+
+/// The clocked part of a hand-written chain (the floors): releases the
+/// producer through `go`, times until `tally` has all `events`, checks what
+/// arrived and waits for the chain's `tasks` to end.
+pub async fn time_chain(
+    what: &str,
+    events: u64,
+    tally: &Tally,
+    go: oneshot::Sender<()>,
+    tasks: impl IntoIterator<Item = JoinHandle<()>>,
+) -> Duration {
+    let start = Instant::now();
+    go.send(()).expect("the producer task waits for the start");
+    tally.finished(what, events).await;
+    let elapsed = start.elapsed();
+
+    tally.check(what, Topology::Chain.checksum(events));
+    for task in tasks {
+        task.await.expect("a chain task ends cleanly");
+    }
+    elapsed
 }

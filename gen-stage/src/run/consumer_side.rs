@@ -190,6 +190,17 @@ impl<S: Callbacks> Core<S> {
         let subscription = upstream.subscription;
         if direct {
             let pieces = Self::pieces(upstream, events.len());
+            // The usual case inline: one piece, then its ask (no
+            // `hand_over` future to build and poll).
+            if let Pieces::One { ask } = pieces {
+                let result = self
+                    .stage
+                    .handle_events(events, subscription, ctx!(self))
+                    .await;
+                self.noreply(result)?;
+                self.ask_producer(sub, ask);
+                return Ok(());
+            }
             return self.hand_over(subscription, events, pieces).await;
         }
         self.pc_queue.push_back(Queued::Events {

@@ -255,6 +255,22 @@ impl<S: Callbacks> Core<S> {
         }
         let counter = producer.dispatcher.ask(sub, n, &mut producer.outbox);
         self.flush();
+        // The usual cases inline, as `after_upstream_demand` would do them
+        // (no future to build and poll): nothing buffered, nothing queued or
+        // accumulated.
+        if let Some(producer) = self.producer.as_mut()
+            && producer.buffer.is_empty()
+        {
+            if S::KIND == StageKind::ProducerConsumer {
+                if self.pc_queue.is_empty() {
+                    producer.pc_demand += counter;
+                    return Ok(());
+                }
+            } else if counter > 0 && producer.accumulated.is_none() {
+                let result = self.stage.handle_demand(counter, ctx!(self)).await;
+                return self.noreply(result);
+            }
+        }
         self.after_upstream_demand(counter).await
     }
 
