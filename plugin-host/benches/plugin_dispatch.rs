@@ -12,21 +12,95 @@
 //! event. Targets: plugin at most 1.2x slower at max_demand 1000, at most 2x
 //! at max_demand 1. `plugin` uses the default options (every ask timed for
 //! the latency histogram, two clock reads per ask); `plugin_sampled` times
-//! one ask in 64 (`latency_sample_every`). `cargo bench -p plugin-host
-//! --bench plugin_dispatch -- --quick` for a sanity run; figures in
-//! docs/benchmarks.md. Criterion runs the variants one after the other, so
-//! load changes on a shared machine skew the ratios: the
-//! `plugin_dispatch_ab` example runs them interleaved.
+//! one ask in 64 (`latency_sample_every`).
+//!
+//! Criterion measures each variant on its own, one after the other, so a
+//! load change on a shared machine (or the order itself) skews ratios taken
+//! between them. The `paired` case therefore runs builtin, plugin and
+//! plugin_sampled back to back in every iteration; the ratios table printed
+//! at the end (and written to `$WEIR_BENCH_REPORT_DIR/plugin-host.md`) is the
+//! median of those per-round ratios. `cargo bench -p plugin-host --bench
+//! plugin_dispatch -- --quick` for a sanity run; figures in
+//! docs/benchmarks.md.
 
 #[path = "plugin_dispatch/pipeline.rs"]
 mod pipeline;
 
+use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput};
 use pipeline::{Topology, Which, metrics_plugin, run};
 
-fn benches(c: &mut Criterion) {
+/// Per workload, the times of every paired round: builtin, plugin,
+/// plugin_sampled.
+#[derive(Default)]
+struct Pairs {
+    rounds: Mutex<Vec<(String, [Duration; 3])>>,
+}
+
+impl Pairs {
+    fn record(&self, workload: &str, times: [Duration; 3]) {
+        self.rounds
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((workload.to_owned(), times));
+    }
+
+    /// The markdown table: per workload, the median time of each variant
+    /// and the median of the per-round ratios to builtin.
+    fn table(&self) -> String {
+        let rounds = self
+            .rounds
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut workloads: Vec<&str> = rounds.iter().map(|(w, _)| w.as_str()).collect();
+        workloads.dedup();
+        let mut out = String::from(
+            "| workload | rounds | builtin (median) | plugin (median) | plugin_sampled (median) \
+             | plugin / builtin | plugin_sampled / builtin |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for workload in workloads {
+            let times: Vec<[Duration; 3]> = rounds
+                .iter()
+                .filter(|(w, _)| w == workload)
+                .map(|(_, t)| *t)
+                .collect();
+            let column = |i: usize| median(times.iter().map(|t| t[i].as_secs_f64()).collect());
+            let ratio = |i: usize| {
+                median(
+                    times
+                        .iter()
+                        .map(|t| t[i].as_secs_f64() / t[0].as_secs_f64().max(1e-12))
+                        .collect(),
+                )
+            };
+            let _ = writeln!(
+                out,
+                "| {workload} | {} | {:.3} ms | {:.3} ms | {:.3} ms | {:.2}x | {:.2}x |",
+                times.len(),
+                column(0) * 1e3,
+                column(1) * 1e3,
+                column(2) * 1e3,
+                ratio(1),
+                ratio(2),
+            );
+        }
+        out
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn benches(c: &mut Criterion, pairs: &Pairs) {
     let factory = plugin_host::load(metrics_plugin(), &serde_json::json!({}))
         .expect("the metrics plugin loads");
     let sampled = plugin_host::load(
@@ -38,26 +112,44 @@ fn benches(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("a runtime");
+    let variants = [
+        ("builtin", Which::Builtin),
+        ("plugin", Which::Plugin(factory)),
+        ("plugin_sampled", Which::Plugin(sampled)),
+    ];
     for (topology, name) in [(Topology::Chain, "chain"), (Topology::Demand4, "demand4")] {
         for (max_demand, events) in [(1000usize, 1_000_000u64), (1, 50_000)] {
-            let mut group = c.benchmark_group(format!("{name}/max_demand_{max_demand}"));
+            let workload = format!("{name}/max_demand_{max_demand}");
+            let mut group = c.benchmark_group(&workload);
             group.throughput(Throughput::Elements(events));
             group.sample_size(10);
-            for (label, which) in [
-                ("builtin", Which::Builtin),
-                ("plugin", Which::Plugin(factory.clone())),
-                ("plugin_sampled", Which::Plugin(sampled.clone())),
-            ] {
+            for (label, which) in &variants {
                 group.bench_function(BenchmarkId::from_parameter(label), |b| {
                     b.iter_custom(|iterations| {
                         let mut total = Duration::ZERO;
                         for _ in 0..iterations {
-                            total += runtime.block_on(run(topology, &which, events, max_demand));
+                            total += runtime.block_on(run(topology, which, events, max_demand));
                         }
                         total
                     });
                 });
             }
+            // All three back to back per iteration; criterion's time is
+            // their sum, the ratios go to the table.
+            group.throughput(Throughput::Elements(3 * events));
+            group.bench_function(BenchmarkId::from_parameter("paired"), |b| {
+                b.iter_custom(|iterations| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iterations {
+                        let times = variants.each_ref().map(|(_, which)| {
+                            runtime.block_on(run(topology, which, events, max_demand))
+                        });
+                        pairs.record(&workload, times);
+                        total += times.iter().sum::<Duration>();
+                    }
+                    total
+                });
+            });
             group.finish();
         }
     }
@@ -113,5 +205,26 @@ fn dispatch_loop(c: &mut Criterion) {
     }
 }
 
-criterion_group!(plugin_dispatch, benches, dispatch_loop);
-criterion_main!(plugin_dispatch);
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test` does not (then every case
+    // runs once, as a smoke test, and no table is printed).
+    let measuring = std::env::args().any(|arg| arg == "--bench");
+    let mut criterion = Criterion::default().configure_from_args();
+    let pairs = Pairs::default();
+    benches(&mut criterion, &pairs);
+    dispatch_loop(&mut criterion);
+    criterion.final_summary();
+    if !measuring {
+        return;
+    }
+    let table = pairs.table();
+    println!("\n## plugin-host: paired rounds (median of per-round ratios)\n\n{table}");
+    if let Some(dir) = std::env::var_os("WEIR_BENCH_REPORT_DIR") {
+        let dir = std::path::PathBuf::from(dir);
+        let path = dir.join("plugin-host.md");
+        match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &table)) {
+            Ok(()) => println!("figures written to {}", path.display()),
+            Err(error) => eprintln!("cannot write {}: {error}", path.display()),
+        }
+    }
+}
