@@ -79,6 +79,7 @@ impl AutomaticDemand {
 
     /// The largest piece handed to one `handle_events` call:
     /// `max_demand - min_demand`.
+    #[inline]
     pub fn piece_size(&self) -> usize {
         self.max - self.min
     }
@@ -86,6 +87,7 @@ impl AutomaticDemand {
     /// [`receive`](Self::receive) for a message that is a single piece
     /// (`0 < count <= piece_size()`, the usual case), without building the
     /// iterator: the ask after the piece, and the events in excess.
+    #[inline]
     pub(crate) fn receive_piece(&mut self, count: usize) -> (usize, usize) {
         debug_assert!(count > 0 && count <= self.piece_size());
         let excess = count.saturating_sub(self.outstanding);

@@ -73,6 +73,7 @@ impl<S: Stage> Clone for Mailbox<S> {
 }
 
 impl<S: Stage> Mailbox<S> {
+    #[inline]
     pub(crate) fn send(&self, msg: Msg<S>) -> bool {
         self.tx.send(msg).is_ok()
     }

@@ -212,6 +212,7 @@ impl<S: Callbacks> Core<S> {
 
     /// How `count` events of `upstream` are handed to `handle_events`
     /// (updates its automatic demand as if they had been).
+    #[inline]
     fn pieces(upstream: &mut Upstream<S::In>, count: usize) -> Pieces {
         let Upstream {
             demand: Some(demand),
@@ -276,6 +277,7 @@ impl<S: Callbacks> Core<S> {
         }
     }
 
+    #[inline]
     fn ask_producer(&self, sub: SubscriptionId, n: usize) {
         if n > 0
             && let Some(upstream) = self.upstream.get(&sub)
