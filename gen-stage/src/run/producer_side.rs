@@ -27,6 +27,17 @@ enum Accumulated<T> {
     Dispatch(Vec<T>),
 }
 
+/// What upstream demand still needs once the buffer has served it.
+enum Upstream {
+    /// Nothing: served from the buffer, counted, or recorded while
+    /// accumulating.
+    Served,
+    /// `handle_demand` with what is left.
+    HandleDemand(usize),
+    /// A producer_consumer's queued events can now be handed over.
+    TakeQueued,
+}
+
 pub(super) struct ProducerSide<T> {
     dispatcher: Box<dyn Dispatcher<T>>,
     /// Reused by every dispatcher call, drained right after.
@@ -197,40 +208,50 @@ impl<S: Callbacks> Core<S> {
     /// buffer, then from `handle_demand` (producers) or the queue of
     /// incoming events (producer_consumers).
     pub(super) async fn after_upstream_demand(&mut self, counter: usize) -> Flow {
+        match self.serve_upstream_demand(counter) {
+            Upstream::Served => Ok(()),
+            Upstream::HandleDemand(demand) => {
+                let result = self.stage.handle_demand(demand, ctx!(self)).await;
+                self.noreply(result)
+            }
+            Upstream::TakeQueued => self.take_pc_events().await,
+        }
+    }
+
+    /// The synchronous part of [`after_upstream_demand`](Self::after_upstream_demand):
+    /// serves from the buffer, counts a producer_consumer's demand, records
+    /// demand while accumulating, and says which callback work is left.
+    #[inline]
+    fn serve_upstream_demand(&mut self, counter: usize) -> Upstream {
+        let Some(producer) = self.producer.as_mut() else {
+            return Upstream::Served;
+        };
+        let buffered = !producer.buffer.is_empty();
         if S::KIND == StageKind::ProducerConsumer {
-            let (demand, buffered) = match self.producer.as_mut() {
-                Some(producer) => {
-                    producer.pc_demand += counter;
-                    (producer.pc_demand, !producer.buffer.is_empty())
-                }
-                None => return Ok(()),
-            };
+            producer.pc_demand += counter;
+            let demand = producer.pc_demand;
             if buffered {
                 self.take_from_buffer(demand);
             }
-            if self.pc_queue.is_empty() {
-                return Ok(());
-            }
-            return self.take_pc_events().await;
+            return if self.pc_queue.is_empty() {
+                Upstream::Served
+            } else {
+                Upstream::TakeQueued
+            };
         }
-        let buffered = self
-            .producer
-            .as_ref()
-            .is_some_and(|producer| !producer.buffer.is_empty());
         let rest = if buffered {
             self.take_from_buffer(counter)
         } else {
             counter
         };
         if rest == 0 {
-            return Ok(());
+            return Upstream::Served;
         }
         if let Some(accumulated) = self.producer.as_mut().and_then(|p| p.accumulated.as_mut()) {
             accumulated.push(Accumulated::Demand(rest));
-            return Ok(());
+            return Upstream::Served;
         }
-        let result = self.stage.handle_demand(rest, ctx!(self)).await;
-        self.noreply(result)
+        Upstream::HandleDemand(rest)
     }
 
     /// A consumer asks for `n` more events.
@@ -255,23 +276,16 @@ impl<S: Callbacks> Core<S> {
         }
         let counter = producer.dispatcher.ask(sub, n, &mut producer.outbox);
         self.flush();
-        // The usual cases inline, as `after_upstream_demand` would do them
-        // (no future to build and poll): nothing buffered, nothing queued or
-        // accumulated.
-        if let Some(producer) = self.producer.as_mut()
-            && producer.buffer.is_empty()
-        {
-            if S::KIND == StageKind::ProducerConsumer {
-                if self.pc_queue.is_empty() {
-                    producer.pc_demand += counter;
-                    return Ok(());
-                }
-            } else if counter > 0 && producer.accumulated.is_none() {
-                let result = self.stage.handle_demand(counter, ctx!(self)).await;
-                return self.noreply(result);
+        // `after_upstream_demand`, spelled out: on the event path its own
+        // future costs more than the match.
+        match self.serve_upstream_demand(counter) {
+            Upstream::Served => Ok(()),
+            Upstream::HandleDemand(demand) => {
+                let result = self.stage.handle_demand(demand, ctx!(self)).await;
+                self.noreply(result)
             }
+            Upstream::TakeQueued => self.take_pc_events().await,
         }
-        self.after_upstream_demand(counter).await
     }
 
     /// A consumer subscribes.
