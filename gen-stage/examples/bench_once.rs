@@ -10,7 +10,8 @@
 //!
 //! Arguments, in order: topology (`chain`, `demand4`, `partition4`,
 //! `broadcast4`), max_demand, runtime (`current_thread`, `multi_thread`),
-//! mover (`weir`, `channel`, `protocol`; the two floors are the chain only),
+//! mover (`weir`, `group` for Weir with every stage in one `StageGroup`,
+//! `channel`, `protocol`; the two floors are the chain only),
 //! events. Prints
 //! the rate of the run.
 
@@ -31,7 +32,7 @@ use workload::{Flavor, Topology, Workload};
 fn usage() -> ExitCode {
     eprintln!(
         "usage: bench_once chain|demand4|partition4|broadcast4 MAX_DEMAND \
-         current_thread|multi_thread weir|channel|protocol EVENTS"
+         current_thread|multi_thread weir|group|channel|protocol EVENTS"
     );
     ExitCode::FAILURE
 }
@@ -66,7 +67,8 @@ fn main() -> ExitCode {
     };
     let runtime = flavor.runtime();
     let elapsed = match (mover.as_str(), topology) {
-        ("weir", _) => runtime.block_on(weir::run(workload)),
+        ("weir", _) => runtime.block_on(weir::run(workload, weir::Placement::Tasks)),
+        ("group", _) => runtime.block_on(weir::run(workload, weir::Placement::Group)),
         ("channel", Topology::Chain) => runtime.block_on(channel_floor::run_chain(workload)),
         ("protocol", Topology::Chain) => runtime.block_on(protocol_floor::run_chain(workload)),
         _ => return usage(),

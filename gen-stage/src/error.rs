@@ -23,6 +23,10 @@ pub enum Error {
     /// Stages are tokio tasks: `start_*` was called outside a tokio runtime.
     #[error("stages run on tokio: start them from within a tokio runtime")]
     NoRuntime,
+    /// The [`StageGroup`](crate::StageGroup)'s task is gone (the runtime it
+    /// ran on shut down): no stage can start in it any more.
+    #[error("the stage group's task is gone (its runtime shut down)")]
+    GroupClosed,
     /// The stage is not running (it stopped, or never started).
     #[error("{stage} is not alive")]
     NotAlive {

@@ -194,6 +194,7 @@ mod context;
 pub mod demand;
 mod error;
 mod from_iter;
+mod group;
 mod handle;
 mod ids;
 mod mailbox;
@@ -224,6 +225,7 @@ pub use error::Error;
 pub use from_iter::{
     FromIterOptions, OnCancel, from_iter, from_iter_with, from_stream, from_stream_with,
 };
+pub use group::StageGroup;
 pub use handle::{AsProducer, ConsumerRef, DEFAULT_TIMEOUT, ProducerRef, StageRef};
 pub use ids::{StageId, new_subscription_id};
 pub use options::{ConsumerOptions, DemandMode, ProducerConsumerOptions, ProducerOptions};

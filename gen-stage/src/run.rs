@@ -23,6 +23,7 @@ use consumer_side::Queued;
 pub(crate) use consumer_side::Upstream;
 use producer_side::ProducerSide;
 
+use crate::group::StageGroup;
 use crate::handle::Mailbox;
 use crate::ids::IdMap;
 use crate::mailbox::{self, Receiver, WeakSender};
@@ -76,7 +77,19 @@ pub(crate) struct Core<S: Callbacks> {
 
 /// Start `stage` in its own task and wait for its `init`.
 pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> {
-    let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+    start_in(stage, None).await
+}
+
+/// Start `stage` in `group` (or, without one, in its own task) and wait for
+/// its `init`.
+pub(crate) async fn start_in<S: Callbacks>(
+    stage: S,
+    group: Option<&StageGroup>,
+) -> Result<StageRef<S>, Error> {
+    let runtime = match group {
+        Some(_) => None,
+        None => Some(tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?),
+    };
     let (tx, rx) = mailbox::channel();
     let shared = Arc::new(StageShared::new(S::KIND));
     let span = tracing::info_span!(
@@ -98,12 +111,21 @@ pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> 
         pending: VecDeque::new(),
         current_call: None,
     };
-    if span.is_disabled() {
-        // No subscriber wants the span: entering it on every poll would only
-        // cost time.
-        runtime.spawn(run(core, rx, started_tx));
-    } else {
-        runtime.spawn(run(core, rx, started_tx).instrument(span));
+    // No subscriber wants the span: entering it on every poll would only
+    // cost time.
+    let instrument = !span.is_disabled();
+    match (runtime, group) {
+        (Some(runtime), _) if instrument => {
+            runtime.spawn(run(core, rx, started_tx).instrument(span));
+        }
+        (Some(runtime), _) => {
+            runtime.spawn(run(core, rx, started_tx));
+        }
+        (None, Some(group)) if instrument => {
+            group.spawn(Box::pin(run(core, rx, started_tx).instrument(span)))?;
+        }
+        (None, Some(group)) => group.spawn(Box::pin(run(core, rx, started_tx)))?,
+        (None, None) => return Err(Error::NoRuntime),
     }
     match started_rx.await {
         Ok(Ok(())) => Ok(StageRef {

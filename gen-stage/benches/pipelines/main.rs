@@ -2,7 +2,8 @@
 //! on the workloads of `shared/BASELINES.md`.
 //!
 //! Every case runs on a current_thread runtime and on a multi_thread runtime
-//! with 2 workers. The clock starts once every stage is subscribed (the
+//! with 2 workers, with Weir's stages on their own tasks (`weir`) and all in
+//! one `StageGroup` (`weir_group`). The clock starts once every stage is subscribed (the
 //! producer holds demand in accumulate mode until then) and stops when the
 //! consumers have counted every event; each run checks the sum of what the
 //! consumers received. At the end the figures table for
@@ -81,7 +82,7 @@ fn bench_flavor(criterion: &mut Criterion, report: &Report, flavor: Flavor, smok
                 .measurement_time(Duration::from_secs(4));
         }
 
-        let mut movers = vec![Mover::Weir];
+        let mut movers = vec![Mover::Weir, Mover::Grouped];
         if workload.topology == Topology::Chain {
             movers.push(Mover::Channel);
             movers.push(Mover::Protocol);
@@ -93,7 +94,12 @@ fn bench_flavor(criterion: &mut Criterion, report: &Report, flavor: Flavor, smok
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         let elapsed = match mover {
-                            Mover::Weir => runtime.block_on(weir::run(workload)),
+                            Mover::Weir => {
+                                runtime.block_on(weir::run(workload, weir::Placement::Tasks))
+                            }
+                            Mover::Grouped => {
+                                runtime.block_on(weir::run(workload, weir::Placement::Group))
+                            }
                             Mover::Channel => runtime.block_on(channel_floor::run_chain(workload)),
                             Mover::Protocol => {
                                 runtime.block_on(protocol_floor::run_chain(workload))

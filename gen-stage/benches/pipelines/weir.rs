@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use gen_stage::{
     BroadcastDispatcher, Consumer, ConsumerContext, ConsumerRef, DemandDispatcher, DemandMode,
-    Dispatcher, Noreply, PartitionDispatcher, Producer, ProducerConsumer, ProducerConsumerContext,
-    ProducerContext, ProducerOptions, StopReason, SubscribeOptions, Subscription,
+    Dispatcher, Error, Noreply, PartitionDispatcher, Producer, ProducerConsumer,
+    ProducerConsumerContext, ProducerContext, ProducerOptions, StageGroup, StageRef, StopReason,
+    SubscribeOptions, Subscription,
 };
+use gen_stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
 
 use crate::workload::{Tally, Topology, Workload};
 
@@ -105,11 +107,57 @@ fn dispatcher(topology: Topology) -> Box<dyn Dispatcher<u64>> {
     }
 }
 
+/// Where the stages run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Each stage on its own tokio task (`gen_stage::start_*`).
+    Tasks,
+    /// Every stage of the pipeline in one [`StageGroup`].
+    Group,
+}
+
+/// Starts stages by `Placement`.
+struct Starter(Option<StageGroup>);
+
+impl Starter {
+    fn new(placement: Placement) -> Self {
+        Starter(match placement {
+            Placement::Tasks => None,
+            Placement::Group => Some(StageGroup::new()),
+        })
+    }
+
+    async fn producer<P: Producer>(&self, stage: P) -> Result<StageRef<ProducerStage<P>>, Error> {
+        match &self.0 {
+            Some(group) => group.start_producer(stage).await,
+            None => gen_stage::start_producer(stage).await,
+        }
+    }
+
+    async fn producer_consumer<P: ProducerConsumer>(
+        &self,
+        stage: P,
+    ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
+        match &self.0 {
+            Some(group) => group.start_producer_consumer(stage).await,
+            None => gen_stage::start_producer_consumer(stage).await,
+        }
+    }
+
+    async fn consumer<C: Consumer>(&self, stage: C) -> Result<StageRef<ConsumerStage<C>>, Error> {
+        match &self.0 {
+            Some(group) => group.start_consumer(stage).await,
+            None => gen_stage::start_consumer(stage).await,
+        }
+    }
+}
+
 /// Runs `workload` once on the current runtime: builds and subscribes every
 /// stage, then times from releasing the producer's demand until the
 /// consumers counted every event, then stops the pipeline (untimed).
-pub async fn run(workload: Workload) -> Duration {
-    let what = format!("weir {workload}");
+pub async fn run(workload: Workload, placement: Placement) -> Duration {
+    let what = format!("weir {workload} {placement:?}");
+    let start = Starter::new(placement);
     let topology = workload.topology;
     let deliveries = topology.deliveries(workload.events);
     let tally = Tally::new(deliveries);
@@ -119,25 +167,28 @@ pub async fn run(workload: Workload) -> Duration {
             .min_demand(workload.min_demand())
     };
 
-    let producer = gen_stage::start_producer(Numbers {
-        next: 0,
-        end: workload.events,
-        dispatcher: Some(dispatcher(topology)),
-    })
-    .await
-    .expect("the producer starts");
+    let producer = start
+        .producer(Numbers {
+            next: 0,
+            end: workload.events,
+            dispatcher: Some(dispatcher(topology)),
+        })
+        .await
+        .expect("the producer starts");
 
     let mut sinks: Vec<ConsumerRef<u64>> = Vec::new();
     match topology {
         Topology::Chain => {
-            let doubler = gen_stage::start_producer_consumer(Doubler)
+            let doubler = start
+                .producer_consumer(Doubler)
                 .await
                 .expect("the producer_consumer starts");
             doubler
                 .subscribe(&producer, options())
                 .await
                 .expect("the producer_consumer subscribes");
-            let counter = gen_stage::start_consumer(Counter(tally.clone()))
+            let counter = start
+                .consumer(Counter(tally.clone()))
                 .await
                 .expect("the consumer starts");
             counter
@@ -148,7 +199,8 @@ pub async fn run(workload: Workload) -> Duration {
         }
         Topology::Demand4 | Topology::Partition4 | Topology::Broadcast4 => {
             for partition in 0..4usize {
-                let counter = gen_stage::start_consumer(Counter(tally.clone()))
+                let counter = start
+                    .consumer(Counter(tally.clone()))
                     .await
                     .expect("a consumer starts");
                 let options = match topology {

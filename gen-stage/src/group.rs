@@ -1,0 +1,461 @@
+//! Stage groups: several stages run by one tokio task.
+//!
+//! A stage started with [`start_producer`](crate::start_producer) and its
+//! siblings is a tokio task of its own, and every message that finds it
+//! parked wakes it through tokio's scheduler; on a multi-thread runtime that
+//! wake-up often crosses to the other worker. A [`StageGroup`] runs its
+//! stages inside one tokio task with a small scheduler of its own: a stage
+//! of the group that wakes another only puts it on the group's ready list,
+//! so the hops of a pipeline started in one group never leave the worker
+//! that runs the group, and cost no trip through tokio.
+//!
+//! The group task polls its ready stages in the order they were woken, and
+//! yields to tokio when the task's cooperative budget is spent (each
+//! mailbox receive takes one unit), so a busy group shares its worker as a
+//! busy stage does. It ends when its last stage has stopped and no
+//! [`StageGroup`] handle is left.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+
+use parking_lot::Mutex;
+
+use crate::stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
+use crate::{Consumer, Error, Producer, ProducerConsumer, StageRef};
+
+/// A stage's task, as the group holds it.
+pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Stages that share one tokio task.
+///
+/// Start stages in a group with [`StageGroup::start_producer`],
+/// [`StageGroup::start_producer_consumer`] and
+/// [`StageGroup::start_consumer`]. They behave exactly as stages started on
+/// their own tasks (same protocol, same handles, same stop reasons; a panic
+/// stops only the stage that panicked); what changes is where they run:
+///
+/// - a message between two stages of a group wakes the receiver without
+///   going through tokio's scheduler, and never crosses threads: a
+///   pipeline of cheap stages with small batches (low `max_demand`) runs
+///   several times faster, above all on a multi-thread runtime;
+/// - the group's stages never run in parallel with each other: a callback
+///   that computes for long holds up the whole group. Put CPU-heavy stages
+///   on their own tasks (or in separate groups), and cheap ones together.
+///
+/// Stages of a group subscribe to, call and cancel stages outside it (and
+/// the other way round) as usual. The group's task is spawned on the tokio
+/// runtime of the first stage started in it; every stage of the group runs
+/// there. Handles are cheap to clone; the group's task ends once its last
+/// stage has stopped and every handle is dropped.
+///
+/// # Example
+///
+/// ```
+/// use gen_stage::{
+///     Consumer, ConsumerContext, Noreply, Producer, ProducerContext, ProducerOptions,
+///     StageGroup, StopReason, SubscribeOptions, Subscription,
+/// };
+///
+/// struct Counter(u64);
+///
+/// impl Producer for Counter {
+///     type Event = u64;
+///     type Call = ();
+///     type Reply = ();
+///     type Cast = ();
+///     type Info = ();
+///
+///     async fn init(
+///         &mut self,
+///         _ctx: &mut ProducerContext<'_, Self>,
+///     ) -> Result<ProducerOptions<u64>, StopReason> {
+///         Ok(ProducerOptions::new())
+///     }
+///
+///     async fn handle_demand(&mut self, demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<u64> {
+///         let events = (self.0..self.0 + demand as u64).collect();
+///         self.0 += demand as u64;
+///         Noreply::Emit(events)
+///     }
+/// }
+///
+/// /// Stops normally once it has seen `left` events.
+/// struct Take {
+///     left: usize,
+///     seen: tokio::sync::mpsc::UnboundedSender<u64>,
+/// }
+///
+/// impl Consumer for Take {
+///     type Event = u64;
+///     type Call = ();
+///     type Reply = ();
+///     type Cast = ();
+///     type Info = ();
+///
+///     async fn handle_events(
+///         &mut self,
+///         events: Vec<u64>,
+///         _from: Subscription,
+///         _ctx: &mut ConsumerContext<'_, Self>,
+///     ) -> Noreply {
+///         for event in events.into_iter().take(self.left) {
+///             let _ = self.seen.send(event);
+///             self.left -= 1;
+///         }
+///         if self.left == 0 { Noreply::Stop(StopReason::Normal) } else { Noreply::none() }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), gen_stage::Error> {
+/// let group = StageGroup::new();
+/// let producer = group.start_producer(Counter(0)).await?;
+/// let (seen, mut received) = tokio::sync::mpsc::unbounded_channel();
+/// let consumer = group.start_consumer(Take { left: 5, seen }).await?;
+/// consumer
+///     .subscribe(&producer, SubscribeOptions::new().max_demand(2))
+///     .await?;
+/// assert_eq!(consumer.stopped().await, StopReason::Normal);
+/// let mut got = Vec::new();
+/// while let Some(event) = received.recv().await {
+///     got.push(event);
+/// }
+/// assert_eq!(got, [0, 1, 2, 3, 4]);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct StageGroup {
+    handle: Arc<Handle>,
+}
+
+/// Kept by every clone of a [`StageGroup`]: its drop tells the group task
+/// that no stage can join any more.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+}
+
+struct State {
+    /// Stages woken since the group task last looked: (slot, generation).
+    ready: VecDeque<(u32, u32)>,
+    /// Stages started but not yet taken in by the group task.
+    inbox: Vec<StageTask>,
+    /// The group task's waker while it is parked.
+    waker: Option<Waker>,
+    /// The group task is running or already woken: wakes need not wake it.
+    busy: bool,
+    /// The group task has been spawned.
+    spawned: bool,
+    /// The group task is gone (finished, or dropped with its runtime).
+    closed: bool,
+    /// Every [`StageGroup`] handle is dropped.
+    orphaned: bool,
+}
+
+impl Default for StageGroup {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for StageGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.handle.shared.state.lock();
+        f.debug_struct("StageGroup")
+            .field("spawned", &state.spawned)
+            .field("closed", &state.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StageGroup {
+    /// A new, empty group. Its task is spawned when the first stage starts
+    /// in it.
+    pub fn new() -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                ready: VecDeque::new(),
+                inbox: Vec::new(),
+                waker: None,
+                busy: false,
+                spawned: false,
+                closed: false,
+                orphaned: false,
+            }),
+        });
+        Self {
+            handle: Arc::new(Handle { shared }),
+        }
+    }
+
+    /// Starts a [`Producer`] in this group and waits for its `init`, as
+    /// [`start_producer`](crate::start_producer) does.
+    pub async fn start_producer<P: Producer>(
+        &self,
+        producer: P,
+    ) -> Result<StageRef<ProducerStage<P>>, Error> {
+        crate::run::start_in(ProducerStage(producer), Some(self)).await
+    }
+
+    /// Starts a [`ProducerConsumer`] in this group and waits for its `init`,
+    /// as [`start_producer_consumer`](crate::start_producer_consumer) does.
+    pub async fn start_producer_consumer<P: ProducerConsumer>(
+        &self,
+        stage: P,
+    ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
+        crate::run::start_in(ProducerConsumerStage(stage), Some(self)).await
+    }
+
+    /// Starts a [`Consumer`] in this group and waits for its `init`, as
+    /// [`start_consumer`](crate::start_consumer) does.
+    pub async fn start_consumer<C: Consumer>(
+        &self,
+        consumer: C,
+    ) -> Result<StageRef<ConsumerStage<C>>, Error> {
+        crate::run::start_in(ConsumerStage(consumer), Some(self)).await
+    }
+
+    /// Hands a stage's task to the group; spawns the group task first if
+    /// this is its first stage.
+    pub(crate) fn spawn(&self, task: StageTask) -> Result<(), Error> {
+        let shared = &self.handle.shared;
+        let waker = {
+            let mut state = shared.state.lock();
+            if state.closed {
+                return Err(Error::GroupClosed);
+            }
+            if !state.spawned {
+                let runtime =
+                    tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+                runtime.spawn(GroupTask::new(shared.clone()));
+                state.spawned = true;
+                // The new task is scheduled: it takes the inbox when polled.
+                state.busy = true;
+            }
+            state.inbox.push(task);
+            if state.busy {
+                None
+            } else {
+                state.busy = true;
+                state.waker.take()
+            }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let waker = {
+            let mut state = self.shared.state.lock();
+            state.orphaned = true;
+            if state.busy {
+                None
+            } else {
+                state.busy = true;
+                state.waker.take()
+            }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// The waker of one stage of the group.
+struct StageWaker {
+    shared: Arc<Shared>,
+    slot: u32,
+    generation: u32,
+    /// On the ready list, or about to be: a second wake adds nothing.
+    queued: AtomicBool,
+}
+
+impl Wake for StageWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let waker = {
+            let mut state = self.shared.state.lock();
+            state.ready.push_back((self.slot, self.generation));
+            if state.busy {
+                None
+            } else {
+                state.busy = true;
+                state.waker.take()
+            }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+struct Slot {
+    task: StageTask,
+    waker: Waker,
+    wake: Arc<StageWaker>,
+}
+
+/// The tokio task that runs a group's stages.
+struct GroupTask {
+    shared: Arc<Shared>,
+    slots: Vec<Option<Slot>>,
+    /// The generation of each slot's current (or last) stage, so a stale
+    /// wake of a stopped stage never polls the stage that took its slot.
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    live: usize,
+    /// Stages to poll in this turn, in wake order.
+    turn: VecDeque<(u32, u32)>,
+}
+
+impl GroupTask {
+    fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            turn: VecDeque::new(),
+        }
+    }
+
+    /// Gives `task` a slot and puts it on this turn.
+    fn admit(&mut self, task: StageTask) {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let index = slot as usize;
+        self.generations[index] = self.generations[index].wrapping_add(1);
+        let wake = Arc::new(StageWaker {
+            shared: self.shared.clone(),
+            slot,
+            generation: self.generations[index],
+            queued: AtomicBool::new(true),
+        });
+        let waker = Waker::from(wake.clone());
+        self.slots[index] = Some(Slot { task, waker, wake });
+        self.live += 1;
+        self.turn.push_back((slot, self.generations[index]));
+    }
+
+    /// Polls one stage; frees its slot once it has finished.
+    fn poll_stage(&mut self, slot: u32, generation: u32) {
+        let index = slot as usize;
+        if self.generations.get(index) != Some(&generation) {
+            return;
+        }
+        let Some(stage) = self.slots[index].as_mut() else {
+            return;
+        };
+        stage.wake.queued.store(false, Ordering::Release);
+        let mut cx = Context::from_waker(&stage.waker);
+        let polled =
+            std::panic::catch_unwind(AssertUnwindSafe(|| stage.task.as_mut().poll(&mut cx)));
+        let finished = match polled {
+            Ok(Poll::Pending) => false,
+            Ok(Poll::Ready(())) => true,
+            Err(_) => {
+                // The stage's own guards catch its callbacks' panics; this
+                // is a panic in the runtime's code around them. The stage
+                // is dropped (and so marked dead); its siblings keep going.
+                tracing::error!("a stage's task panicked outside its callbacks");
+                true
+            }
+        };
+        if finished {
+            let stage = self.slots[index].take();
+            self.free.push(slot);
+            self.live -= 1;
+            // Dropped here, not under the group's lock: its drop may wake
+            // other stages of the group.
+            drop(stage);
+        }
+    }
+}
+
+impl Future for GroupTask {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        loop {
+            let admitted = {
+                let mut state = this.shared.state.lock();
+                if this.turn.is_empty() {
+                    std::mem::swap(&mut this.turn, &mut state.ready);
+                } else {
+                    this.turn.extend(state.ready.drain(..));
+                }
+                let admitted = std::mem::take(&mut state.inbox);
+                if this.turn.is_empty() && admitted.is_empty() {
+                    if this.live == 0 && state.orphaned {
+                        state.closed = true;
+                        return Poll::Ready(());
+                    }
+                    state.busy = false;
+                    match &state.waker {
+                        Some(waker) if waker.will_wake(cx.waker()) => {}
+                        _ => state.waker = Some(cx.waker().clone()),
+                    }
+                    return Poll::Pending;
+                }
+                admitted
+            };
+            for task in admitted {
+                this.admit(task);
+            }
+            while let Some((slot, generation)) = this.turn.pop_front() {
+                this.poll_stage(slot, generation);
+                if !tokio::task::coop::has_budget_remaining() {
+                    // Yield to the worker's other tasks; what is left of
+                    // this turn runs first when tokio polls the group again.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for GroupTask {
+    fn drop(&mut self) {
+        let inbox = {
+            let mut state = self.shared.state.lock();
+            state.closed = true;
+            state.busy = true;
+            state.waker = None;
+            std::mem::take(&mut state.inbox)
+        };
+        // Outside the lock: dropping a stage wakes its siblings, and those
+        // wakes take the lock.
+        drop(inbox);
+        for slot in &mut self.slots {
+            drop(slot.take());
+        }
+    }
+}
