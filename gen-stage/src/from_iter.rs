@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 
 use crate::{
     Cancellation, DemandMode, Error, Noreply, Producer, ProducerContext, ProducerOptions,
-    ProducerRef, StopReason, Subscription,
+    ProducerRef, StageGroup, StopReason, Subscription,
 };
 
 /// What a producer built by [`from_iter`] or [`from_stream`] does when a
@@ -28,6 +28,7 @@ pub enum OnCancel {
 pub struct FromIterOptions<T> {
     producer: ProducerOptions<T>,
     on_cancel: OnCancel,
+    group: Option<StageGroup>,
 }
 
 impl<T: 'static> FromIterOptions<T> {
@@ -37,6 +38,7 @@ impl<T: 'static> FromIterOptions<T> {
         Self {
             producer: ProducerOptions::new(),
             on_cancel: OnCancel::Continue,
+            group: None,
         }
     }
 }
@@ -60,6 +62,12 @@ impl<T> FromIterOptions<T> {
         self.on_cancel = on_cancel;
         self
     }
+
+    /// Run the producer in `group` instead of on a task of its own.
+    pub fn group(mut self, group: &StageGroup) -> Self {
+        self.group = Some(group.clone());
+        self
+    }
 }
 
 impl<T: 'static> Default for FromIterOptions<T> {
@@ -73,6 +81,7 @@ impl<T> fmt::Debug for FromIterOptions<T> {
         f.debug_struct("FromIterOptions")
             .field("producer", &self.producer)
             .field("on_cancel", &self.on_cancel)
+            .field("group", &self.group)
             .finish()
     }
 }
@@ -197,13 +206,16 @@ async fn start_source<S: Source>(
     source: S,
     options: FromIterOptions<S::Item>,
 ) -> Result<ProducerRef<S::Item>, Error> {
-    let stage = crate::start_producer(FromSource {
+    let stage = FromSource {
         source: Some(source),
         options: Some(options.producer),
         on_cancel: options.on_cancel,
         consumers: HashSet::new(),
-    })
-    .await?;
+    };
+    let stage = match &options.group {
+        Some(group) => group.start_producer(stage).await?,
+        None => crate::start_producer(stage).await?,
+    };
     Ok(stage.producer())
 }
 

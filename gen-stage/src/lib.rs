@@ -154,11 +154,24 @@
 //! # }
 //! ```
 //!
+//! # Where stages run
+//!
+//! Each stage started with [`start_producer`] and its siblings is a tokio
+//! task of its own, so the stages of a pipeline run in parallel on a
+//! multi-thread runtime, and every hop wakes the next stage through tokio's
+//! scheduler (often on the other worker). A [`StageGroup`] runs several
+//! stages on one task instead: a hop between two of them never crosses
+//! threads or goes through tokio, which makes a pipeline of cheap stages
+//! with small batches several times faster (see `docs/benchmarks.md`), at
+//! the cost of running them one at a time. Start the cheap stages of a
+//! pipeline in one group, CPU-heavy stages on their own tasks; both kinds
+//! subscribe to each other as usual.
+//!
 //! # Map
 //!
 //! - Stages: [`Producer`], [`ProducerConsumer`], [`Consumer`]; start them
 //!   with [`start_producer`], [`start_producer_consumer`],
-//!   [`start_consumer`] (or their `start` methods).
+//!   [`start_consumer`] (or their `start` methods), or in a [`StageGroup`].
 //! - Handles: [`StageRef`], [`ProducerRef`], [`ConsumerRef`].
 //! - Subscriptions: [`SubscribeOptions`], [`CancelMode`], [`ConsumerDemand`];
 //!   the automatic demand algorithm in [`demand`], the producer buffer in

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gen_stage::{
-    CancelMode, Cancellation, Consumer, ConsumerContext, DemandMode, Error, Noreply,
-    PartitionDispatcher, Producer, ProducerContext, ProducerOptions, StageGroup, StopReason,
-    SubscribeOptions, Subscription,
+    CancelMode, Cancellation, Consumer, ConsumerContext, DemandMode, Error, FromIterOptions,
+    Noreply, PartitionDispatcher, Producer, ProducerContext, ProducerOptions, StageGroup,
+    StopReason, SubscribeOptions, Subscription,
 };
 use harness::{Counter, Doubler, Note, Recorder, consumed, next_matching, notes};
 use tokio::sync::mpsc;
@@ -220,6 +220,22 @@ async fn a_partitioned_producer_in_a_group_feeds_each_partition_its_events() {
     }
     all.sort_unstable();
     assert_eq!(all, (0..1_000).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_from_an_iterator_runs_in_a_group_and_stops_when_exhausted() {
+    let group = StageGroup::new();
+    let producer = gen_stage::from_iter_with(0..100u64, FromIterOptions::new().group(&group))
+        .await
+        .expect("producer");
+    let (collect, mut done) = Collect::new(100);
+    let consumer = group.start_consumer(collect).await.expect("consumer");
+    consumer
+        .subscribe(&producer, SubscribeOptions::new().max_demand(8))
+        .await
+        .expect("accepted");
+    assert_eq!(collected(&mut done).await, (0..100).collect::<Vec<_>>());
+    assert_eq!(producer.stopped().await, StopReason::Normal);
 }
 
 #[tokio::test(flavor = "current_thread")]
