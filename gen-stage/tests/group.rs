@@ -413,3 +413,127 @@ async fn a_busy_group_yields_its_worker_to_other_tasks() {
         "the ticker never ran while the group was busy ({before} ticks before, {at_the_end} at the end)"
     );
 }
+
+/// Asks its producer, from inside `handle_events`, how much it buffers, and
+/// reports the answer: a request to a sibling of the same group, awaited
+/// while the group has to keep polling that sibling.
+struct AsksProducer {
+    producer: gen_stage::ProducerRef<u64>,
+    answers: mpsc::UnboundedSender<Result<usize, Error>>,
+}
+
+impl Consumer for AsksProducer {
+    type Event = u64;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn handle_events(
+        &mut self,
+        _events: Vec<u64>,
+        _from: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
+        let answer = self.producer.estimate_buffered_count().await;
+        let _ = self.answers.send(answer);
+        Noreply::Stop(StopReason::Normal)
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stage_awaits_a_reply_from_a_sibling_in_its_group() {
+    let group = StageGroup::new();
+    let producer = group
+        .start_producer(Numbers::new(10))
+        .await
+        .expect("producer");
+    let (answers, mut answered) = mpsc::unbounded_channel();
+    let consumer = group
+        .start_consumer(AsksProducer {
+            producer: producer.producer(),
+            answers,
+        })
+        .await
+        .expect("consumer");
+    consumer
+        .subscribe(
+            &producer,
+            SubscribeOptions::new()
+                .max_demand(4)
+                .cancel(CancelMode::Temporary),
+        )
+        .await
+        .expect("accepted");
+    let answer = tokio::time::timeout(harness::TIMEOUT, answered.recv())
+        .await
+        .expect("the sibling answered in time")
+        .expect("the consumer reports");
+    assert_eq!(answer, Ok(0));
+    assert_eq!(consumer.stopped().await, StopReason::Normal);
+    assert!(producer.is_alive());
+}
+
+#[test]
+fn a_group_handle_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<StageGroup>();
+}
+
+/// Starts a producer in its own group from inside `handle_events`.
+struct StartsSibling {
+    group: StageGroup,
+    started: mpsc::UnboundedSender<Result<bool, Error>>,
+}
+
+impl Consumer for StartsSibling {
+    type Event = u64;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn handle_events(
+        &mut self,
+        _events: Vec<u64>,
+        _from: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
+        let started = self
+            .group
+            .start_producer(Numbers::new(1))
+            .await
+            .map(|sibling| sibling.is_alive());
+        let _ = self.started.send(started);
+        Noreply::Stop(StopReason::Normal)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_starts_a_sibling_in_its_own_group() {
+    let group = StageGroup::new();
+    let producer = group
+        .start_producer(Numbers::new(10))
+        .await
+        .expect("producer");
+    let (started, mut reported) = mpsc::unbounded_channel();
+    let consumer = group
+        .start_consumer(StartsSibling {
+            group: group.clone(),
+            started,
+        })
+        .await
+        .expect("consumer");
+    consumer
+        .subscribe(
+            &producer,
+            SubscribeOptions::new().cancel(CancelMode::Temporary),
+        )
+        .await
+        .expect("accepted");
+    let started = tokio::time::timeout(harness::TIMEOUT, reported.recv())
+        .await
+        .expect("the sibling started in time")
+        .expect("the consumer reports");
+    assert_eq!(started, Ok(true));
+}
