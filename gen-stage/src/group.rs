@@ -6,14 +6,14 @@
 //! wake-up often crosses to the other worker. A [`StageGroup`] runs its
 //! stages inside one tokio task with a small scheduler of its own: a stage
 //! of the group that wakes another only puts it on the group's ready list,
-//! so the hops of a pipeline started in one group never leave the worker
-//! that runs the group, and cost no trip through tokio.
+//! so a hop of a pipeline started in one group runs on the worker that is
+//! running the group, and costs no trip through tokio.
 //!
 //! The group task polls its ready stages in the order they were woken, and
 //! yields to tokio when the task's cooperative budget is spent (each
-//! mailbox receive takes one unit), so a busy group shares its worker as a
-//! busy stage does. It ends when its last stage has stopped and no
-//! [`StageGroup`] handle is left.
+//! mailbox receive takes one unit) or after [`POLLS_PER_TURN`] stage polls,
+//! so a busy group shares its worker as a busy stage does. It ends when its
+//! last stage has stopped and no [`StageGroup`] handle is left.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -28,6 +28,11 @@ use parking_lot::Mutex;
 use crate::stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
 use crate::{Consumer, Error, Producer, ProducerConsumer, StageRef};
 
+/// The most stage polls in one poll of the group task: a stage that wakes
+/// itself without spending tokio's budget (a hand-written yield, a spin on
+/// a flag) cannot keep the group from yielding to its worker's other tasks.
+pub(crate) const POLLS_PER_TURN: usize = 128;
+
 /// A stage's task, as the group holds it.
 pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
@@ -35,17 +40,22 @@ pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 ///
 /// Start stages in a group with [`StageGroup::start_producer`],
 /// [`StageGroup::start_producer_consumer`] and
-/// [`StageGroup::start_consumer`]. They behave exactly as stages started on
-/// their own tasks (same protocol, same handles, same stop reasons; a panic
-/// stops only the stage that panicked); what changes is where they run:
+/// [`StageGroup::start_consumer`]. They follow the same protocol as stages
+/// started on their own tasks, with the same handles and stop reasons (a
+/// panic stops only the stage that panicked); what changes is where they
+/// run:
 ///
 /// - a message between two stages of a group wakes the receiver without
-///   going through tokio's scheduler, and never crosses threads: a
-///   pipeline of cheap stages with small batches (low `max_demand`) runs
-///   several times faster, above all on a multi-thread runtime;
+///   going through tokio's scheduler, on the worker that is running the
+///   group (tokio may move the group task as a whole between workers, as
+///   any task): a pipeline of cheap stages with small batches (low
+///   `max_demand`) runs several times faster, above all on a multi-thread
+///   runtime;
 /// - the group's stages never run in parallel with each other: a callback
 ///   that computes for long holds up the whole group. Put CPU-heavy stages
-///   on their own tasks (or in separate groups), and cheap ones together.
+///   on their own tasks (or in separate groups), and cheap ones together;
+/// - they share one tokio task: one task id, one set of task-locals, one
+///   cooperative budget per poll.
 ///
 /// Stages of a group subscribe to, call and cancel stages outside it (and
 /// the other way round) as usual. The group's task is spawned on the tokio
@@ -228,6 +238,7 @@ impl StageGroup {
     /// this is its first stage.
     pub(crate) fn spawn(&self, task: StageTask) -> Result<(), Error> {
         let shared = &self.handle.shared;
+        let mut spawn_on = None;
         let waker = {
             let mut state = shared.state.lock();
             if state.closed {
@@ -236,9 +247,9 @@ impl StageGroup {
             if !state.spawned {
                 let runtime =
                     tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-                runtime.spawn(GroupTask::new(shared.clone()));
+                spawn_on = Some(runtime);
                 state.spawned = true;
-                // The new task is scheduled: it takes the inbox when polled.
+                // The task about to be spawned takes the inbox when polled.
                 state.busy = true;
             }
             state.inbox.push(task);
@@ -249,6 +260,12 @@ impl StageGroup {
                 state.waker.take()
             }
         };
+        // Spawned outside the lock: a runtime that is shutting down drops
+        // the task inside `spawn`, and its drop takes the lock (it closes
+        // the group and drops the inbox, so the stage's start sees it gone).
+        if let Some(runtime) = spawn_on {
+            runtime.spawn(GroupTask::new(shared.clone()));
+        }
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -392,8 +409,11 @@ impl GroupTask {
             self.free.push(slot);
             self.live -= 1;
             // Dropped here, not under the group's lock: its drop may wake
-            // other stages of the group.
-            drop(stage);
+            // other stages of the group. A panicking drop (a stage's state
+            // with a `Drop` that panics) must not take its siblings along.
+            if std::panic::catch_unwind(AssertUnwindSafe(move || drop(stage))).is_err() {
+                tracing::error!("dropping a stopped stage panicked");
+            }
         }
     }
 }
@@ -403,6 +423,7 @@ impl Future for GroupTask {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
+        let mut polls = 0;
         loop {
             let admitted = {
                 let mut state = this.shared.state.lock();
@@ -431,7 +452,8 @@ impl Future for GroupTask {
             }
             while let Some((slot, generation)) = this.turn.pop_front() {
                 this.poll_stage(slot, generation);
-                if !tokio::task::coop::has_budget_remaining() {
+                polls += 1;
+                if polls >= POLLS_PER_TURN || !tokio::task::coop::has_budget_remaining() {
                     // Yield to the worker's other tasks; what is left of
                     // this turn runs first when tokio polls the group again.
                     cx.waker().wake_by_ref();

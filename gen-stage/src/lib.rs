@@ -160,8 +160,8 @@
 //! task of its own, so the stages of a pipeline run in parallel on a
 //! multi-thread runtime, and every hop wakes the next stage through tokio's
 //! scheduler (often on the other worker). A [`StageGroup`] runs several
-//! stages on one task instead: a hop between two of them never crosses
-//! threads or goes through tokio, which makes a pipeline of cheap stages
+//! stages on one task instead: a hop between two of them runs on the worker
+//! running the group and never goes through tokio's scheduler, which makes a pipeline of cheap stages
 //! with small batches several times faster (see `docs/benchmarks.md`), at
 //! the cost of running them one at a time. Start the cheap stages of a
 //! pipeline in one group, CPU-heavy stages on their own tasks; both kinds

@@ -537,3 +537,116 @@ async fn a_stage_starts_a_sibling_in_its_own_group() {
         .expect("the consumer reports");
     assert_eq!(started, Ok(true));
 }
+
+/// Runs `f` on a thread of its own and fails the test if it has not
+/// returned within [`harness::TIMEOUT`] (a hang would otherwise hang the
+/// test run).
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(harness::TIMEOUT)
+        .unwrap_or_else(|_| panic!("{what} did not return within {:?}", harness::TIMEOUT))
+}
+
+#[test]
+fn starting_a_group_on_a_runtime_that_shut_down_fails_instead_of_hanging() {
+    let started = within("a start on a shut-down runtime", || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let handle = runtime.handle().clone();
+        drop(runtime);
+        let group = StageGroup::new();
+        let first = handle.block_on(group.start_producer(Numbers::new(1)));
+        let second = handle.block_on(group.start_producer(Numbers::new(1)));
+        (first.err(), second.err())
+    });
+    assert!(
+        matches!(started.0, Some(Error::InitFailed { .. })),
+        "{started:?}"
+    );
+    assert_eq!(started.1, Some(Error::GroupClosed));
+}
+
+/// A future that wakes itself and stays pending until `flag` is set,
+/// without spending tokio's cooperative budget.
+struct SpinUntil(Arc<AtomicBool>);
+
+impl std::future::Future for SpinUntil {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0.load(Ordering::SeqCst) {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+/// Spins on a flag that only another task sets, then reports.
+struct Spinner {
+    flag: Arc<AtomicBool>,
+    done: mpsc::UnboundedSender<()>,
+}
+
+impl Consumer for Spinner {
+    type Event = u64;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    type Info = ();
+
+    async fn handle_events(
+        &mut self,
+        _events: Vec<u64>,
+        _from: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
+        SpinUntil(self.flag.clone()).await;
+        let _ = self.done.send(());
+        Noreply::Stop(StopReason::Normal)
+    }
+}
+
+#[test]
+fn a_stage_that_wakes_itself_without_budget_still_lets_other_tasks_run() {
+    within("a spinning stage", || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let group = StageGroup::new();
+            let producer = group
+                .start_producer(Numbers::new(1))
+                .await
+                .expect("producer");
+            let flag = Arc::new(AtomicBool::new(false));
+            let (done, mut finished) = mpsc::unbounded_channel();
+            let spinner = group
+                .start_consumer(Spinner {
+                    flag: flag.clone(),
+                    done,
+                })
+                .await
+                .expect("consumer");
+            spinner
+                .async_subscribe(&producer, SubscribeOptions::new())
+                .expect("valid options");
+            // Only this task sets the flag: it runs only if the group
+            // yields the (single) worker.
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                flag.store(true, Ordering::SeqCst);
+            });
+            finished.recv().await.expect("the spinner finishes");
+        });
+    });
+}
