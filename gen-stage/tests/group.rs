@@ -650,3 +650,37 @@ fn a_stage_that_wakes_itself_without_budget_still_lets_other_tasks_run() {
         });
     });
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_group_task_ends_once_its_stages_stopped_and_its_handles_are_gone() {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let group = StageGroup::new();
+    let producer = gen_stage::from_iter_with(0..10u64, FromIterOptions::new().group(&group))
+        .await
+        .expect("producer");
+    let (collect, mut done) = Collect::new(10);
+    let consumer = group.start_consumer(collect).await.expect("consumer");
+    consumer
+        .subscribe(&producer, SubscribeOptions::new())
+        .await
+        .expect("accepted");
+    assert_eq!(collected(&mut done).await.len(), 10);
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        before + 1,
+        "one task for the group"
+    );
+
+    // The producer stops when exhausted and its permanent consumer with it;
+    // with the last handle gone the group has nothing left to run.
+    assert_eq!(consumer.stopped().await, StopReason::Normal);
+    drop(group);
+    let ended = tokio::time::timeout(harness::TIMEOUT, async {
+        while metrics.num_alive_tasks() > before {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the group task is still alive");
+}
