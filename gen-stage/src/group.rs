@@ -15,6 +15,7 @@
 //! so a busy group shares its worker as a busy stage does. It ends when its
 //! last stage has stopped and no [`StageGroup`] handle is left.
 
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -309,6 +310,12 @@ impl Wake for StageWaker {
         if self.queued.swap(true, Ordering::AcqRel) {
             return;
         }
+        if RUNNING.get() == Arc::as_ptr(&self.shared) as usize {
+            // Woken by a sibling while the group task runs on this thread:
+            // onto the running turn, without the lock.
+            TURN.with_borrow_mut(|turn| turn.push_back((self.slot, self.generation)));
+            return;
+        }
         let waker = {
             let mut state = self.shared.state.lock();
             state.ready.push_back((self.slot, self.generation));
@@ -325,6 +332,38 @@ impl Wake for StageWaker {
     }
 }
 
+thread_local! {
+    /// The group whose task is being polled on this thread (the address of
+    /// its [`Shared`]), or 0.
+    static RUNNING: Cell<usize> = const { Cell::new(0) };
+    /// That group's turn: the stages to poll, in wake order. A sibling's
+    /// wake lands here without taking the group's lock.
+    static TURN: RefCell<VecDeque<(u32, u32)>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// Makes a group the running one on this thread for one poll of its task:
+/// its turn moves into [`TURN`] and back out when dropped (also on a
+/// panic), restoring whatever group was running before.
+struct Running<'a> {
+    turn: &'a mut VecDeque<(u32, u32)>,
+    previous: usize,
+}
+
+impl<'a> Running<'a> {
+    fn enter(shared: &Arc<Shared>, turn: &'a mut VecDeque<(u32, u32)>) -> Self {
+        let previous = RUNNING.replace(Arc::as_ptr(shared) as usize);
+        TURN.with_borrow_mut(|running| std::mem::swap(running, turn));
+        Running { turn, previous }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        TURN.with_borrow_mut(|running| std::mem::swap(running, self.turn));
+        RUNNING.set(self.previous);
+    }
+}
+
 struct Slot {
     task: StageTask,
     waker: Waker,
@@ -334,30 +373,36 @@ struct Slot {
 /// The tokio task that runs a group's stages.
 struct GroupTask {
     shared: Arc<Shared>,
+    stages: Stages,
+    /// Stages to poll in this turn, in wake order (in [`TURN`] while the
+    /// task is being polled).
+    turn: VecDeque<(u32, u32)>,
+}
+
+/// The group's stages, by slot.
+#[derive(Default)]
+struct Stages {
     slots: Vec<Option<Slot>>,
     /// The generation of each slot's current (or last) stage, so a stale
     /// wake of a stopped stage never polls the stage that took its slot.
     generations: Vec<u32>,
     free: Vec<u32>,
     live: usize,
-    /// Stages to poll in this turn, in wake order.
-    turn: VecDeque<(u32, u32)>,
 }
 
 impl GroupTask {
     fn new(shared: Arc<Shared>) -> Self {
         Self {
             shared,
-            slots: Vec::new(),
-            generations: Vec::new(),
-            free: Vec::new(),
-            live: 0,
+            stages: Stages::default(),
             turn: VecDeque::new(),
         }
     }
+}
 
-    /// Gives `task` a slot and puts it on this turn.
-    fn admit(&mut self, task: StageTask) {
+impl Stages {
+    /// Gives `task` a slot; returns its (slot, generation), for the turn.
+    fn admit(&mut self, shared: &Arc<Shared>, task: StageTask) -> (u32, u32) {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -368,20 +413,21 @@ impl GroupTask {
         };
         let index = slot as usize;
         self.generations[index] = self.generations[index].wrapping_add(1);
+        let generation = self.generations[index];
         let wake = Arc::new(StageWaker {
-            shared: self.shared.clone(),
+            shared: shared.clone(),
             slot,
-            generation: self.generations[index],
+            generation,
             queued: AtomicBool::new(true),
         });
         let waker = Waker::from(wake.clone());
         self.slots[index] = Some(Slot { task, waker, wake });
         self.live += 1;
-        self.turn.push_back((slot, self.generations[index]));
+        (slot, generation)
     }
 
     /// Polls one stage; frees its slot once it has finished.
-    fn poll_stage(&mut self, slot: u32, generation: u32) {
+    fn poll(&mut self, slot: u32, generation: u32) {
         let index = slot as usize;
         if self.generations.get(index) != Some(&generation) {
             return;
@@ -422,19 +468,28 @@ impl Future for GroupTask {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
+        let GroupTask {
+            shared,
+            stages,
+            turn,
+        } = &mut *self;
+        // While this guard lives, the turn is in `TURN`, where siblings'
+        // wakes add to it.
+        let _running = Running::enter(shared, turn);
         let mut polls = 0;
         loop {
             let admitted = {
-                let mut state = this.shared.state.lock();
-                if this.turn.is_empty() {
-                    std::mem::swap(&mut this.turn, &mut state.ready);
-                } else {
-                    this.turn.extend(state.ready.drain(..));
-                }
+                let mut state = shared.state.lock();
+                TURN.with_borrow_mut(|turn| {
+                    if turn.is_empty() {
+                        std::mem::swap(turn, &mut state.ready);
+                    } else {
+                        turn.extend(state.ready.drain(..));
+                    }
+                });
                 let admitted = std::mem::take(&mut state.inbox);
-                if this.turn.is_empty() && admitted.is_empty() {
-                    if this.live == 0 && state.orphaned {
+                if TURN.with_borrow(VecDeque::is_empty) && admitted.is_empty() {
+                    if stages.live == 0 && state.orphaned {
                         state.closed = true;
                         return Poll::Ready(());
                     }
@@ -448,10 +503,11 @@ impl Future for GroupTask {
                 admitted
             };
             for task in admitted {
-                this.admit(task);
+                let first = stages.admit(shared, task);
+                TURN.with_borrow_mut(|turn| turn.push_back(first));
             }
-            while let Some((slot, generation)) = this.turn.pop_front() {
-                this.poll_stage(slot, generation);
+            while let Some((slot, generation)) = TURN.with_borrow_mut(VecDeque::pop_front) {
+                stages.poll(slot, generation);
                 polls += 1;
                 if polls >= POLLS_PER_TURN || !tokio::task::coop::has_budget_remaining() {
                     // Yield to the worker's other tasks; what is left of
@@ -476,7 +532,7 @@ impl Drop for GroupTask {
         // Outside the lock: dropping a stage wakes its siblings, and those
         // wakes take the lock.
         drop(inbox);
-        for slot in &mut self.slots {
+        for slot in &mut self.stages.slots {
             drop(slot.take());
         }
     }

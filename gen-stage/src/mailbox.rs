@@ -13,7 +13,12 @@
 //!   parks;
 //! - the receiver takes everything queued (up to [`RECV_LIMIT`] messages)
 //!   in one step, a swap of two `VecDeque`s whose buffers are reused, and a
-//!   sender wakes the stage only when it parked on an empty queue, once.
+//!   sender wakes the stage only when it parked on an empty queue, once;
+//!   the receiver's waker is kept from one wait to the next and woken by
+//!   reference under the lock, so no reference count moves per message.
+//!   (Waking a stage of a [`StageGroup`](crate::StageGroup) from outside
+//!   its group takes the group's lock, which is never held while a mailbox
+//!   lock is taken: the order is always mailbox, then group.)
 //!
 //! Like tokio's receivers, a receive takes one unit of the task's
 //! cooperative budget, so a stage that always has mail still yields to the
@@ -35,8 +40,10 @@ struct Chan<M> {
 
 struct State<M> {
     queue: VecDeque<M>,
-    /// The receiver's waker while it waits on an empty queue.
+    /// The receiver's waker, kept from one wait to the next.
     waker: Option<Waker>,
+    /// The receiver waits on an empty queue: the next send wakes it.
+    parked: bool,
     /// The receiver is gone: sends fail.
     closed: bool,
 }
@@ -61,6 +68,7 @@ pub(crate) fn channel<M>() -> (Sender<M>, Receiver<M>) {
         state: Mutex::new(State {
             queue: VecDeque::new(),
             waker: None,
+            parked: false,
             closed: false,
         }),
         senders: AtomicUsize::new(1),
@@ -76,17 +84,19 @@ pub(crate) struct Sender<M> {
 impl<M> Sender<M> {
     /// Queue `msg`; gives it back if the receiver is gone.
     pub(crate) fn send(&self, msg: M) -> Result<(), M> {
-        let waker = {
-            let mut state = self.chan.lock();
-            if state.closed {
-                drop(state);
-                return Err(msg);
+        let mut state = self.chan.lock();
+        if state.closed {
+            drop(state);
+            return Err(msg);
+        }
+        state.queue.push_back(msg);
+        if state.parked {
+            state.parked = false;
+            // Woken by reference, under the lock: the waker stays for the
+            // next wait, so neither side touches its reference count.
+            if let Some(waker) = &state.waker {
+                waker.wake_by_ref();
             }
-            state.queue.push_back(msg);
-            state.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
         }
         Ok(())
     }
@@ -112,9 +122,12 @@ impl<M> Drop for Sender<M> {
     fn drop(&mut self) {
         if self.chan.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
             // The last one: a waiting receiver must see the end.
-            let waker = self.chan.lock().waker.take();
-            if let Some(waker) = waker {
-                waker.wake();
+            let mut state = self.chan.lock();
+            if state.parked {
+                state.parked = false;
+                if let Some(waker) = &state.waker {
+                    waker.wake_by_ref();
+                }
             }
         }
     }
@@ -172,6 +185,7 @@ impl<M> Receiver<M> {
     pub(crate) async fn recv_all(&mut self, into: &mut VecDeque<M>) -> usize {
         poll_fn(|cx| {
             let mut state = self.chan.lock();
+            state.parked = false;
             let n = state.queue.len();
             if n > RECV_LIMIT {
                 let coop = match tokio::task::coop::poll_proceed(cx) {
@@ -213,6 +227,7 @@ impl<M> Receiver<M> {
                 Some(waker) if waker.will_wake(cx.waker()) => {}
                 _ => state.waker = Some(cx.waker().clone()),
             }
+            state.parked = true;
             Poll::Pending
         })
         .await
@@ -293,6 +308,52 @@ mod tests {
         let (first, end, got) = receiver.await.expect("the receiver ends");
         assert_eq!((first, end), (1, 0));
         assert_eq!(got, VecDeque::from(vec![7]));
+    }
+
+    /// Counts its wakes.
+    struct Counting(AtomicUsize);
+
+    impl std::task::Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_parked_receiver_is_woken_once_and_keeps_its_waker() {
+        use std::future::Future;
+        use std::task::Context;
+
+        let (tx, mut rx) = channel::<u8>();
+        let counting = Arc::new(Counting(AtomicUsize::new(0)));
+        let waker = Waker::from(counting.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut got = VecDeque::new();
+        for round in 1..=3 {
+            let mut recv = Box::pin(rx.recv_all(&mut got));
+            assert!(recv.as_mut().poll(&mut cx).is_pending(), "nothing queued");
+            tx.send(1).expect("open");
+            tx.send(2).expect("open");
+            assert_eq!(
+                counting.0.load(Ordering::SeqCst),
+                round,
+                "one wake per wait"
+            );
+            assert_eq!(recv.as_mut().poll(&mut cx), Poll::Ready(2));
+            // Mail taken without waiting: the next send wakes nobody.
+            drop(recv);
+            tx.send(3).expect("open");
+            assert_eq!(counting.0.load(Ordering::SeqCst), round);
+            let mut recv = Box::pin(rx.recv_all(&mut got));
+            assert_eq!(recv.as_mut().poll(&mut cx), Poll::Ready(1));
+            // The mailbox holds one reference to the waker, from the first
+            // wait on: waking did not consume it, waiting did not clone it.
+            assert_eq!(Arc::strong_count(&counting), 3);
+        }
+        assert_eq!(got.len(), 9);
     }
 
     #[test]
