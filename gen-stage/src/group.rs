@@ -153,6 +153,10 @@ struct Handle {
 
 struct Shared {
     state: Mutex<State>,
+    /// Set (under the lock) when a stage is started or woken from outside
+    /// the running turn: the group task then takes the lock after its
+    /// current pass instead of going on with its siblings' wakes alone.
+    outside: AtomicBool,
 }
 
 struct State {
@@ -202,6 +206,7 @@ impl StageGroup {
                 closed: false,
                 orphaned: false,
             }),
+            outside: AtomicBool::new(false),
         });
         Self {
             handle: Arc::new(Handle { shared }),
@@ -254,6 +259,7 @@ impl StageGroup {
                 state.busy = true;
             }
             state.inbox.push(task);
+            shared.outside.store(true, Ordering::Release);
             if state.busy {
                 None
             } else {
@@ -319,6 +325,7 @@ impl Wake for StageWaker {
         let waker = {
             let mut state = self.shared.state.lock();
             state.ready.push_back((self.slot, self.generation));
+            self.shared.outside.store(true, Ordering::Release);
             if state.busy {
                 None
             } else {
@@ -480,6 +487,7 @@ impl Future for GroupTask {
         loop {
             let admitted = {
                 let mut state = shared.state.lock();
+                shared.outside.store(false, Ordering::Relaxed);
                 TURN.with_borrow_mut(|turn| {
                     if turn.is_empty() {
                         std::mem::swap(turn, &mut state.ready);
@@ -506,14 +514,32 @@ impl Future for GroupTask {
                 let first = stages.admit(shared, task);
                 TURN.with_borrow_mut(|turn| turn.push_back(first));
             }
-            while let Some((slot, generation)) = TURN.with_borrow_mut(VecDeque::pop_front) {
-                stages.poll(slot, generation);
-                polls += 1;
-                if polls >= POLLS_PER_TURN || !tokio::task::coop::has_budget_remaining() {
-                    // Yield to the worker's other tasks; what is left of
-                    // this turn runs first when tokio polls the group again.
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
+            // Passes over the turn: each polls the stages on it when it
+            // starts (their wakes of each other queue up for the next
+            // pass). Between passes, wakes from outside and new stages are
+            // taken in (under the lock) as soon as there are any, so
+            // siblings busy with each other cannot hold them back.
+            loop {
+                let pass = TURN.with_borrow(VecDeque::len);
+                if pass == 0 {
+                    break;
+                }
+                for _ in 0..pass {
+                    let Some((slot, generation)) = TURN.with_borrow_mut(VecDeque::pop_front) else {
+                        break;
+                    };
+                    stages.poll(slot, generation);
+                    polls += 1;
+                    if polls >= POLLS_PER_TURN || !tokio::task::coop::has_budget_remaining() {
+                        // Yield to the worker's other tasks; what is left
+                        // of this turn runs first when tokio polls the
+                        // group again.
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                }
+                if shared.outside.load(Ordering::Acquire) {
+                    break;
                 }
             }
         }
