@@ -8,6 +8,7 @@ use std::future::Future;
 use dispatchers::{Dispatcher, SubscriptionId, SubscriptionOptions};
 use futures::{Stream, StreamExt};
 
+use crate::stage::ProducerStage;
 use crate::{
     Cancellation, DemandMode, Error, Noreply, Producer, ProducerContext, ProducerOptions,
     ProducerRef, StageGroup, StopReason, Subscription,
@@ -212,10 +213,7 @@ async fn start_source<S: Source>(
         on_cancel: options.on_cancel,
         consumers: HashSet::new(),
     };
-    let stage = match &options.group {
-        Some(group) => group.start_producer(stage).await?,
-        None => crate::start_producer(stage).await?,
-    };
+    let stage = crate::run::start_in(ProducerStage(stage), options.group.as_ref()).await?;
     Ok(stage.producer())
 }
 

@@ -176,6 +176,18 @@ struct State {
     orphaned: bool,
 }
 
+impl State {
+    /// The group task's waker, if the task needs waking: not when it is
+    /// running or already woken. Marks it woken.
+    fn claim_wake(&mut self) -> Option<Waker> {
+        if self.busy {
+            return None;
+        }
+        self.busy = true;
+        self.waker.take()
+    }
+}
+
 impl Default for StageGroup {
     fn default() -> Self {
         Self::new()
@@ -260,12 +272,7 @@ impl StageGroup {
             }
             state.inbox.push(task);
             shared.outside.store(true, Ordering::Release);
-            if state.busy {
-                None
-            } else {
-                state.busy = true;
-                state.waker.take()
-            }
+            state.claim_wake()
         };
         // Spawned outside the lock: a runtime that is shutting down drops
         // the task inside `spawn`, and its drop takes the lock (it closes
@@ -285,12 +292,7 @@ impl Drop for Handle {
         let waker = {
             let mut state = self.shared.state.lock();
             state.orphaned = true;
-            if state.busy {
-                None
-            } else {
-                state.busy = true;
-                state.waker.take()
-            }
+            state.claim_wake()
         };
         if let Some(waker) = waker {
             waker.wake();
@@ -326,12 +328,7 @@ impl Wake for StageWaker {
             let mut state = self.shared.state.lock();
             state.ready.push_back((self.slot, self.generation));
             self.shared.outside.store(true, Ordering::Release);
-            if state.busy {
-                None
-            } else {
-                state.busy = true;
-                state.waker.take()
-            }
+            state.claim_wake()
         };
         if let Some(waker) = waker {
             waker.wake();
@@ -390,11 +387,10 @@ struct GroupTask {
 #[derive(Default)]
 struct Stages {
     slots: Vec<Option<Slot>>,
-    /// The generation of each slot's current (or last) stage, so a stale
-    /// wake of a stopped stage never polls the stage that took its slot.
-    generations: Vec<u32>,
-    free: Vec<u32>,
-    live: usize,
+    /// Free slots, each with the generation its next stage gets: a stale
+    /// wake of a stopped stage (an older generation) never polls the stage
+    /// that took its slot.
+    free: Vec<(u32, u32)>,
 }
 
 impl GroupTask {
@@ -410,17 +406,10 @@ impl GroupTask {
 impl Stages {
     /// Gives `task` a slot; returns its (slot, generation), for the turn.
     fn admit(&mut self, shared: &Arc<Shared>, task: StageTask) -> (u32, u32) {
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                self.slots.push(None);
-                self.generations.push(0);
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
-            }
-        };
-        let index = slot as usize;
-        self.generations[index] = self.generations[index].wrapping_add(1);
-        let generation = self.generations[index];
+        let (slot, generation) = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            (u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX), 0)
+        });
         let wake = Arc::new(StageWaker {
             shared: shared.clone(),
             slot,
@@ -428,20 +417,24 @@ impl Stages {
             queued: AtomicBool::new(true),
         });
         let waker = Waker::from(wake.clone());
-        self.slots[index] = Some(Slot { task, waker, wake });
-        self.live += 1;
+        self.slots[slot as usize] = Some(Slot { task, waker, wake });
         (slot, generation)
+    }
+
+    /// Stages not yet finished.
+    fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
     }
 
     /// Polls one stage; frees its slot once it has finished.
     fn poll(&mut self, slot: u32, generation: u32) {
         let index = slot as usize;
-        if self.generations.get(index) != Some(&generation) {
-            return;
-        }
-        let Some(stage) = self.slots[index].as_mut() else {
+        let Some(stage) = self.slots.get_mut(index).and_then(Option::as_mut) else {
             return;
         };
+        if stage.wake.generation != generation {
+            return;
+        }
         stage.wake.queued.store(false, Ordering::Release);
         let mut cx = Context::from_waker(&stage.waker);
         let polled =
@@ -459,8 +452,7 @@ impl Stages {
         };
         if finished {
             let stage = self.slots[index].take();
-            self.free.push(slot);
-            self.live -= 1;
+            self.free.push((slot, generation.wrapping_add(1)));
             // Dropped here, not under the group's lock: its drop may wake
             // other stages of the group. A panicking drop (a stage's state
             // with a `Drop` that panics) must not take its siblings along.
@@ -497,7 +489,7 @@ impl Future for GroupTask {
                 });
                 let admitted = std::mem::take(&mut state.inbox);
                 if TURN.with_borrow(VecDeque::is_empty) && admitted.is_empty() {
-                    if stages.live == 0 && state.orphaned {
+                    if stages.live() == 0 && state.orphaned {
                         state.closed = true;
                         return Poll::Ready(());
                     }

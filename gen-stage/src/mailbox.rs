@@ -56,6 +56,20 @@ impl<M> Chan<M> {
     }
 }
 
+impl<M> State<M> {
+    /// Wakes the receiver if it waits on an empty queue, by reference and
+    /// under the lock: the waker stays for the next wait, so neither side
+    /// touches its reference count.
+    fn wake_parked(&mut self) {
+        if self.parked {
+            self.parked = false;
+            if let Some(waker) = &self.waker {
+                waker.wake_by_ref();
+            }
+        }
+    }
+}
+
 /// The most messages one receive takes. Each receive spends one unit of the
 /// task's cooperative budget, as tokio's `recv_many` does, so this bounds the
 /// messages a stage handles before it yields to the other tasks of its
@@ -90,14 +104,7 @@ impl<M> Sender<M> {
             return Err(msg);
         }
         state.queue.push_back(msg);
-        if state.parked {
-            state.parked = false;
-            // Woken by reference, under the lock: the waker stays for the
-            // next wait, so neither side touches its reference count.
-            if let Some(waker) = &state.waker {
-                waker.wake_by_ref();
-            }
-        }
+        state.wake_parked();
         Ok(())
     }
 
@@ -122,13 +129,7 @@ impl<M> Drop for Sender<M> {
     fn drop(&mut self) {
         if self.chan.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
             // The last one: a waiting receiver must see the end.
-            let mut state = self.chan.lock();
-            if state.parked {
-                state.parked = false;
-                if let Some(waker) = &state.waker {
-                    waker.wake_by_ref();
-                }
-            }
+            self.chan.lock().wake_parked();
         }
     }
 }

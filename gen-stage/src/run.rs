@@ -86,9 +86,10 @@ pub(crate) async fn start_in<S: Callbacks>(
     stage: S,
     group: Option<&StageGroup>,
 ) -> Result<StageRef<S>, Error> {
-    let runtime = match group {
-        Some(_) => None,
-        None => Some(tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?),
+    // A group checks for a runtime itself (it spawns its task once).
+    let place = match group {
+        Some(group) => Place::Group(group),
+        None => Place::Task(tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?),
     };
     let (tx, rx) = mailbox::channel();
     let shared = Arc::new(StageShared::new(S::KIND));
@@ -114,18 +115,12 @@ pub(crate) async fn start_in<S: Callbacks>(
     // No subscriber wants the span: entering it on every poll would only
     // cost time.
     let instrument = !span.is_disabled();
-    match (runtime, group) {
-        (Some(runtime), _) if instrument => {
-            runtime.spawn(run(core, rx, started_tx).instrument(span));
-        }
-        (Some(runtime), _) => {
-            runtime.spawn(run(core, rx, started_tx));
-        }
-        (None, Some(group)) if instrument => {
-            group.spawn(Box::pin(run(core, rx, started_tx).instrument(span)))?;
-        }
-        (None, Some(group)) => group.spawn(Box::pin(run(core, rx, started_tx)))?,
-        (None, None) => return Err(Error::NoRuntime),
+    let task = run(core, rx, started_tx);
+    match place {
+        Place::Task(runtime) if instrument => drop(runtime.spawn(task.instrument(span))),
+        Place::Task(runtime) => drop(runtime.spawn(task)),
+        Place::Group(group) if instrument => group.spawn(Box::pin(task.instrument(span)))?,
+        Place::Group(group) => group.spawn(Box::pin(task))?,
     }
     match started_rx.await {
         Ok(Ok(())) => Ok(StageRef {
@@ -137,6 +132,13 @@ pub(crate) async fn start_in<S: Callbacks>(
             reason: shared.reason().unwrap_or(StopReason::Killed),
         }),
     }
+}
+
+/// Where a stage's task runs.
+enum Place<'a> {
+    /// A tokio task of its own, on this runtime.
+    Task(tokio::runtime::Handle),
+    Group(&'a StageGroup),
 }
 
 async fn run<S: Callbacks>(

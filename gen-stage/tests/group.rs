@@ -8,6 +8,8 @@ mod harness;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use gen_stage::{
     CancelMode, Cancellation, Consumer, ConsumerContext, DemandMode, Error, FromIterOptions,
     Noreply, PartitionDispatcher, Producer, ProducerContext, ProducerOptions, StageGroup,
@@ -414,15 +416,14 @@ async fn a_busy_group_yields_its_worker_to_other_tasks() {
     );
 }
 
-/// Asks its producer, from inside `handle_events`, how much it buffers, and
-/// reports the answer: a request to a sibling of the same group, awaited
-/// while the group has to keep polling that sibling.
-struct AsksProducer {
-    producer: gen_stage::ProducerRef<u64>,
-    answers: mpsc::UnboundedSender<Result<usize, Error>>,
+/// Runs one action inside `handle_events` (on its first events), reports
+/// what it gave, then stops normally.
+struct Acts<T> {
+    action: Option<BoxFuture<'static, T>>,
+    report: mpsc::UnboundedSender<T>,
 }
 
-impl Consumer for AsksProducer {
+impl<T: Send + 'static> Consumer for Acts<T> {
     type Event = u64;
     type Call = ();
     type Reply = ();
@@ -435,24 +436,29 @@ impl Consumer for AsksProducer {
         _from: Subscription,
         _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
-        let answer = self.producer.estimate_buffered_count().await;
-        let _ = self.answers.send(answer);
+        if let Some(action) = self.action.take() {
+            let _ = self.report.send(action.await);
+        }
         Noreply::Stop(StopReason::Normal)
     }
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_stage_awaits_a_reply_from_a_sibling_in_its_group() {
-    let group = StageGroup::new();
+/// Starts a producer and an [`Acts`] consumer in `group`, the consumer
+/// subscribed (temporary) to the producer; returns what the action gave,
+/// once the consumer has stopped normally and the producer is still alive.
+async fn acted<T: Send + 'static>(
+    group: &StageGroup,
+    action: impl FnOnce(gen_stage::ProducerRef<u64>) -> BoxFuture<'static, T>,
+) -> T {
     let producer = group
         .start_producer(Numbers::new(10))
         .await
         .expect("producer");
-    let (answers, mut answered) = mpsc::unbounded_channel();
+    let (report, mut reported) = mpsc::unbounded_channel();
     let consumer = group
-        .start_consumer(AsksProducer {
-            producer: producer.producer(),
-            answers,
+        .start_consumer(Acts {
+            action: Some(action(producer.producer())),
+            report,
         })
         .await
         .expect("consumer");
@@ -465,13 +471,24 @@ async fn a_stage_awaits_a_reply_from_a_sibling_in_its_group() {
         )
         .await
         .expect("accepted");
-    let answer = tokio::time::timeout(harness::TIMEOUT, answered.recv())
+    let acted = tokio::time::timeout(harness::TIMEOUT, reported.recv())
         .await
-        .expect("the sibling answered in time")
+        .expect("the action ended in time")
         .expect("the consumer reports");
-    assert_eq!(answer, Ok(0));
     assert_eq!(consumer.stopped().await, StopReason::Normal);
     assert!(producer.is_alive());
+    acted
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stage_awaits_a_reply_from_a_sibling_in_its_group() {
+    // The group must keep polling the producer while the consumer awaits it.
+    let group = StageGroup::new();
+    let answer = acted(&group, |producer| {
+        async move { producer.estimate_buffered_count().await }.boxed()
+    })
+    .await;
+    assert_eq!(answer, Ok(0));
 }
 
 #[test]
@@ -480,61 +497,20 @@ fn a_group_handle_can_be_shared_across_threads() {
     shareable::<StageGroup>();
 }
 
-/// Starts a producer in its own group from inside `handle_events`.
-struct StartsSibling {
-    group: StageGroup,
-    started: mpsc::UnboundedSender<Result<bool, Error>>,
-}
-
-impl Consumer for StartsSibling {
-    type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
-
-    async fn handle_events(
-        &mut self,
-        _events: Vec<u64>,
-        _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
-    ) -> Noreply {
-        let started = self
-            .group
-            .start_producer(Numbers::new(1))
-            .await
-            .map(|sibling| sibling.is_alive());
-        let _ = self.started.send(started);
-        Noreply::Stop(StopReason::Normal)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_starts_a_sibling_in_its_own_group() {
     let group = StageGroup::new();
-    let producer = group
-        .start_producer(Numbers::new(10))
-        .await
-        .expect("producer");
-    let (started, mut reported) = mpsc::unbounded_channel();
-    let consumer = group
-        .start_consumer(StartsSibling {
-            group: group.clone(),
-            started,
-        })
-        .await
-        .expect("consumer");
-    consumer
-        .subscribe(
-            &producer,
-            SubscribeOptions::new().cancel(CancelMode::Temporary),
-        )
-        .await
-        .expect("accepted");
-    let started = tokio::time::timeout(harness::TIMEOUT, reported.recv())
-        .await
-        .expect("the sibling started in time")
-        .expect("the consumer reports");
+    let sibling_group = group.clone();
+    let started = acted(&group, move |_| {
+        async move {
+            sibling_group
+                .start_producer(Numbers::new(1))
+                .await
+                .map(|sibling| sibling.is_alive())
+        }
+        .boxed()
+    })
+    .await;
     assert_eq!(started, Ok(true));
 }
 
@@ -590,31 +566,6 @@ impl std::future::Future for SpinUntil {
     }
 }
 
-/// Spins on a flag that only another task sets, then reports.
-struct Spinner {
-    flag: Arc<AtomicBool>,
-    done: mpsc::UnboundedSender<()>,
-}
-
-impl Consumer for Spinner {
-    type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
-
-    async fn handle_events(
-        &mut self,
-        _events: Vec<u64>,
-        _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
-    ) -> Noreply {
-        SpinUntil(self.flag.clone()).await;
-        let _ = self.done.send(());
-        Noreply::Stop(StopReason::Normal)
-    }
-}
-
 #[test]
 fn a_stage_that_wakes_itself_without_budget_still_lets_other_tasks_run() {
     within("a spinning stage", || {
@@ -624,29 +575,18 @@ fn a_stage_that_wakes_itself_without_budget_still_lets_other_tasks_run() {
             .expect("a runtime");
         runtime.block_on(async {
             let group = StageGroup::new();
-            let producer = group
-                .start_producer(Numbers::new(1))
-                .await
-                .expect("producer");
-            let flag = Arc::new(AtomicBool::new(false));
-            let (done, mut finished) = mpsc::unbounded_channel();
-            let spinner = group
-                .start_consumer(Spinner {
-                    flag: flag.clone(),
-                    done,
-                })
-                .await
-                .expect("consumer");
-            spinner
-                .async_subscribe(&producer, SubscribeOptions::new())
-                .expect("valid options");
-            // Only this task sets the flag: it runs only if the group
-            // yields the (single) worker.
-            tokio::spawn(async move {
-                tokio::task::yield_now().await;
-                flag.store(true, Ordering::SeqCst);
-            });
-            finished.recv().await.expect("the spinner finishes");
+            acted(&group, |_| {
+                async move {
+                    // Only the task spawned here sets the flag: it runs
+                    // only if the group yields the (single) worker.
+                    let flag = Arc::new(AtomicBool::new(false));
+                    let setter = flag.clone();
+                    tokio::spawn(async move { setter.store(true, Ordering::SeqCst) });
+                    SpinUntil(flag).await;
+                }
+                .boxed()
+            })
+            .await;
         });
     });
 }
