@@ -141,10 +141,23 @@ async fn delivers_info_to_producer_immediately_when_there_is_no_buffer() {
     inbox.assert_note(Note::Info("async")).await;
 }
 
-/// The four "delivers info to producer eventually with ... buffer" tests:
-/// queue `events`, send an info through, subscribe, and the info arrives
-/// after the events.
-async fn info_waits_for_buffered_events(options: ProducerOptions<Item>, events: Vec<Item>) {
+/// How an info is sent through a stage.
+#[derive(Clone, Copy)]
+enum Through {
+    /// `sync_info`: returns once the stage queued it.
+    Sync,
+    /// `async_info`: returns at once.
+    Async,
+}
+
+/// The "delivers info to producer eventually with ... buffer" tests: queue
+/// `events`, send an info through, subscribe, and the info arrives after the
+/// events.
+async fn info_waits_for_buffered_events(
+    options: ProducerOptions<Item>,
+    events: Vec<Item>,
+    through: Through,
+) {
     let (notify, mut inbox) = inbox();
     let producer = gen_stage::start_producer(counter(&notify, options))
         .await
@@ -154,10 +167,15 @@ async fn info_waits_for_buffered_events(options: ProducerOptions<Item>, events: 
         .expect("the consumer starts");
 
     sync_queue(&producer, events.clone()).await;
-    producer
-        .sync_info(CounterInfo::Tag("sync"))
-        .await
-        .expect("the stage queues the info");
+    match through {
+        Through::Sync => producer
+            .sync_info(CounterInfo::Tag("sync"))
+            .await
+            .expect("the stage queues the info"),
+        Through::Async => producer
+            .async_info(CounterInfo::Tag("sync"))
+            .expect("the stage is alive"),
+    }
     support::barrier(&producer).await;
     inbox.refute_received("the info", is_info("sync"));
 
@@ -174,23 +192,51 @@ async fn delivers_info_to_producer_eventually_with_infinity_buffer_size() {
     info_waits_for_buffered_events(
         ProducerOptions::new().buffer_size(BufferSize::Infinity),
         atoms("abc"),
+        Through::Sync,
     )
     .await;
 }
 
 #[tokio::test]
 async fn delivers_info_to_producer_eventually_with_one_item_filled_buffer() {
-    info_waits_for_buffered_events(ProducerOptions::new().buffer_size(3), atoms("a")).await;
+    info_waits_for_buffered_events(
+        ProducerOptions::new().buffer_size(3),
+        atoms("a"),
+        Through::Sync,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn delivers_info_to_producer_eventually_with_mid_filled_buffer() {
-    info_waits_for_buffered_events(ProducerOptions::new().buffer_size(3), atoms("ab")).await;
+    info_waits_for_buffered_events(
+        ProducerOptions::new().buffer_size(3),
+        atoms("ab"),
+        Through::Sync,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn delivers_info_to_producer_eventually_with_filled_buffer() {
-    info_waits_for_buffered_events(ProducerOptions::new().buffer_size(3), atoms("abc")).await;
+    info_waits_for_buffered_events(
+        ProducerOptions::new().buffer_size(3),
+        atoms("abc"),
+        Through::Sync,
+    )
+    .await;
+}
+
+/// Weir: GenStage's scenarios send only `sync_info` through a producer's
+/// buffer; `async_info` keeps its place the same way.
+#[tokio::test]
+async fn delivers_async_info_to_producer_eventually_with_filled_buffer() {
+    info_waits_for_buffered_events(
+        ProducerOptions::new().buffer_size(3),
+        atoms("abc"),
+        Through::Async,
+    )
+    .await;
 }
 
 #[tokio::test]
