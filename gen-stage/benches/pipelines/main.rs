@@ -38,17 +38,15 @@ use workload::{Flavor, Topology, Workload};
 const SMOKE_EVENTS: u64 = 10_000;
 
 fn workloads(smoke: bool) -> Vec<Workload> {
-    let events = |max_demand| {
-        if smoke {
-            SMOKE_EVENTS
-        } else {
-            workload::events_for(max_demand)
-        }
+    let events = if smoke {
+        SMOKE_EVENTS
+    } else {
+        workload::events_per_run()
     };
     let chain = [1000, 100, 10, 1].map(|max_demand| Workload {
         topology: Topology::Chain,
         max_demand,
-        events: events(max_demand),
+        events,
     });
     let fan_out = [
         Topology::Demand4,
@@ -58,7 +56,7 @@ fn workloads(smoke: bool) -> Vec<Workload> {
     .map(|topology| Workload {
         topology,
         max_demand: 1000,
-        events: events(1000),
+        events,
     });
     chain.into_iter().chain(fan_out).collect()
 }

@@ -117,22 +117,22 @@ impl fmt::Display for Workload {
     }
 }
 
-/// How many events a run emits. `WEIR_BENCH_EVENTS` sets it for every case.
-/// Unset, it is 10 000 000, except where one run would take tens of seconds
-/// on the multi_thread floor (0.13 M events/s at batch 1): max_demand 10
-/// runs 1 000 000 and max_demand 1 runs 100 000. A rate does not depend on
-/// the count once a run lasts long enough to amortise the start-up.
-/// `WEIR_BENCH_QUICK` divides the unset defaults by 10.
-pub fn events_for(max_demand: usize) -> u64 {
+/// How many events a run emits: 10 000 000 for every case, as BASELINES.md
+/// measures, or `WEIR_BENCH_EVENTS` when set. `WEIR_BENCH_QUICK` divides the
+/// default by 10. The slowest cases (max_demand 1, tasks or the protocol
+/// floor on multi_thread) take several seconds per run at 10 000 000 on the
+/// 2-core machine, so a full run lasts about a quarter of an hour; a rate
+/// does not depend on the count once a run outlasts the start-up, so
+/// `WEIR_BENCH_EVENTS` can shorten it.
+pub fn events_per_run() -> u64 {
     if let Some(events) = events_from_env() {
         return events;
     }
-    let events = match max_demand {
-        0..=1 => DEFAULT_EVENTS / 100,
-        2..=10 => DEFAULT_EVENTS / 10,
-        _ => DEFAULT_EVENTS,
-    };
-    if quick() { events / 10 } else { events }
+    if quick() {
+        DEFAULT_EVENTS / 10
+    } else {
+        DEFAULT_EVENTS
+    }
 }
 
 fn events_from_env() -> Option<u64> {
