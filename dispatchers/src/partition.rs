@@ -515,6 +515,36 @@ impl<T: Hash> PartitionDispatcher<T> {
             Some((event, index))
         })
     }
+
+    /// The partition in `0..count` that [`new(count)`](Self::new) routes
+    /// `event` to (0 when `count` is 0). Code that makes the events can
+    /// know where each will land without a dispatcher, e.g. to spread keys
+    /// evenly or to route the same way by hand.
+    ///
+    /// ```
+    /// use dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
+    ///                   SubscriptionId, SubscriptionOptions};
+    ///
+    /// let mut dispatcher = PartitionDispatcher::new(4);
+    /// let mut out = Outbox::new();
+    /// for i in 0..4 {
+    ///     let s = Subscriber { subscription: SubscriptionId(i), consumer: ConsumerId(i) };
+    ///     dispatcher.subscribe(s, &SubscriptionOptions::new(100, 50).partition(i as usize), &mut out)?;
+    ///     dispatcher.ask(s.subscription, 100, &mut out);
+    /// }
+    /// dispatcher.dispatch((0..40u64).collect(), &mut out);
+    /// for emit in out.drain() {
+    ///     if let Emit::Events { to, events } = emit {
+    ///         for event in events {
+    ///             assert_eq!(PartitionDispatcher::default_partition(&event, 4) as u64, to.0);
+    ///         }
+    ///     }
+    /// }
+    /// # Ok::<(), dispatchers::SubscribeError>(())
+    /// ```
+    pub fn default_partition(event: &T, count: usize) -> usize {
+        stable_hash::partition_of(event, count)
+    }
 }
 
 impl<T> fmt::Debug for PartitionDispatcher<T> {

@@ -11,7 +11,7 @@
 //! Arguments, in order: topology (`chain`, `demand4`, `partition4`,
 //! `broadcast4`), max_demand, runtime (`current_thread`, `multi_thread`),
 //! mover (`weir`, `group` for Weir with every stage in one `StageGroup`,
-//! `channel`, `protocol`; the two floors are the chain only),
+//! `channel`, `protocol`; the protocol floor is the chain only),
 //! events. Prints
 //! the rate of the run.
 
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
     let elapsed = match (mover.as_str(), topology) {
         ("weir", _) => runtime.block_on(weir::run(workload, weir::Placement::Tasks)),
         ("group", _) => runtime.block_on(weir::run(workload, weir::Placement::Group)),
-        ("channel", Topology::Chain) => runtime.block_on(channel_floor::run_chain(workload)),
+        ("channel", _) => runtime.block_on(channel_floor::run(workload)),
         ("protocol", Topology::Chain) => runtime.block_on(protocol_floor::run_chain(workload)),
         _ => return usage(),
     };

@@ -80,9 +80,8 @@ fn bench_flavor(criterion: &mut Criterion, report: &Report, flavor: Flavor, smok
                 .measurement_time(Duration::from_secs(4));
         }
 
-        let mut movers = vec![Mover::Weir, Mover::Grouped];
+        let mut movers = vec![Mover::Weir, Mover::Grouped, Mover::Channel];
         if workload.topology == Topology::Chain {
-            movers.push(Mover::Channel);
             movers.push(Mover::Protocol);
         }
         for mover in movers {
@@ -98,7 +97,7 @@ fn bench_flavor(criterion: &mut Criterion, report: &Report, flavor: Flavor, smok
                             Mover::Grouped => {
                                 runtime.block_on(weir::run(workload, weir::Placement::Group))
                             }
-                            Mover::Channel => runtime.block_on(channel_floor::run_chain(workload)),
+                            Mover::Channel => runtime.block_on(channel_floor::run(workload)),
                             Mover::Protocol => {
                                 runtime.block_on(protocol_floor::run_chain(workload))
                             }

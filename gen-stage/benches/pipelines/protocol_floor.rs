@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::workload::{Tally, Workload, time_chain};
+use crate::workload::{Tally, Workload, time_floor};
 
 enum Msg {
     Events(Vec<u64>),
@@ -166,5 +166,5 @@ pub async fn run_chain(workload: Workload) -> Duration {
     // Let both asks of `max_demand` reach their mailboxes before the clock
     // starts, as the bench's Weir pipeline does.
     tokio::task::yield_now().await;
-    time_chain(&what, events, &tally, go_tx, [producer, doubler, counter]).await
+    time_floor(&what, workload, &tally, go_tx, [producer, doubler, counter]).await
 }

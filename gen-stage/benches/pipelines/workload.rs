@@ -204,24 +204,28 @@ impl Tally {
     }
 }
 
-/// The clocked part of a hand-written chain (the floors): releases the
-/// producer through `go`, times until `tally` has all `events`, checks what
-/// arrived and waits for the chain's `tasks` to end.
-pub async fn time_chain(
+/// The clocked part of a hand-written pipeline (the floors): releases the
+/// producer through `go`, times until `tally` has every delivery of
+/// `workload`, checks what arrived and waits for the pipeline's `tasks` to
+/// end.
+pub async fn time_floor(
     what: &str,
-    events: u64,
+    workload: Workload,
     tally: &Tally,
     go: oneshot::Sender<()>,
     tasks: impl IntoIterator<Item = JoinHandle<()>>,
 ) -> Duration {
+    let topology = workload.topology;
     let start = Instant::now();
     go.send(()).expect("the producer task waits for the start");
-    tally.finished(what, events).await;
+    tally
+        .finished(what, topology.deliveries(workload.events))
+        .await;
     let elapsed = start.elapsed();
 
-    tally.check(what, Topology::Chain.checksum(events));
+    tally.check(what, topology.checksum(workload.events));
     for task in tasks {
-        task.await.expect("a chain task ends cleanly");
+        task.await.expect("a floor task ends cleanly");
     }
     elapsed
 }
