@@ -533,13 +533,16 @@ impl<T: Hash> PartitionDispatcher<T> {
     ///     dispatcher.ask(s.subscription, 100, &mut out);
     /// }
     /// dispatcher.dispatch((0..40u64).collect(), &mut out);
+    /// let mut checked = 0;
     /// for emit in out.drain() {
     ///     if let Emit::Events { to, events } = emit {
     ///         for event in events {
     ///             assert_eq!(PartitionDispatcher::default_partition(&event, 4) as u64, to.0);
+    ///             checked += 1;
     ///         }
     ///     }
     /// }
+    /// assert_eq!(checked, 40);
     /// # Ok::<(), dispatchers::SubscribeError>(())
     /// ```
     pub fn default_partition(event: &T, count: usize) -> usize {

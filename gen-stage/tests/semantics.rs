@@ -5,8 +5,8 @@
 //! dispatcher inside a live producer, and extra subscription options
 //! reaching the dispatcher.
 //!
-//! The consumers are [`RawConsumer`]s, so a test sees exactly which batches
-//! a producer sends on which subscription. A call to the producer is the
+//! The consumers are mostly [`RawConsumer`]s, so a test sees exactly which
+//! batches a producer sends on which subscription. A call to the producer is the
 //! barrier: its mailbox is FIFO per sender, so once the call returns,
 //! everything the test sent before it was handled.
 
@@ -246,9 +246,9 @@ async fn events_travel_as_non_empty_batches() {
     let (mut raw, sub) = subscribed(&producer);
     raw.ask(&producer, sub, 10);
 
-    // Emitting nothing sends nothing.
+    // Emitting nothing sends nothing (the call returns once the producer
+    // dispatched what it emitted).
     sync_queue(&producer, Vec::new()).await;
-    barrier(&producer).await;
     assert_eq!(received_now(&mut raw), Vec::<Vec<u64>>::new());
 
     sync_queue(&producer, vec![7]).await;
@@ -316,6 +316,9 @@ async fn the_demand_dispatcher_warns_about_an_ask_larger_than_the_expected_max_d
         .expect("the producer starts");
     let (first, a) = subscribed(&producer);
     let (second, b) = subscribed(&producer);
+    // GenStage's Demand dispatcher expects every consumer to ask what the
+    // first ask asked (its max_demand): here 5, so 8 is warned about even
+    // though the subscription's max_demand is 10.
     first.ask(&producer, a, 5);
     barrier(&producer).await;
     assert!(!log.contents().contains("AskLargerThanMaxDemand"));

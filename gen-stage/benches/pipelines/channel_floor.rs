@@ -73,8 +73,14 @@ async fn run_fan_out(workload: Workload) -> Duration {
     let (go_tx, go_rx) = oneshot::channel::<()>();
     let mut senders = Vec::with_capacity(FAN_OUT);
     let mut tasks: Vec<JoinHandle<()>> = Vec::with_capacity(FAN_OUT + 1);
+    // A partition4 hop carries quarter batches: as many more of them, so
+    // that each consumer has as many events in flight as in the others.
+    let capacity = match topology {
+        Topology::Partition4 => HOP_CAPACITY * FAN_OUT,
+        _ => HOP_CAPACITY,
+    };
     for _ in 0..FAN_OUT {
-        let (tx, rx) = mpsc::channel::<Vec<u64>>(HOP_CAPACITY);
+        let (tx, rx) = mpsc::channel::<Vec<u64>>(capacity);
         senders.push(tx);
         tasks.push(tokio::spawn(count(rx, tally.clone())));
     }
@@ -92,7 +98,10 @@ async fn run_fan_out(workload: Workload) -> Duration {
                 }
             }
             Topology::Partition4 => {
-                let share = workload.batch() / FAN_OUT + 1;
+                // Room for an even share and its spread, as the Partition
+                // dispatcher reserves.
+                let share = workload.batch() / FAN_OUT;
+                let share = share + share / 4 + 4;
                 for batch in batches(workload) {
                     let mut parts: [Vec<u64>; FAN_OUT] =
                         std::array::from_fn(|_| Vec::with_capacity(share));
@@ -106,7 +115,8 @@ async fn run_fan_out(workload: Workload) -> Duration {
                     }
                 }
             }
-            Topology::Broadcast4 | Topology::Chain => {
+            Topology::Chain => unreachable!("the chain is not a fan-out"),
+            Topology::Broadcast4 => {
                 for batch in batches(workload) {
                     for tx in &senders[1..] {
                         if tx.send(batch.clone()).await.is_err() {
