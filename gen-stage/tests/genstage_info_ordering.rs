@@ -12,10 +12,10 @@
 
 mod support;
 
-use gen_stage::protocol::{RawConsumer, ToConsumer};
+use gen_stage::protocol::RawConsumer;
 use gen_stage::{
     BufferKeep, BufferSize, ProducerConsumerOptions, ProducerOptions, SubscribeOptions,
-    SubscriptionId, SubscriptionOptions, new_subscription_id,
+    SubscriptionOptions, new_subscription_id,
 };
 use support::*;
 
@@ -25,24 +25,6 @@ fn counter(notify: &Notifier<Item>, options: ProducerOptions<Item>) -> Counter<I
 
 fn is_info(tag: &'static str) -> impl Fn(&Note<Item>) -> bool {
     move |note| *note == Note::Info(tag)
-}
-
-/// The next message for a raw consumer, skipping the subscription's ack.
-async fn next_events(raw: &mut RawConsumer<Item>, sub: SubscriptionId) -> Vec<Item> {
-    loop {
-        let msg = tokio::time::timeout(TIMEOUT, raw.recv())
-            .await
-            .expect("the producer sends within the timeout")
-            .expect("the producer is alive");
-        match msg {
-            ToConsumer::Ack { subscription } if subscription == sub => continue,
-            ToConsumer::Events {
-                subscription,
-                events,
-            } if subscription == sub => return events,
-            other => panic!("expected events, got {other:?}"),
-        }
-    }
 }
 
 #[tokio::test]

@@ -18,29 +18,11 @@ use gen_stage::dispatchers::{
 };
 use gen_stage::protocol::{RawConsumer, ToConsumer};
 use gen_stage::{
-    CancelMode, Cancellation, Error, Noreply, Producer, ProducerConsumer, ProducerConsumerContext,
-    ProducerContext, ProducerOptions, ReplyTo, StopReason, SubscribeOptions, Subscription,
-    new_subscription_id,
+    AsProducer, CancelMode, Cancellation, Error, Noreply, Producer, ProducerConsumer,
+    ProducerConsumerContext, ProducerContext, ProducerOptions, ReplyTo, StopReason,
+    SubscribeOptions, Subscription, new_subscription_id,
 };
 use support::*;
-
-/// The next batch of events for `sub`, skipping the subscription's ack.
-async fn next_events(raw: &mut RawConsumer<u64>, sub: SubscriptionId) -> Vec<u64> {
-    loop {
-        let msg = tokio::time::timeout(TIMEOUT, raw.recv())
-            .await
-            .expect("the producer sends within the timeout")
-            .expect("the producer is alive");
-        match msg {
-            ToConsumer::Ack { subscription } if subscription == sub => continue,
-            ToConsumer::Events {
-                subscription,
-                events,
-            } if subscription == sub => return events,
-            other => panic!("expected events on {sub}, got {other:?}"),
-        }
-    }
-}
 
 /// Events received so far (acks skipped), without waiting.
 fn received_now(raw: &mut RawConsumer<u64>) -> Vec<Vec<u64>> {
@@ -56,7 +38,7 @@ fn received_now(raw: &mut RawConsumer<u64>) -> Vec<Vec<u64>> {
 }
 
 /// A raw consumer subscribed to `producer` with max_demand 10.
-fn subscribed(producer: &CounterRef<u64>) -> (RawConsumer<u64>, SubscriptionId) {
+fn subscribed(producer: &impl AsProducer<u64>) -> (RawConsumer<u64>, SubscriptionId) {
     let mut raw = RawConsumer::new();
     let sub = new_subscription_id();
     assert!(raw.subscribe(producer, sub, SubscriptionOptions::new(10, 5)));
@@ -122,9 +104,7 @@ async fn a_producer_consumer_buffer_is_unbounded_by_default() {
     emitter.cast(list(0..25_000)).unwrap();
     assert_eq!(emitter.estimate_buffered_count().await.unwrap(), 25_000);
 
-    let mut raw = RawConsumer::new();
-    let sub = new_subscription_id();
-    assert!(raw.subscribe(&emitter.producer(), sub, SubscriptionOptions::new(10, 5)));
+    let (mut raw, sub) = subscribed(&emitter.producer());
     raw.ask(&emitter.producer(), sub, 2);
     assert_eq!(next_events(&mut raw, sub).await, vec![0, 1]);
 }
@@ -180,9 +160,7 @@ async fn events_beyond_the_demand_are_buffered_and_serve_the_next_ask() {
     })
     .await
     .expect("the producer starts");
-    let mut raw = RawConsumer::new();
-    let sub = new_subscription_id();
-    assert!(raw.subscribe(&producer, sub, SubscriptionOptions::new(10, 5)));
+    let (mut raw, sub) = subscribed(&producer);
 
     // Asked 2, emitted 6: 2 go out, 4 are buffered.
     raw.ask(&producer, sub, 2);
@@ -216,11 +194,8 @@ async fn handle_demand_is_called_once_per_ask_and_demands_are_not_summed() {
         gen_stage::start_producer(NothingProducer::<u64>::new(notify, ProducerOptions::new()))
             .await
             .expect("the producer starts");
-    let mut first = RawConsumer::new();
-    let mut second = RawConsumer::new();
-    let (a, b) = (new_subscription_id(), new_subscription_id());
-    assert!(first.subscribe(&producer, a, SubscriptionOptions::new(10, 5)));
-    assert!(second.subscribe(&producer, b, SubscriptionOptions::new(10, 5)));
+    let (first, a) = subscribed(&producer);
+    let (second, b) = subscribed(&producer);
 
     first.ask(&producer, a, 3);
     second.ask(&producer, b, 4);
@@ -286,17 +261,13 @@ async fn the_demand_dispatcher_reuses_a_cancelled_consumers_unmet_demand() {
         gen_stage::start_producer(NothingProducer::<u64>::new(notify, ProducerOptions::new()))
             .await
             .expect("the producer starts");
-    let mut first = RawConsumer::new();
-    let a = new_subscription_id();
-    assert!(first.subscribe(&producer, a, SubscriptionOptions::new(10, 5)));
+    let (first, a) = subscribed(&producer);
     first.ask(&producer, a, 5);
     inbox.assert_note(Note::Demand(5)).await;
 
     // The producer owes 5 events to a subscription that is gone.
     first.cancel(&producer, a, StopReason::Normal);
-    let mut second = RawConsumer::new();
-    let b = new_subscription_id();
-    assert!(second.subscribe(&producer, b, SubscriptionOptions::new(10, 5)));
+    let (second, b) = subscribed(&producer);
     second.ask(&producer, b, 3);
     producer.call((), TIMEOUT).await.unwrap();
     inbox.refute_received("a demand already requested upstream", |note| {

@@ -19,6 +19,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gen_stage::protocol::{RawConsumer, ToConsumer};
 use gen_stage::{
     Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions, Noreply, Producer,
     ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
@@ -285,6 +286,31 @@ pub fn list(range: impl IntoIterator<Item = u64>) -> Vec<u64> {
 /// `Enum.flat_map(range, &[&1, &1])`: what the Doubler emits.
 pub fn doubled(range: impl IntoIterator<Item = u64>) -> Vec<u64> {
     range.into_iter().flat_map(|n| [n, n]).collect()
+}
+
+// ---------------------------------------------------------------------------
+// Raw consumers.
+
+/// The next batch of events a raw consumer receives on `sub`, skipping the
+/// subscription's ack; anything else fails the test.
+pub async fn next_events<T: Debug + Send + 'static>(
+    raw: &mut RawConsumer<T>,
+    sub: SubscriptionId,
+) -> Vec<T> {
+    loop {
+        let msg = tokio::time::timeout(TIMEOUT, raw.recv())
+            .await
+            .expect("the producer sends within the timeout")
+            .expect("the producer is alive");
+        match msg {
+            ToConsumer::Ack { subscription } if subscription == sub => continue,
+            ToConsumer::Events {
+                subscription,
+                events,
+            } if subscription == sub => return events,
+            other => panic!("expected events on {sub}, got {other:?}"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
