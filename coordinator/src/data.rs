@@ -16,8 +16,8 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use sha3::{Digest, Sha3_256};
 
-use crate::chain::event::Vocab;
-use crate::hash::Multihash;
+use odf::DatasetVocabulary;
+use odf::Multihash;
 
 /// Why records cannot be read, written or shaped.
 #[derive(Debug, thiserror::Error)]
@@ -103,14 +103,17 @@ pub fn write_parquet(batch: &RecordBatch) -> Result<Bytes> {
 }
 
 /// Casts a system column to its compatible form (offset Int64, op Int32), whatever an engine wrote.
-pub fn normalize_system_columns(batch: &RecordBatch, vocab: &Vocab) -> Result<RecordBatch> {
+pub fn normalize_system_columns(
+    batch: &RecordBatch,
+    vocab: &DatasetVocabulary,
+) -> Result<RecordBatch> {
     let schema = batch.schema();
     let mut fields = Vec::with_capacity(schema.fields().len());
     let mut columns = Vec::with_capacity(schema.fields().len());
     for (f, c) in schema.fields().iter().zip(batch.columns()) {
-        let target = if f.name() == &vocab.offset {
+        let target = if f.name() == &vocab.offset_column {
             Some(DataType::Int64)
-        } else if f.name() == &vocab.op {
+        } else if f.name() == &vocab.operation_type_column {
             Some(DataType::Int32)
         } else {
             None
@@ -132,7 +135,10 @@ pub fn normalize_system_columns(batch: &RecordBatch, vocab: &Vocab) -> Result<Re
 
 /// [`write_parquet`] and [`logical_hash`] of the same batch, on two threads: both read every value,
 /// neither depends on the other, and on large slices each takes seconds.
-pub fn write_parquet_and_hash(batch: &RecordBatch, vocab: &Vocab) -> Result<(Bytes, Multihash)> {
+pub fn write_parquet_and_hash(
+    batch: &RecordBatch,
+    vocab: &DatasetVocabulary,
+) -> Result<(Bytes, Multihash)> {
     std::thread::scope(|scope| {
         let hashing = scope.spawn(|| logical_hash(batch, vocab));
         let bytes = write_parquet(batch);
@@ -146,7 +152,7 @@ pub fn write_parquet_and_hash(batch: &RecordBatch, vocab: &Vocab) -> Result<(Byt
 /// Weir's logical hash of records: SHA3-256 over the column names and types, then every row in Arrow's
 /// row format. Independent of the Parquet encoding, compression and batch boundaries; system columns are
 /// normalised first (offset Int64, op Int32) so engines that write the spec's unsigned forms hash the same.
-pub fn logical_hash(batch: &RecordBatch, vocab: &Vocab) -> Result<Multihash> {
+pub fn logical_hash(batch: &RecordBatch, vocab: &DatasetVocabulary) -> Result<Multihash> {
     let batch = normalize_system_columns(batch, vocab)?;
     let mut h = Sha3_256::new();
     for f in batch.schema().fields() {
@@ -174,7 +180,7 @@ pub fn logical_hash(batch: &RecordBatch, vocab: &Vocab) -> Result<Multihash> {
             h.update(bytes);
         }
     }
-    Ok(Multihash::from_digest(h.finalize().into()))
+    Ok(Multihash::from_sha3_256_digest(h.finalize().into()))
 }
 
 /// Adds `offset`, `op` and `system_time` in front of the data columns (which must hold the event time).
@@ -183,7 +189,7 @@ pub fn with_system_columns(
     ops: &[i32],
     first_offset: u64,
     system_time: DateTime<Utc>,
-    vocab: &Vocab,
+    vocab: &DatasetVocabulary,
 ) -> Result<RecordBatch> {
     let n = data.num_rows();
     let offsets: ArrayRef = Arc::new(Int64Array::from_iter_values(
@@ -195,17 +201,17 @@ pub fn with_system_columns(
             .with_timezone("UTC"),
     );
     let mut fields = vec![
-        Field::new(&vocab.offset, DataType::Int64, false),
-        Field::new(&vocab.op, DataType::Int32, false),
-        Field::new(&vocab.system_time, utc_millis(), false),
+        Field::new(&vocab.offset_column, DataType::Int64, false),
+        Field::new(&vocab.operation_type_column, DataType::Int32, false),
+        Field::new(&vocab.system_time_column, utc_millis(), false),
     ];
     let mut columns = vec![offsets, ops, st];
     // Event time first, then the rest in their order.
     let schema = data.schema();
     let et = schema
-        .index_of(&vocab.event_time)
+        .index_of(&vocab.event_time_column)
         .map_err(|_| DataError::Column {
-            message: format!("no `{}` column", vocab.event_time),
+            message: format!("no `{}` column", vocab.event_time_column),
         })?;
     fields.push(schema.field(et).clone());
     columns.push(data.column(et).clone());
@@ -220,13 +226,20 @@ pub fn with_system_columns(
 }
 
 /// The data columns of a stored batch: everything but offset, op and system_time.
-pub fn data_columns(batch: &RecordBatch, vocab: &Vocab) -> Result<RecordBatch> {
+pub fn data_columns(batch: &RecordBatch, vocab: &DatasetVocabulary) -> Result<RecordBatch> {
     let schema = batch.schema();
     let keep: Vec<usize> = schema
         .fields()
         .iter()
         .enumerate()
-        .filter(|(_, f)| ![&vocab.offset, &vocab.op, &vocab.system_time].contains(&f.name()))
+        .filter(|(_, f)| {
+            ![
+                &vocab.offset_column,
+                &vocab.operation_type_column,
+                &vocab.system_time_column,
+            ]
+            .contains(&f.name())
+        })
         .map(|(i, _)| i)
         .collect();
     batch
@@ -235,11 +248,11 @@ pub fn data_columns(batch: &RecordBatch, vocab: &Vocab) -> Result<RecordBatch> {
 }
 
 /// The `op` column of a stored batch as i32 values.
-pub fn op_values(batch: &RecordBatch, vocab: &Vocab) -> Result<Vec<i32>> {
+pub fn op_values(batch: &RecordBatch, vocab: &DatasetVocabulary) -> Result<Vec<i32>> {
     let col = batch
-        .column_by_name(&vocab.op)
+        .column_by_name(&vocab.operation_type_column)
         .ok_or_else(|| DataError::Column {
-            message: format!("no `{}` column", vocab.op),
+            message: format!("no `{}` column", vocab.operation_type_column),
         })?;
     let col = cast(col, &DataType::Int32).map_err(arrow_err("reading op"))?;
     let arr = col
@@ -252,11 +265,11 @@ pub fn op_values(batch: &RecordBatch, vocab: &Vocab) -> Result<Vec<i32>> {
 }
 
 /// The `offset` column of a batch as u64 values (both Int64 and UInt64 forms).
-pub fn offset_values(batch: &RecordBatch, vocab: &Vocab) -> Result<Vec<u64>> {
+pub fn offset_values(batch: &RecordBatch, vocab: &DatasetVocabulary) -> Result<Vec<u64>> {
     let col = batch
-        .column_by_name(&vocab.offset)
+        .column_by_name(&vocab.offset_column)
         .ok_or_else(|| DataError::Column {
-            message: format!("no `{}` column", vocab.offset),
+            message: format!("no `{}` column", vocab.offset_column),
         })?;
     let col = cast(col, &DataType::Int64).map_err(arrow_err("reading offsets"))?;
     let arr = col
@@ -292,15 +305,6 @@ pub fn max_time(batch: &RecordBatch, column: &str) -> Result<Option<DateTime<Utc
         .and_then(DateTime::from_timestamp_millis))
 }
 
-/// Schemas equal up to nullability and field metadata.
-pub fn same_schema(a: &SchemaRef, b: &SchemaRef) -> bool {
-    a.fields().len() == b.fields().len()
-        && a.fields()
-            .iter()
-            .zip(b.fields())
-            .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
-}
-
 /// A short text form of a schema for messages.
 pub fn schema_text(s: &SchemaRef) -> String {
     s.fields()
@@ -334,7 +338,7 @@ mod tests {
 
     #[test]
     fn logical_hash_ignores_parquet_encoding_but_not_content() {
-        let vocab = Vocab::default();
+        let vocab = DatasetVocabulary::default();
         let b = with_system_columns(&batch(&["a", "b"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
         let round = read_parquet(write_parquet(&b).unwrap()).unwrap();
         assert_eq!(
@@ -351,7 +355,7 @@ mod tests {
 
     #[test]
     fn writing_and_hashing_together_gives_what_each_gives_alone() {
-        let vocab = Vocab::default();
+        let vocab = DatasetVocabulary::default();
         let b = with_system_columns(&batch(&["a", "b"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
         let (bytes, hash) = write_parquet_and_hash(&b, &vocab).unwrap();
         assert_eq!(hash, logical_hash(&b, &vocab).unwrap());
@@ -367,7 +371,7 @@ mod tests {
 
     #[test]
     fn system_columns_come_first_with_contiguous_offsets() {
-        let vocab = Vocab::default();
+        let vocab = DatasetVocabulary::default();
         let b = with_system_columns(&batch(&["a", "b", "c"]), &[0, 1, 0], 10, Utc::now(), &vocab)
             .unwrap();
         let names: Vec<_> = b

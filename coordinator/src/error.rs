@@ -138,6 +138,7 @@ pub fn tx_code(t: &TxError) -> u8 {
         TxError::Engine { source, .. } => engine_code(source),
         TxError::UnknownDataset { .. } => exit::NOT_FOUND,
         TxError::Data { .. } | TxError::Fetch { .. } | TxError::Scratch { .. } => exit::FAILURE,
+        TxError::Unsupported { .. } => exit::INVALID_WORKSPACE,
     }
 }
 

@@ -3,7 +3,7 @@
 //! user guide.
 //!
 //! - [`manifest`]: the workspace and its `DatasetSnapshot` manifests, errors pointing at file:line and field.
-//! - [`chain`]: metadata events, their FlatBuffers encoding, the chain's rules (sans IO) and its storage in an
+//! - [`chain`]: the chain's rules (sans IO) over [`odf`]'s blocks and events, and its storage in an
 //!   object store (content-addressed blocks, data and checkpoints; the head moved last).
 //! - [`ingest`]: fetch, read, preprocess and merge (append, ledger, snapshot) for root datasets.
 //! - [`engine`]: engines by name, jobs, deadlines and the contract checks on what they return.
@@ -29,8 +29,8 @@ pub mod engine;
 pub mod error;
 pub mod exit;
 pub mod fault;
-pub mod hash;
 pub mod ingest;
 pub mod manifest;
 pub mod scheduler;
+pub mod schema;
 pub mod transaction;

@@ -12,17 +12,22 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
 
-use crate::chain::event::*;
 use crate::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use crate::data::{self, DataError};
 use crate::engine::contract::{self, ContractViolation};
+use crate::engine::identity::{self, EngineIdentity};
 use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use crate::fault;
-use crate::hash::Multihash;
 use crate::ingest::{fetch, merge, read};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
+use odf::Multihash;
+use odf::{
+    AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, ExecuteTransform,
+    ExecuteTransformInput, MergeStrategy, MetadataBlock, MetadataEvent, OffsetInterval, Seed,
+    SetDataSchema, SetTransform, Transform, TransformInput, TransformSql,
+};
 
 /// What a transaction failed with. The dataset keeps its previous head in every case.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +61,14 @@ pub enum TxError {
         /// Why.
         #[source]
         source: EngineFailure,
+    },
+    /// The chain or manifest asks for something Weir does not do.
+    #[error("dataset `{dataset}`: not supported: {message}")]
+    Unsupported {
+        /// The dataset.
+        dataset: String,
+        /// What.
+        message: String,
     },
     /// Local scratch space failed.
     #[error("dataset `{dataset}`: scratch directory: {message}")]
@@ -155,7 +168,15 @@ impl Context {
         let Some(src) = &m.polling_source else {
             return Ok(TxOutcome::UpToDate { dataset: name });
         };
-        let vocab = Vocab::from(&m.vocab.clone().unwrap_or_default());
+        if chain.summary.push_source {
+            return Err(TxError::Unsupported {
+                dataset: name,
+                message:
+                    "the chain declares a push source (AddPushSource), which Weir does not pull"
+                        .into(),
+            });
+        }
+        let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
         let state = chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
             MetadataEvent::AddData(a) => a.new_source_state.clone(),
             _ => None,
@@ -193,10 +214,13 @@ impl Context {
             } else {
                 let out = data::with_system_columns(&merged.data, &merged.ops, first, now, &vocab)
                     .map_err(data_err)?;
-                if let Some(w) = data::max_time(&out, &vocab.event_time).map_err(data_err)? {
+                if let Some(w) = data::max_time(&out, &vocab.event_time_column).map_err(data_err)? {
                     watermark = Some(watermark.map_or(w, |p| p.max(w)));
                 }
                 records = out.num_rows() as u64;
+                if let Some(schema) = schema_event(&chain, &out).map_err(data_err)? {
+                    events.push(schema);
+                }
                 Some(self.put_slice(&store, &out, &vocab, first).await?)
             };
             fault::point("after-data", &name);
@@ -209,6 +233,7 @@ impl Context {
                 new_checkpoint: None,
                 new_watermark: watermark,
                 new_source_state: Some(file.state),
+                extra: None,
             }));
         }
         if events.is_empty() {
@@ -234,7 +259,7 @@ impl Context {
         &self,
         store: &DatasetStore,
         out: &RecordBatch,
-        vocab: &Vocab,
+        vocab: &DatasetVocabulary,
         first: u64,
     ) -> Result<DataSlice, TxError> {
         let data_err = |source| TxError::Data {
@@ -332,13 +357,20 @@ impl Context {
         let Some(t) = &m.transform else {
             return Ok(None);
         };
+        if chain.summary.transform.is_none() {
+            // The transform's SetTransform is written once every input has a Seed.
+            let ids = self.input_ids(m).await?;
+            if ids.iter().any(Option::is_none) {
+                return Ok(None);
+            }
+        }
         let last = last_execute_transform(chain);
         let mut inputs = Vec::new();
         let mut any_new = false;
         for input in &t.inputs {
             let in_store = self.storage.dataset(&input.dataset_ref);
             let in_chain = in_store.chain().await?;
-            let Some(id) = in_chain.summary.dataset_id.clone() else {
+            let Some(id) = in_chain.summary.dataset_id else {
                 return Ok(None);
             };
             // Every input needs data (its schema) before the transform can run.
@@ -375,7 +407,7 @@ impl Context {
             return Ok(None);
         }
         Ok(Some(TransformPlan {
-            transform: t.transform.sql().normalized(),
+            transform: t.transform.sql().clone().normalize(),
             inputs,
             prev_checkpoint: last.and_then(|e| e.new_checkpoint.clone()),
             prev_offset: chain.summary.last_offset,
@@ -388,6 +420,9 @@ impl Context {
         let chain = store.chain().await?;
         let now = Utc::now();
         let mut events = metadata_events(&chain, m, now);
+        if let Some(t) = self.transform_event(m, &chain).await? {
+            events.insert(events.len().min(1), MetadataEvent::SetTransform(t));
+        }
         let mut records = 0;
         let mut engine_time = Duration::ZERO;
         let plan = self.plan_transform(m, &chain).await?;
@@ -399,11 +434,13 @@ impl Context {
                     dataset: name.clone(),
                     source,
                 })?;
-            let vocab = Vocab::from(&m.vocab.clone().unwrap_or_default());
+            let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
             let id = chain_dataset_id(&chain, &events);
-            let (step, step_engine_time) = self
+            record_engine(&chain, &mut events, engine.identity());
+            let (step, schema, step_engine_time) = self
                 .execute(&store, &chain, &name, id, plan, &engine, &vocab, now)
                 .await?;
+            events.extend(schema);
             engine_time = step_engine_time;
             records = step
                 .new_data
@@ -437,9 +474,9 @@ impl Context {
         id: DatasetId,
         plan: &TransformPlan,
         engine: &EngineHandle,
-        vocab: &Vocab,
+        vocab: &DatasetVocabulary,
         system_time: DateTime<Utc>,
-    ) -> Result<(ExecuteTransform, Duration), TxError> {
+    ) -> Result<(ExecuteTransform, Option<MetadataEvent>, Duration), TxError> {
         let run = self
             .run_engine(store, chain, name, id, plan, engine, vocab, system_time)
             .await?;
@@ -450,11 +487,19 @@ impl Context {
                 violation,
             },
         };
+        let data_err = |source| TxError::Data {
+            dataset: name.to_string(),
+            source,
+        };
+        let mut schema = None;
         let new_data = match &run.output {
-            Some(out) if out.num_rows() > 0 => Some(
-                self.put_slice(store, out, vocab, plan.next_offset())
-                    .await?,
-            ),
+            Some(out) if out.num_rows() > 0 => {
+                schema = schema_event(chain, out).map_err(data_err)?;
+                Some(
+                    self.put_slice(store, out, vocab, plan.next_offset())
+                        .await?,
+                )
+            }
             _ => None,
         };
         fault::point("after-data", name);
@@ -480,7 +525,7 @@ impl Context {
                 .inputs
                 .iter()
                 .map(|i| ExecuteTransformInput {
-                    dataset_id: i.id.clone(),
+                    dataset_id: i.id,
                     prev_block_hash: i.prev_block,
                     new_block_hash: i.new_block,
                     prev_offset: i.prev_offset,
@@ -492,9 +537,8 @@ impl Context {
             new_data,
             new_checkpoint,
             new_watermark: run.report.new_watermark.or(chain.summary.watermark),
-            engine: Some(engine.identity().clone()),
         };
-        Ok((step, run.engine_time))
+        Ok((step, schema, run.engine_time))
     }
 
     /// Stages inputs, runs the engine, and checks its output against the contract.
@@ -507,7 +551,7 @@ impl Context {
         id: DatasetId,
         plan: &TransformPlan,
         engine: &EngineHandle,
-        vocab: &Vocab,
+        vocab: &DatasetVocabulary,
         system_time: DateTime<Utc>,
     ) -> Result<EngineRun, TxError> {
         let dir = self.scratch(name)?;
@@ -538,7 +582,8 @@ impl Context {
                 dir.path(),
             )
             .await?;
-            let in_vocab = Vocab::from(&i.chain.summary.vocab.clone().unwrap_or_default());
+            let in_vocab =
+                DatasetVocabulary::from(&i.chain.summary.vocab.clone().unwrap_or_default());
             let blocks = match i.prev_block {
                 Some(p) => {
                     let from = i
@@ -556,7 +601,7 @@ impl Context {
                 .filter_map(|(_, b)| b.event.new_watermark().map(|w| (b.system_time, w)))
                 .collect();
             inputs.push(TransformJobInput {
-                dataset_id: i.id.clone(),
+                dataset_id: i.id,
                 dataset_alias: i.name.clone(),
                 query_alias: i.query_alias.clone(),
                 vocab: in_vocab,
@@ -746,15 +791,56 @@ fn last_execute_transform(chain: &Chain) -> Option<&ExecuteTransform> {
 }
 
 fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
-    chain.summary.dataset_id.clone().unwrap_or_else(|| {
+    chain.summary.dataset_id.unwrap_or_else(|| {
         pending
             .iter()
             .find_map(|e| match e {
-                MetadataEvent::Seed(s) => Some(s.dataset_id.clone()),
+                MetadataEvent::Seed(s) => Some(s.dataset_id),
                 _ => None,
             })
-            .unwrap_or(DatasetId([0; 32]))
+            .unwrap_or(DatasetId::from_key([0; 32]))
     })
+}
+
+/// A `SetDataSchema` for the records about to be written, when the chain's schema in force is not theirs
+/// (always before the first data).
+fn schema_event(chain: &Chain, out: &RecordBatch) -> Result<Option<MetadataEvent>, DataError> {
+    let schema =
+        crate::schema::data_schema_from_arrow(&out.schema()).map_err(|e| DataError::Column {
+            message: e.to_string(),
+        })?;
+    if chain.summary.schema.as_ref() == Some(&schema) {
+        return Ok(None);
+    }
+    Ok(Some(MetadataEvent::SetDataSchema(SetDataSchema::new(
+        schema,
+    ))))
+}
+
+/// Makes the `SetTransform` in force record `engine` before a step runs: the pending one of this
+/// transaction gets it, or, when the chain's records another engine, a copy with the new version is added.
+fn record_engine(chain: &Chain, events: &mut Vec<MetadataEvent>, engine: &EngineIdentity) {
+    let version = Some(engine.to_version());
+    let pending = events.iter_mut().rev().find_map(|e| match e {
+        MetadataEvent::SetTransform(t) => Some(t),
+        _ => None,
+    });
+    if let Some(t) = pending {
+        set_version(t, version);
+        return;
+    }
+    if let Some(t) = &chain.summary.transform
+        && t.transform.sql().version != version
+    {
+        let mut t = t.clone();
+        set_version(&mut t, version);
+        events.push(MetadataEvent::SetTransform(t));
+    }
+}
+
+fn set_version(t: &mut SetTransform, version: Option<String>) {
+    let Transform::Sql(sql) = &mut t.transform;
+    sql.version = version;
 }
 
 /// The metadata events a manifest needs that the chain does not have yet.
@@ -766,26 +852,17 @@ pub fn metadata_events(
     let mut events = Vec::new();
     if chain.blocks.is_empty() {
         events.push(MetadataEvent::Seed(Seed {
-            dataset_id: DatasetId::derive(&m.name, now),
+            dataset_id: crate::chain::new_dataset_id(&m.name, now),
             dataset_kind: m.kind,
         }));
     }
     if let Some(src) = &m.polling_source {
         let mut src = src.clone();
         if let Some(p) = &src.preprocess {
-            src.preprocess = Some(Transform::Sql(p.sql().normalized()));
+            src.preprocess = Some(Transform::Sql(p.sql().clone().normalize()));
         }
         if chain.summary.polling_source.as_ref() != Some(&src) {
             events.push(MetadataEvent::SetPollingSource(src));
-        }
-    }
-    if let Some(t) = &m.transform {
-        let t = SetTransform {
-            inputs: t.inputs.clone(),
-            transform: Transform::Sql(t.transform.sql().normalized()),
-        };
-        if chain.summary.transform.as_ref() != Some(&t) {
-            events.push(MetadataEvent::SetTransform(t));
         }
     }
     if let Some(v) = &m.vocab
@@ -793,7 +870,84 @@ pub fn metadata_events(
     {
         events.push(MetadataEvent::SetVocab(v.clone()));
     }
+    for e in &m.info {
+        let recorded = chain
+            .blocks
+            .iter()
+            .rev()
+            .find(|(_, b)| b.event.name() == e.name())
+            .map(|(_, b)| &b.event);
+        if recorded != Some(e) {
+            events.push(e.clone());
+        }
+    }
     events
+}
+
+impl Context {
+    /// The dataset id of each input of a derivative's transform, by its name in the workspace (`None` for
+    /// an input not written yet).
+    pub async fn input_ids(&self, m: &DatasetManifest) -> Result<Vec<Option<DatasetId>>, TxError> {
+        let mut ids = Vec::new();
+        for input in m.transform.iter().flat_map(|t| &t.inputs) {
+            let chain = self.storage.dataset(&input.dataset_ref).chain().await?;
+            ids.push(chain.summary.dataset_id);
+        }
+        Ok(ids)
+    }
+
+    /// The manifest's transform as the chain records it: inputs by dataset id, each with an alias (the
+    /// manifest's, or the input's name), queries normalised, no engine recorded yet. `None` if an input has
+    /// no Seed yet.
+    pub async fn resolved_transform(
+        &self,
+        m: &DatasetManifest,
+    ) -> Result<Option<SetTransform>, TxError> {
+        let Some(t) = &m.transform else {
+            return Ok(None);
+        };
+        let ids = self.input_ids(m).await?;
+        let mut inputs = Vec::new();
+        for (input, id) in t.inputs.iter().zip(ids) {
+            let Some(id) = id else {
+                return Ok(None);
+            };
+            inputs.push(TransformInput {
+                dataset_ref: id.to_string(),
+                alias: Some(input.query_alias().to_owned()),
+            });
+        }
+        Ok(Some(SetTransform {
+            inputs,
+            transform: Transform::Sql(identity::without_engine(
+                &t.transform.sql().clone().normalize(),
+            )),
+        }))
+    }
+
+    /// The `SetTransform` to append when the manifest's transform is not the one in force (ignoring the
+    /// engine the chain records); it keeps the engine recorded so far, which a step may then replace.
+    async fn transform_event(
+        &self,
+        m: &DatasetManifest,
+        chain: &Chain,
+    ) -> Result<Option<SetTransform>, TxError> {
+        let Some(mut wanted) = self.resolved_transform(m).await? else {
+            return Ok(None);
+        };
+        let in_force = chain.summary.transform.as_ref();
+        let same = in_force.is_some_and(|t| {
+            t.inputs == wanted.inputs
+                && identity::without_engine(t.transform.sql()) == *wanted.transform.sql()
+        });
+        if same {
+            return Ok(None);
+        }
+        if let Some(t) = in_force {
+            set_version(&mut wanted, t.transform.sql().version.clone());
+        }
+        Ok(Some(wanted))
+    }
 }
 
 /// Writes the blocks of a transaction, then moves the head: the commit point.
@@ -874,7 +1028,7 @@ pub async fn load_all(
 /// Ensures an event time column of type `Timestamp(ms, UTC)`; without one, the system time is used.
 fn with_event_time(
     batch: &RecordBatch,
-    vocab: &Vocab,
+    vocab: &DatasetVocabulary,
     now: DateTime<Utc>,
 ) -> Result<RecordBatch, DataError> {
     let schema = batch.schema();
@@ -882,7 +1036,13 @@ fn with_event_time(
     let mut columns: Vec<ArrayRef> = Vec::new();
     let mut found = false;
     for (f, c) in schema.fields().iter().zip(batch.columns()) {
-        if [&vocab.offset, &vocab.op, &vocab.system_time].contains(&f.name()) {
+        if [
+            &vocab.offset_column,
+            &vocab.operation_type_column,
+            &vocab.system_time_column,
+        ]
+        .contains(&f.name())
+        {
             return Err(DataError::Column {
                 message: format!(
                     "the source has a column named `{}`, which the coordinator writes itself",
@@ -890,7 +1050,7 @@ fn with_event_time(
                 ),
             });
         }
-        if f.name() == &vocab.event_time {
+        if f.name() == &vocab.event_time_column {
             found = true;
             let c = cast(c, &data::utc_millis()).map_err(data::arrow_err(format!(
                 "reading `{}` as a UTC timestamp",
@@ -904,7 +1064,11 @@ fn with_event_time(
         }
     }
     if !found {
-        fields.push(Field::new(&vocab.event_time, data::utc_millis(), true));
+        fields.push(Field::new(
+            &vocab.event_time_column,
+            data::utc_millis(),
+            true,
+        ));
         columns.push(Arc::new(
             arrow::array::TimestampMillisecondArray::from(vec![
                 now.timestamp_millis();

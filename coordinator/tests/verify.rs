@@ -4,15 +4,11 @@
 mod common;
 
 use common::*;
-use coordinator::chain::event::MetadataEvent;
 use coordinator::chain::store::Storage;
+use odf::MetadataEvent;
 
 /// Rewrites every block of `dataset` with `f`, relinking the chain, and moves the head to the result.
-fn rewrite_chain(
-    dir: &std::path::Path,
-    dataset: &str,
-    f: impl Fn(&mut coordinator::chain::event::MetadataBlock),
-) {
+fn rewrite_chain(dir: &std::path::Path, dataset: &str, f: impl Fn(&mut odf::MetadataBlock)) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -49,7 +45,7 @@ fn verify_replays_every_step_and_finds_them_identical() {
 fn verify_reports_the_first_mismatching_block_precisely() {
     let ws = workspace();
     ok(ws.path(), &["pull", "--all", "--quiet"]);
-    let forged = coordinator::hash::Multihash::of(b"forged");
+    let forged = odf::Multihash::sha3_256(b"forged");
     rewrite_chain(ws.path(), "readings.hot-days", |b| {
         if let MetadataEvent::ExecuteTransform(t) = &mut b.event
             && let Some(d) = &mut t.new_data
@@ -63,7 +59,7 @@ fn verify_reports_the_first_mismatching_block_precisely() {
         .unwrap();
     assert_eq!(out.status.code(), Some(7));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("block #2"), "{err}");
+    assert!(err.contains("block #3"), "{err}");
     assert!(err.contains(&forged.to_string()), "{err}");
     assert!(err.contains("replayed records [0, "), "{err}");
 }
@@ -74,10 +70,10 @@ fn deprecating_an_engine_replays_history_and_lets_the_new_engine_serve_for_the_o
     ok(ws.path(), &["pull", "--all", "--quiet"]);
     // Pretend hot-days was computed by an older engine build.
     rewrite_chain(ws.path(), "readings.hot-days", |b| {
-        if let MetadataEvent::ExecuteTransform(t) = &mut b.event
-            && let Some(e) = &mut t.engine
-        {
-            e.reference = "reference-engine@0.0.1".into();
+        // The engine is recorded in the SetTransform in force (`TransformSql.version`).
+        if let MetadataEvent::SetTransform(t) = &mut b.event {
+            let odf::Transform::Sql(sql) = &mut t.transform;
+            sql.version = Some("embedded:reference-engine@0.0.1".into());
         }
     });
     let out = weir(ws.path())

@@ -1,6 +1,20 @@
-//! The dataset metadata chain: events, their FlatBuffers encoding, the chain's rules and its storage.
-pub mod codec;
-pub mod event;
-pub mod fb;
+//! The dataset metadata chain: the chain's rules and its storage. The blocks and events themselves are
+//! [`odf`]'s.
 pub mod store;
 pub mod validate;
+
+use chrono::{DateTime, Utc};
+use odf::{DatasetId, Multihash};
+
+/// A new dataset's id. Weir derives the 32 key bytes from the dataset name and its creation time
+/// (SHA3-256): ids are unique per creation but are not Ed25519 keys, since Weir does not sign blocks.
+pub fn new_dataset_id(name: &str, created: DateTime<Utc>) -> DatasetId {
+    let h = Multihash::sha3_256(format!("weir dataset {name} {}", created.to_rfc3339()).as_bytes());
+    DatasetId::from_key(*h.digest())
+}
+
+/// The last 8 characters of a hash's text, for tables.
+pub fn short(hash: &Multihash) -> String {
+    let text = hash.to_string();
+    text[text.len().saturating_sub(8)..].to_string()
+}

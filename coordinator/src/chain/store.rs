@@ -23,10 +23,9 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tracing::{debug, info};
 
-use super::codec::{self, DecodeError};
-use super::event::MetadataBlock;
 use super::validate::{ChainSummary, ChainValidator, ChainViolation};
-use crate::hash::Multihash;
+use odf::Multihash;
+use odf::{DataSlice, MetadataBlock};
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +66,7 @@ pub enum StoreError {
         hash: Multihash,
         /// Why.
         #[source]
-        source: DecodeError,
+        source: Box<odf::Error>,
     },
     /// The head reference is not a multihash.
     #[error("head of dataset `{dataset}` is not a multihash: {text:?}")]
@@ -88,7 +87,9 @@ pub enum StoreError {
     },
     /// Someone else moved the head during our transaction.
     #[error(
-        "head of dataset `{dataset}` moved from {expected:?} to {found:?} during the transaction"
+        "head of dataset `{dataset}` moved from {} to {} during the transaction",
+        show_head(expected),
+        show_head(found)
     )]
     HeadMoved {
         /// Dataset name.
@@ -98,6 +99,10 @@ pub enum StoreError {
         /// Head now.
         found: Option<Multihash>,
     },
+}
+
+fn show_head(head: &Option<Multihash>) -> String {
+    head.map_or_else(|| "none".to_owned(), |h| h.to_string())
 }
 
 /// The storage of a whole workspace.
@@ -275,7 +280,7 @@ impl DatasetStore {
 
     /// Writes content-addressed bytes and returns their hash.
     pub async fn put_file(&self, kind: FileKind, bytes: Bytes) -> Result<Multihash, StoreError> {
-        let hash = Multihash::of(&bytes);
+        let hash = Multihash::sha3_256(&bytes);
         let path = self.file_path(kind, &hash);
         debug!(dataset = %self.name, %path, size = bytes.len(), "writing");
         self.storage.put(&path, bytes).await?;
@@ -297,7 +302,7 @@ impl DatasetStore {
                     source: "missing".into(),
                 },
             })?;
-        let actual = Multihash::of(&bytes);
+        let actual = Multihash::sha3_256(&bytes);
         if actual != *hash {
             return Err(StoreError::HashMismatch {
                 path: path.to_string(),
@@ -309,17 +314,17 @@ impl DatasetStore {
 
     /// Encodes and writes a block; returns its hash.
     pub async fn put_block(&self, block: &MetadataBlock) -> Result<Multihash, StoreError> {
-        self.put_file(FileKind::Block, Bytes::from(codec::encode_block(block)))
+        self.put_file(FileKind::Block, Bytes::from(block.encode()))
             .await
     }
 
     /// Reads and decodes a block.
     pub async fn get_block(&self, hash: &Multihash) -> Result<MetadataBlock, StoreError> {
         let bytes = self.get_file(FileKind::Block, hash).await?;
-        codec::decode_block(&bytes).map_err(|source| StoreError::Decode {
+        MetadataBlock::decode(&bytes).map_err(|source| StoreError::Decode {
             dataset: self.name.clone(),
             hash: *hash,
-            source,
+            source: Box::new(source),
         })
     }
 
@@ -385,7 +390,7 @@ pub struct Chain {
 
 impl Chain {
     /// Data slices in offset order.
-    pub fn data_slices(&self) -> impl Iterator<Item = &super::event::DataSlice> {
+    pub fn data_slices(&self) -> impl Iterator<Item = &DataSlice> {
         self.blocks.iter().filter_map(|(_, b)| b.event.new_data())
     }
 

@@ -1,11 +1,34 @@
 //! The rules every metadata chain keeps, as a sans-IO state machine fed one block at a time, oldest first.
+//!
+//! They are the rules kamu enforces when it appends blocks (full validation): the Seed first, sequence
+//! numbers and `prev_block_hash` links, events allowed for the dataset's kind, a `SetDataSchema` before the
+//! first data, `SetTransform` inputs given by dataset id with an alias, contiguous offsets, monotonic
+//! watermarks and system times, and `ExecuteTransform` inputs that continue where the previous step stopped.
+//! [`check_input_against_chain`] checks an `ExecuteTransform` input against the input's own chain, where the
+//! caller has it.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-
-use super::event::{
-    DatasetId, DatasetKind, MetadataBlock, MetadataEvent, SetPollingSource, SetTransform, SetVocab,
+use odf::{
+    DataSchema, DatasetId, DatasetKind, ExecuteTransformInput, MetadataBlock, MetadataEvent,
+    Multihash, SetPollingSource, SetTransform, SetVocab,
 };
-use crate::hash::Multihash;
+
+fn show(h: &Option<Multihash>) -> String {
+    h.map_or_else(|| "none".to_owned(), |h| h.to_string())
+}
+
+fn show_offset(o: &Option<u64>) -> String {
+    o.map_or_else(|| "none".to_owned(), |o| o.to_string())
+}
+
+fn kind_name(kind: &DatasetKind) -> &'static str {
+    match kind {
+        DatasetKind::Root => "Root",
+        DatasetKind::Derivative => "Derivative",
+    }
+}
 
 /// A broken rule of the chain.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,7 +51,9 @@ pub enum ChainViolation {
     },
     /// The previous-block link does not point at the previous block.
     #[error(
-        "block {sequence_number}: prev_block_hash {found:?} does not link to the previous block {expected:?}"
+        "block {sequence_number}: prev_block_hash {} does not link to the previous block {}",
+        show(found),
+        show(expected)
     )]
     BrokenLink {
         /// The block.
@@ -56,8 +81,23 @@ pub enum ChainViolation {
         /// The new one.
         found: DateTime<Utc>,
     },
+    /// The system time went backwards.
+    #[error(
+        "block {sequence_number}: system time {found} is older than the previous block's {previous}"
+    )]
+    SystemTimeRegressed {
+        /// The block.
+        sequence_number: u64,
+        /// Previous block's system time.
+        previous: DateTime<Utc>,
+        /// This block's.
+        found: DateTime<Utc>,
+    },
     /// An event that does not belong to the dataset's kind.
-    #[error("block {sequence_number}: {event} is not allowed in a {kind:?} dataset")]
+    #[error(
+        "block {sequence_number}: {event} is not allowed in a {} dataset",
+        kind_name(kind)
+    )]
     WrongKind {
         /// The block.
         sequence_number: u64,
@@ -66,7 +106,7 @@ pub enum ChainViolation {
         /// The dataset kind.
         kind: DatasetKind,
     },
-    /// A data block came before its source / transform was set.
+    /// A data block came before its source / transform / schema was set.
     #[error("block {sequence_number}: {event} before any {needs}")]
     MissingDefinition {
         /// The block.
@@ -75,6 +115,28 @@ pub enum ChainViolation {
         event: &'static str,
         /// What must come first.
         needs: &'static str,
+    },
+    /// A `SetTransform` input is not given by dataset id with an alias.
+    #[error(
+        "block {sequence_number}: SetTransform input {index} (`{dataset_ref}`) must be a dataset id (`did:odf:...`) with an alias"
+    )]
+    UnresolvedTransformInput {
+        /// The block.
+        sequence_number: u64,
+        /// The input's position.
+        index: usize,
+        /// What the input names.
+        dataset_ref: String,
+    },
+    /// An `ExecuteTransform`'s inputs do not match the transform in force or the previous step.
+    #[error("block {sequence_number}: ExecuteTransform input {index}: {message}")]
+    InconsistentInput {
+        /// The block.
+        sequence_number: u64,
+        /// The input's position.
+        index: usize,
+        /// What is wrong.
+        message: String,
     },
 }
 
@@ -99,10 +161,16 @@ pub struct ChainSummary {
     pub last_updated: Option<DateTime<Utc>>,
     /// The source in force.
     pub polling_source: Option<SetPollingSource>,
+    /// Whether the chain declared a push source (`AddPushSource`), which Weir does not pull.
+    pub push_source: bool,
     /// The transform in force.
     pub transform: Option<SetTransform>,
     /// The vocabulary in force.
     pub vocab: Option<SetVocab>,
+    /// The schema in force (the last `SetDataSchema`).
+    pub schema: Option<DataSchema>,
+    /// Per input of the transform: the input block and offset the last step consumed up to.
+    pub consumed: HashMap<DatasetId, (Option<Multihash>, Option<u64>)>,
 }
 
 /// Checks blocks one at a time, oldest first.
@@ -143,39 +211,72 @@ impl ChainValidator {
                 event: block.event.name(),
             });
         }
+        if let Some(previous) = s.last_updated
+            && block.system_time < previous
+        {
+            return Err(ChainViolation::SystemTimeRegressed {
+                sequence_number: seq,
+                previous,
+                found: block.system_time,
+            });
+        }
         let kind = s.kind.unwrap_or(DatasetKind::Root);
+        let wrong_kind = |event: &'static str| ChainViolation::WrongKind {
+            sequence_number: seq,
+            event,
+            kind,
+        };
         match &block.event {
             MetadataEvent::Seed(seed) => {
-                s.dataset_id = Some(seed.dataset_id.clone());
+                s.dataset_id = Some(seed.dataset_id);
                 s.kind = Some(seed.dataset_kind);
             }
             MetadataEvent::SetPollingSource(p) => {
                 if kind != DatasetKind::Root {
-                    return Err(ChainViolation::WrongKind {
-                        sequence_number: seq,
-                        event: "SetPollingSource",
-                        kind,
-                    });
+                    return Err(wrong_kind("SetPollingSource"));
                 }
                 s.polling_source = Some(p.clone());
             }
+            MetadataEvent::DisablePollingSource(_) => {
+                if kind != DatasetKind::Root {
+                    return Err(wrong_kind("DisablePollingSource"));
+                }
+                s.polling_source = None;
+            }
+            MetadataEvent::AddPushSource(_) | MetadataEvent::DisablePushSource(_) => {
+                if kind != DatasetKind::Root {
+                    return Err(wrong_kind(block.event.name()));
+                }
+                s.push_source = matches!(block.event, MetadataEvent::AddPushSource(_));
+            }
             MetadataEvent::SetTransform(t) => {
                 if kind != DatasetKind::Derivative {
-                    return Err(ChainViolation::WrongKind {
-                        sequence_number: seq,
-                        event: "SetTransform",
-                        kind,
-                    });
+                    return Err(wrong_kind("SetTransform"));
+                }
+                for (index, input) in t.inputs.iter().enumerate() {
+                    if input.dataset_id().is_none() || input.alias.is_none() {
+                        return Err(ChainViolation::UnresolvedTransformInput {
+                            sequence_number: seq,
+                            index,
+                            dataset_ref: input.dataset_ref.clone(),
+                        });
+                    }
                 }
                 s.transform = Some(t.clone());
             }
             MetadataEvent::SetVocab(v) => s.vocab = Some(v.clone()),
+            MetadataEvent::SetDataSchema(d) => {
+                s.schema = d.schema.clone().or(Some(DataSchema::new(Vec::new())))
+            }
+            MetadataEvent::SetInfo(_)
+            | MetadataEvent::SetLicense(_)
+            | MetadataEvent::SetAttachments(_) => {}
             MetadataEvent::AddData(_) | MetadataEvent::ExecuteTransform(_) => {
                 let (allowed, needs, defined) = match &block.event {
                     MetadataEvent::AddData(_) => (
                         kind == DatasetKind::Root,
-                        "SetPollingSource",
-                        s.polling_source.is_some(),
+                        "SetPollingSource or AddPushSource",
+                        s.polling_source.is_some() || s.push_source,
                     ),
                     _ => (
                         kind == DatasetKind::Derivative,
@@ -184,11 +285,7 @@ impl ChainValidator {
                     ),
                 };
                 if !allowed {
-                    return Err(ChainViolation::WrongKind {
-                        sequence_number: seq,
-                        event: block.event.name(),
-                        kind,
-                    });
+                    return Err(wrong_kind(block.event.name()));
                 }
                 if !defined {
                     return Err(ChainViolation::MissingDefinition {
@@ -197,13 +294,24 @@ impl ChainValidator {
                         needs,
                     });
                 }
+                if block.event.new_data().is_some() && s.schema.is_none() {
+                    return Err(ChainViolation::MissingDefinition {
+                        sequence_number: seq,
+                        event: block.event.name(),
+                        needs: "SetDataSchema",
+                    });
+                }
+                if let MetadataEvent::ExecuteTransform(e) = &block.event {
+                    check_step_inputs(seq, e, s)?;
+                }
                 let prev_offset = block.event.prev_offset().flatten();
                 if prev_offset != s.last_offset {
                     return Err(ChainViolation::OffsetGap {
                         sequence_number: seq,
                         message: format!(
-                            "prev_offset is {prev_offset:?} but the last offset is {:?}",
-                            s.last_offset
+                            "prev_offset is {} but the last offset is {}",
+                            show_offset(&prev_offset),
+                            show_offset(&s.last_offset)
                         ),
                     });
                 }
@@ -249,55 +357,223 @@ impl ChainValidator {
     }
 }
 
+/// An `ExecuteTransform`'s inputs: one per input of the transform in force, by id and in order, each
+/// continuing where the previous step of that input stopped, never going back.
+fn check_step_inputs(
+    seq: u64,
+    e: &odf::ExecuteTransform,
+    s: &mut ChainSummary,
+) -> Result<(), ChainViolation> {
+    let bad = |index: usize, message: String| ChainViolation::InconsistentInput {
+        sequence_number: seq,
+        index,
+        message,
+    };
+    let ids: Vec<Option<DatasetId>> = s
+        .transform
+        .as_ref()
+        .map(|t| t.inputs.iter().map(|i| i.dataset_id()).collect())
+        .unwrap_or_default();
+    if e.query_inputs.len() != ids.len() {
+        return Err(bad(
+            e.query_inputs.len(),
+            format!(
+                "the step has {} inputs but the transform in force has {}",
+                e.query_inputs.len(),
+                ids.len()
+            ),
+        ));
+    }
+    for (index, (q, id)) in e.query_inputs.iter().zip(&ids).enumerate() {
+        if Some(q.dataset_id) != *id {
+            return Err(bad(
+                index,
+                format!(
+                    "dataset {} is not the transform's input {index}",
+                    q.dataset_id
+                ),
+            ));
+        }
+        let (block, offset) = s.consumed.get(&q.dataset_id).cloned().unwrap_or_default();
+        if q.prev_block_hash != block || q.prev_offset != offset {
+            return Err(bad(
+                index,
+                format!(
+                    "starts after block {} offset {} but the previous step stopped at block {} offset {}",
+                    show(&q.prev_block_hash),
+                    show_offset(&q.prev_offset),
+                    show(&block),
+                    show_offset(&offset)
+                ),
+            ));
+        }
+        if q.new_offset < q.prev_offset
+            || (q.new_block_hash.is_none() && q.prev_block_hash.is_some())
+        {
+            return Err(bad(index, "goes back to before the previous step".into()));
+        }
+    }
+    for q in &e.query_inputs {
+        s.consumed
+            .insert(q.dataset_id, (q.new_block_hash, q.new_offset));
+    }
+    Ok(())
+}
+
+/// Checks an `ExecuteTransform` input against the input dataset's chain (`blocks`, oldest first): its
+/// `new_block_hash` is a block of that chain, its `new_offset` is the last offset written up to that block,
+/// and its `prev_block_hash`, if any, comes no later.
+pub fn check_input_against_chain(
+    sequence_number: u64,
+    index: usize,
+    input: &ExecuteTransformInput,
+    blocks: &[(Multihash, MetadataBlock)],
+) -> Result<(), ChainViolation> {
+    let bad = |message: String| ChainViolation::InconsistentInput {
+        sequence_number,
+        index,
+        message,
+    };
+    let position = |h: &Multihash| blocks.iter().position(|(b, _)| b == h);
+    let Some(new) = input.new_block_hash else {
+        return if input.new_offset.is_none() {
+            Ok(())
+        } else {
+            Err(bad("has a new offset but no new block".into()))
+        };
+    };
+    let Some(at) = position(&new) else {
+        return Err(bad(format!(
+            "block {new} is not in the chain of {}",
+            input.dataset_id
+        )));
+    };
+    let last_offset = blocks[..=at]
+        .iter()
+        .filter_map(|(_, b)| b.event.new_data())
+        .map(|d| d.offset_interval.end)
+        .next_back();
+    if last_offset != input.new_offset {
+        return Err(bad(format!(
+            "new offset {} but the input's last offset at block {new} is {}",
+            show_offset(&input.new_offset),
+            show_offset(&last_offset)
+        )));
+    }
+    if let Some(prev) = input.prev_block_hash {
+        match position(&prev) {
+            Some(p) if p <= at => {}
+            _ => {
+                return Err(bad(format!(
+                    "previous block {prev} is not in the chain of {} before block {new}",
+                    input.dataset_id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chain::event::*;
+    use odf::*;
 
     fn block(seq: u64, prev: Option<Multihash>, event: MetadataEvent) -> MetadataBlock {
         MetadataBlock {
-            system_time: Utc::now(),
+            system_time: DateTime::from_timestamp(1_700_000_000 + seq as i64, 0).unwrap(),
             prev_block_hash: prev,
             sequence_number: seq,
             event,
         }
     }
 
+    const ROOT_ID: DatasetId = DatasetId::from_key([1; 32]);
+
     fn seed(kind: DatasetKind) -> MetadataEvent {
         MetadataEvent::Seed(Seed {
-            dataset_id: DatasetId([1; 32]),
+            dataset_id: ROOT_ID,
             dataset_kind: kind,
         })
     }
 
     fn source() -> MetadataEvent {
         MetadataEvent::SetPollingSource(SetPollingSource {
-            fetch: FetchStep::FilesGlob {
+            fetch: FetchStep::FilesGlob(FetchStepFilesGlob {
                 path: "*.csv".into(),
-            },
-            read: ReadStep::Csv {
-                schema: vec![],
-                separator: None,
+                event_time: None,
+                cache: None,
+                order: None,
+            }),
+            prepare: None,
+            read: ReadStep::Csv(ReadStepCsv {
                 header: Some(true),
-            },
+                ..Default::default()
+            }),
             preprocess: None,
             merge: MergeStrategy::Append,
         })
     }
 
+    fn schema() -> MetadataEvent {
+        MetadataEvent::SetDataSchema(SetDataSchema::new(DataSchema::new(vec![DataField::new(
+            "offset",
+            DataType::Int64,
+        )])))
+    }
+
+    fn slice(start: u64, end: u64) -> DataSlice {
+        DataSlice {
+            logical_hash: Multihash::sha3_256(b"l"),
+            physical_hash: Multihash::sha3_256(b"p"),
+            offset_interval: OffsetInterval { start, end },
+            size: 1,
+        }
+    }
+
     fn add(prev: Option<u64>, start: u64, end: u64) -> MetadataEvent {
         MetadataEvent::AddData(AddData {
-            prev_checkpoint: None,
             prev_offset: prev,
-            new_data: Some(DataSlice {
-                logical_hash: Multihash::of(b"l"),
-                physical_hash: Multihash::of(b"p"),
-                offset_interval: OffsetInterval { start, end },
-                size: 1,
+            new_data: Some(slice(start, end)),
+            ..Default::default()
+        })
+    }
+
+    fn transform(dataset_ref: &str, alias: Option<&str>) -> MetadataEvent {
+        MetadataEvent::SetTransform(SetTransform {
+            inputs: vec![TransformInput {
+                dataset_ref: dataset_ref.into(),
+                alias: alias.map(str::to_owned),
+            }],
+            transform: Transform::Sql(TransformSql {
+                engine: "datafusion".into(),
+                version: None,
+                query: None,
+                queries: Some(vec![SqlQueryStep {
+                    alias: None,
+                    query: "select * from root".into(),
+                }]),
+                temporal_tables: None,
             }),
-            new_checkpoint: None,
-            new_watermark: None,
-            new_source_state: None,
+        })
+    }
+
+    fn step(
+        prev: Option<(Multihash, u64)>,
+        new: (Multihash, u64),
+        out: Option<(u64, u64)>,
+    ) -> MetadataEvent {
+        MetadataEvent::ExecuteTransform(ExecuteTransform {
+            query_inputs: vec![ExecuteTransformInput {
+                dataset_id: ROOT_ID,
+                prev_block_hash: prev.map(|p| p.0),
+                new_block_hash: Some(new.0),
+                prev_offset: prev.map(|p| p.1),
+                new_offset: Some(new.1),
+            }],
+            prev_offset: out.and_then(|(s, _)| s.checked_sub(1)),
+            new_data: out.map(|(s, e)| slice(s, e)),
+            ..Default::default()
         })
     }
 
@@ -305,7 +581,7 @@ mod tests {
         let mut v = ChainValidator::default();
         let mut prev = None;
         for (i, e) in events.into_iter().enumerate() {
-            let h = Multihash::of(&i.to_le_bytes());
+            let h = Multihash::sha3_256(&i.to_le_bytes());
             v.push(h, &block(i as u64, prev, e))?;
             prev = Some(h);
         }
@@ -317,6 +593,7 @@ mod tests {
         let s = run(vec![
             seed(DatasetKind::Root),
             source(),
+            schema(),
             add(None, 0, 9),
             add(Some(9), 10, 14),
         ])
@@ -330,6 +607,7 @@ mod tests {
         let err = run(vec![
             seed(DatasetKind::Root),
             source(),
+            schema(),
             add(None, 0, 9),
             add(Some(9), 11, 14),
         ])
@@ -337,7 +615,7 @@ mod tests {
         assert!(matches!(
             err,
             ChainViolation::OffsetGap {
-                sequence_number: 3,
+                sequence_number: 4,
                 ..
             }
         ));
@@ -356,6 +634,113 @@ mod tests {
     }
 
     #[test]
+    fn data_before_a_set_data_schema_is_rejected() {
+        let err = run(vec![seed(DatasetKind::Root), source(), add(None, 0, 9)]).unwrap_err();
+        assert_eq!(
+            err,
+            ChainViolation::MissingDefinition {
+                sequence_number: 2,
+                event: "AddData",
+                needs: "SetDataSchema",
+            }
+        );
+        assert_eq!(err.to_string(), "block 2: AddData before any SetDataSchema");
+    }
+
+    #[test]
+    fn transform_inputs_must_be_ids_with_aliases() {
+        let id = ROOT_ID.to_string();
+        assert!(
+            run(vec![
+                seed(DatasetKind::Derivative),
+                transform(&id, Some("root"))
+            ])
+            .is_ok()
+        );
+        for bad in [transform("root", Some("root")), transform(&id, None)] {
+            assert!(matches!(
+                run(vec![seed(DatasetKind::Derivative), bad]).unwrap_err(),
+                ChainViolation::UnresolvedTransformInput {
+                    sequence_number: 1,
+                    index: 0,
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn a_step_must_continue_where_the_previous_step_of_its_input_stopped() {
+        let id = ROOT_ID.to_string();
+        let (a, b) = (Multihash::sha3_256(b"a"), Multihash::sha3_256(b"b"));
+        let base = || {
+            vec![
+                seed(DatasetKind::Derivative),
+                transform(&id, Some("root")),
+                schema(),
+            ]
+        };
+        let mut good = base();
+        good.extend([
+            step(None, (a, 4), Some((0, 4))),
+            step(Some((a, 4)), (b, 9), Some((5, 9))),
+        ]);
+        assert!(run(good).is_ok());
+        let mut skipped = base();
+        skipped.extend([
+            step(None, (a, 4), Some((0, 4))),
+            step(Some((b, 6)), (b, 9), Some((5, 9))),
+        ]);
+        assert!(matches!(
+            run(skipped).unwrap_err(),
+            ChainViolation::InconsistentInput {
+                sequence_number: 4,
+                index: 0,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn system_time_going_back_is_rejected() {
+        let mut v = ChainValidator::default();
+        let h0 = Multihash::sha3_256(b"0");
+        v.push(h0, &block(0, None, seed(DatasetKind::Root)))
+            .unwrap();
+        let mut b = block(1, Some(h0), source());
+        b.system_time = DateTime::from_timestamp(1_600_000_000, 0).unwrap();
+        assert!(matches!(
+            v.push(Multihash::sha3_256(b"1"), &b).unwrap_err(),
+            ChainViolation::SystemTimeRegressed { .. }
+        ));
+    }
+
+    #[test]
+    fn an_input_is_checked_against_the_input_chain() {
+        let root: Vec<(Multihash, MetadataBlock)> =
+            [seed(DatasetKind::Root), source(), schema(), add(None, 0, 9)]
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    (
+                        Multihash::sha3_256(&i.to_le_bytes()),
+                        block(i as u64, None, e),
+                    )
+                })
+                .collect();
+        let head = root[3].0;
+        let input = |offset| ExecuteTransformInput {
+            dataset_id: ROOT_ID,
+            prev_block_hash: None,
+            new_block_hash: Some(head),
+            prev_offset: None,
+            new_offset: Some(offset),
+        };
+        assert!(check_input_against_chain(4, 0, &input(9), &root).is_ok());
+        assert!(check_input_against_chain(4, 0, &input(8), &root).is_err());
+    }
+
+    #[test]
     fn a_chain_without_seed_or_with_a_broken_link_is_rejected() {
         assert!(matches!(
             run(vec![source()]).unwrap_err(),
@@ -363,14 +748,14 @@ mod tests {
         ));
         let mut v = ChainValidator::default();
         v.push(
-            Multihash::of(b"a"),
+            Multihash::sha3_256(b"a"),
             &block(0, None, seed(DatasetKind::Root)),
         )
         .unwrap();
         let err = v
             .push(
-                Multihash::of(b"b"),
-                &block(1, Some(Multihash::of(b"x")), source()),
+                Multihash::sha3_256(b"b"),
+                &block(1, Some(Multihash::sha3_256(b"x")), source()),
             )
             .unwrap_err();
         assert!(matches!(
@@ -384,18 +769,12 @@ mod tests {
 
     #[test]
     fn transform_events_do_not_belong_in_a_root_dataset() {
-        let t = MetadataEvent::SetTransform(SetTransform {
-            inputs: vec![],
-            transform: Transform::Sql(TransformSql {
-                engine: "x".into(),
-                version: None,
-                query: None,
-                queries: vec![],
-            }),
-        });
-        assert!(matches!(
-            run(vec![seed(DatasetKind::Root), t]).unwrap_err(),
-            ChainViolation::WrongKind { .. }
-        ));
+        let t = transform(&ROOT_ID.to_string(), Some("root"));
+        let err = run(vec![seed(DatasetKind::Root), t]).unwrap_err();
+        assert!(matches!(err, ChainViolation::WrongKind { .. }));
+        assert_eq!(
+            err.to_string(),
+            "block 1: SetTransform is not allowed in a Root dataset"
+        );
     }
 }

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::Output;
 use super::verify::{ReplayedStep, replay};
-use crate::chain::event::EngineIdentity;
 use crate::engine::compat::{self, Compatibility};
+use crate::engine::identity::EngineIdentity;
 use crate::error::CommandError;
 use crate::transaction::Context;
 

@@ -15,7 +15,7 @@ pub fn run(ctx: &Context, format: Format) -> Result<Output, CommandError> {
         let mut lines = vec!["digraph lineage {".to_string(), "  rankdir=LR;".to_string()];
         for name in &order {
             let m = &ws.datasets[name];
-            let shape = if m.kind == crate::chain::event::DatasetKind::Root {
+            let shape = if m.kind == odf::DatasetKind::Root {
                 "cylinder"
             } else {
                 "box"

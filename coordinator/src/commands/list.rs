@@ -17,7 +17,7 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
         rows.push(vec![
             name.clone(),
             format!("{:?}", m.kind),
-            s.head.map_or("-".into(), |h| h.short()),
+            s.head.map_or("-".into(), |h| crate::chain::short(&h)),
             s.num_records.to_string(),
             s.last_updated.map_or("never".into(), |t| {
                 t.format("%Y-%m-%d %H:%M:%S").to_string()

@@ -3,9 +3,11 @@
 use serde_json::json;
 
 use super::{Output, known};
-use crate::chain::event::MetadataEvent;
+use crate::engine::identity::{self, EngineIdentity};
 use crate::error::CommandError;
+use crate::manifest::support;
 use crate::transaction::Context;
+use odf::MetadataEvent;
 
 /// Runs `log`.
 pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
@@ -13,14 +15,18 @@ pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
     let chain = ctx.storage.dataset(dataset).chain().await?;
     let mut text = Vec::new();
     let mut blocks = Vec::new();
-    for (hash, b) in chain.blocks.iter().rev() {
+    for (k, (hash, b)) in chain.blocks.iter().enumerate().rev() {
         text.push(format!(
             "block {}  #{}  {}",
             hash,
             b.sequence_number,
             b.system_time.to_rfc3339()
         ));
-        text.push(format!("  {}", describe(&b.event)));
+        let engine = match &b.event {
+            MetadataEvent::ExecuteTransform(_) => identity::in_force(&chain.blocks[..k]),
+            _ => None,
+        };
+        text.push(format!("  {}", describe(&b.event, engine.as_ref())));
         blocks.push(json!({ "hash": hash, "block": b }));
     }
     if text.is_empty() {
@@ -34,26 +40,71 @@ pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
     })
 }
 
-/// One line describing an event.
-pub fn describe(e: &MetadataEvent) -> String {
+/// One line describing an event; `engine` is the engine recorded for an ExecuteTransform (by the
+/// SetTransform in force).
+pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
     match e {
-        MetadataEvent::Seed(s) => format!("Seed {:?} {}", s.dataset_kind, s.dataset_id),
+        MetadataEvent::Seed(s) => format!(
+            "Seed {} {}",
+            match s.dataset_kind {
+                odf::DatasetKind::Root => "Root",
+                odf::DatasetKind::Derivative => "Derivative",
+            },
+            s.dataset_id
+        ),
         MetadataEvent::SetPollingSource(p) => {
+            let fetch = match &p.fetch {
+                odf::FetchStep::Url(u) => format!("Url({})", u.url),
+                odf::FetchStep::FilesGlob(g) => format!("FilesGlob({})", g.path),
+                other => support::fetch_kind(other).to_owned(),
+            };
             format!(
-                "SetPollingSource fetch={:?} read={:?} merge={:?}",
-                p.fetch, p.read, p.merge
+                "SetPollingSource fetch={fetch} read={} merge={}",
+                support::read_kind(&p.read),
+                support::merge_kind(&p.merge)
             )
         }
         MetadataEvent::SetTransform(t) => format!(
-            "SetTransform engine={} inputs=[{}]",
+            "SetTransform engine={} version={} inputs=[{}]",
             t.transform.sql().engine,
+            t.transform.sql().version.as_deref().unwrap_or("-"),
             t.inputs
                 .iter()
-                .map(|i| i.dataset_ref.clone())
+                .map(|i| format!("{} as {}", i.dataset_ref, i.query_alias()))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        MetadataEvent::SetVocab(v) => format!("SetVocab {v:?}"),
+        MetadataEvent::SetVocab(v) => {
+            let v = odf::DatasetVocabulary::from(v);
+            format!(
+                "SetVocab offset={} op={} system_time={} event_time={}",
+                v.offset_column, v.operation_type_column, v.system_time_column, v.event_time_column
+            )
+        }
+        MetadataEvent::SetDataSchema(s) => format!(
+            "SetDataSchema [{}]",
+            s.schema
+                .as_ref()
+                .map(|s| s
+                    .fields
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        ),
+        MetadataEvent::SetInfo(i) => format!(
+            "SetInfo description={} keywords=[{}]",
+            i.description.as_deref().unwrap_or("-"),
+            i.keywords.clone().unwrap_or_default().join(", ")
+        ),
+        MetadataEvent::SetLicense(l) => format!("SetLicense {} ({})", l.short_name, l.website_url),
+        MetadataEvent::SetAttachments(_) => "SetAttachments".to_owned(),
+        MetadataEvent::AddPushSource(p) => {
+            format!("AddPushSource {} (not pulled by Weir)", p.source_name)
+        }
+        MetadataEvent::DisablePushSource(p) => format!("DisablePushSource {}", p.source_name),
+        MetadataEvent::DisablePollingSource(_) => "DisablePollingSource".to_owned(),
         MetadataEvent::AddData(a) => format!(
             "AddData {} watermark={} source={}",
             slice(a.new_data.as_ref()),
@@ -66,7 +117,7 @@ pub fn describe(e: &MetadataEvent) -> String {
             "ExecuteTransform {} watermark={} engine={}",
             slice(t.new_data.as_ref()),
             t.new_watermark.map_or("-".into(), |w| w.to_rfc3339()),
-            t.engine.as_ref().map_or("-".into(), |e| format!(
+            engine.map_or("-".into(), |e| format!(
                 "{} ({} {})",
                 e.name, e.runtime, e.reference
             ))
@@ -74,13 +125,13 @@ pub fn describe(e: &MetadataEvent) -> String {
     }
 }
 
-fn slice(d: Option<&crate::chain::event::DataSlice>) -> String {
+fn slice(d: Option<&odf::DataSlice>) -> String {
     match d {
         Some(d) => format!(
             "records=[{}, {}] data={}",
             d.offset_interval.start,
             d.offset_interval.end,
-            d.physical_hash.short()
+            crate::chain::short(&d.physical_hash)
         ),
         None => "records=none".into(),
     }

@@ -3,25 +3,26 @@
 use serde_json::json;
 
 use super::{Output, known};
-use crate::chain::event::MetadataEvent;
 use crate::error::CommandError;
 use crate::transaction::Context;
+use odf::MetadataEvent;
 
 /// Runs `provenance`.
 pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, CommandError> {
     known(ctx, dataset)?;
     let chain = ctx.storage.dataset(dataset).chain().await?;
-    let found = chain.blocks.iter().find(|(_, b)| {
+    let found = chain.blocks.iter().position(|(_, b)| {
         b.event
             .new_data()
             .is_some_and(|d| d.offset_interval.start <= offset && offset <= d.offset_interval.end)
     });
-    let Some((hash, block)) = found else {
+    let Some(index) = found else {
         return Err(CommandError::NoSuchOffset {
             dataset: dataset.to_string(),
             offset,
         });
     };
+    let (hash, block) = &chain.blocks[index];
     let mut lines = vec![format!(
         "{dataset} offset {offset} was written by block #{} {} at {}",
         block.sequence_number,
@@ -40,7 +41,7 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
         }
         MetadataEvent::ExecuteTransform(t) => {
             let names = id_names(ctx).await?;
-            if let Some(e) = &t.engine {
+            if let Some(e) = crate::engine::identity::in_force(&chain.blocks[..index]) {
                 lines.push(format!(
                     "  computed by engine {} ({} {})",
                     e.name, e.runtime, e.reference
@@ -82,9 +83,7 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
     })
 }
 
-async fn id_names(
-    ctx: &Context,
-) -> Result<Vec<(crate::chain::event::DatasetId, String)>, CommandError> {
+async fn id_names(ctx: &Context) -> Result<Vec<(odf::DatasetId, String)>, CommandError> {
     let mut out = Vec::new();
     for name in ctx.workspace.datasets.keys() {
         let chain = ctx.storage.dataset(name).chain().await?;

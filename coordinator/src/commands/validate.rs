@@ -24,7 +24,7 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
                 store.get_file(FileKind::Data, &d.physical_hash).await?;
                 files += 1;
             }
-            if let crate::chain::event::MetadataEvent::ExecuteTransform(t) = &b.event
+            if let odf::MetadataEvent::ExecuteTransform(t) = &b.event
                 && let Some(c) = &t.new_checkpoint
             {
                 store

@@ -5,13 +5,14 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{Output, known};
-use crate::chain::event::{Checkpoint, EngineIdentity, ExecuteTransform, MetadataEvent, Vocab};
 use crate::chain::store::Chain;
 use crate::data;
+use crate::engine::identity::{self, EngineIdentity};
 use crate::engine::{EngineFailure, EngineHandle, compat};
 use crate::error::CommandError;
-use crate::hash::Multihash;
 use crate::transaction::{Context, PlannedInput, TransformPlan};
+use odf::Multihash;
+use odf::{Checkpoint, DatasetId, DatasetVocabulary, MetadataEvent};
 
 /// One replayed step.
 #[derive(Debug, Clone, Serialize)]
@@ -57,10 +58,10 @@ impl ReplayedStep {
     }
 }
 
-/// Chooses the engine that replays a recorded step (`None` skips the step), given the step and the engine
-/// name its transform asks for.
+/// Chooses the engine that replays a recorded step (`None` skips the step), given the engine the step
+/// recorded (in the `SetTransform` in force) and the engine name its transform asks for.
 pub type EngineChooser<'a> =
-    dyn Fn(&ExecuteTransform, &str) -> Result<Option<EngineHandle>, EngineFailure> + 'a;
+    dyn Fn(Option<&EngineIdentity>, &str) -> Result<Option<EngineHandle>, EngineFailure> + 'a;
 
 /// Replays the transform steps of `dataset` in order, stopping at the first mismatch.
 pub async fn replay(
@@ -85,8 +86,9 @@ pub async fn replay(
         let Some(set_transform) = &prefix.summary.transform else {
             continue;
         };
-        let sql = set_transform.transform.sql().normalized();
-        let Some(engine) = engine_for(recorded, &sql.engine)? else {
+        let recorded_engine = identity::in_force(&chain.blocks[..k]);
+        let sql = identity::without_engine(&set_transform.transform.sql().clone().normalize());
+        let Some(engine) = engine_for(recorded_engine.as_ref(), &sql.engine)? else {
             continue;
         };
         let mut inputs = Vec::new();
@@ -107,7 +109,7 @@ pub async fn replay(
             inputs.push(PlannedInput {
                 name,
                 query_alias: ti.query_alias().to_string(),
-                id: qi.dataset_id.clone(),
+                id: qi.dataset_id,
                 chain: in_chain,
                 prev_block: qi.prev_block_hash,
                 new_block: qi.new_block_hash,
@@ -125,12 +127,11 @@ pub async fn replay(
             }),
             prev_offset: recorded.prev_offset,
         };
-        let vocab = Vocab::from(&prefix.summary.vocab.clone().unwrap_or_default());
+        let vocab = DatasetVocabulary::from(&prefix.summary.vocab.clone().unwrap_or_default());
         let id = chain
             .summary
             .dataset_id
-            .clone()
-            .unwrap_or(crate::chain::event::DatasetId([0; 32]));
+            .unwrap_or(DatasetId::from_key([0; 32]));
         let run = ctx
             .run_engine(
                 &store,
@@ -158,7 +159,7 @@ pub async fn replay(
             dataset: dataset.to_string(),
             sequence_number: block.sequence_number,
             block_hash: *hash,
-            recorded_engine: recorded.engine.clone(),
+            recorded_engine,
             replay_engine: engine.identity().clone(),
             recorded: recorded.new_data.as_ref().map(|d| {
                 (
@@ -183,11 +184,11 @@ pub async fn replay(
 pub fn recorded_engine(
     ctx: &Context,
     compat: &[compat::Compatibility],
-    recorded: &ExecuteTransform,
+    recorded: Option<&EngineIdentity>,
     name: &str,
 ) -> Result<EngineHandle, EngineFailure> {
     let current = ctx.engines.resolve(name)?;
-    let Some(rec) = &recorded.engine else {
+    let Some(rec) = recorded else {
         return Ok(current);
     };
     if rec == current.identity() {

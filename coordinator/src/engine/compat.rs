@@ -5,7 +5,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::chain::event::EngineIdentity;
+use super::identity::EngineIdentity;
 use crate::chain::store::{Storage, StoreError};
 
 /// Where the records live in the workspace storage.

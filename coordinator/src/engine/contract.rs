@@ -4,8 +4,8 @@
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use crate::chain::event::{OffsetInterval, Vocab};
 use crate::data;
+use odf::{DatasetVocabulary, OffsetInterval};
 
 /// An engine broke the contract; the transaction is aborted and the dataset keeps its previous head.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,9 +78,9 @@ pub enum ContractViolation {
 /// Checks a Success against the written data file (`None` when no file exists).
 ///
 /// ```
-/// use coordinator::chain::event::{OffsetInterval, Vocab};
+/// use odf::{OffsetInterval, DatasetVocabulary};
 /// use coordinator::engine::contract::{check_transform_output, ContractViolation};
-/// let err = check_transform_output(5, Some(OffsetInterval { start: 5, end: 6 }), None, None, &Vocab::default());
+/// let err = check_transform_output(5, Some(OffsetInterval { start: 5, end: 6 }), None, None, &DatasetVocabulary::default());
 /// assert!(matches!(err, Err(ContractViolation::ClaimsRowsButNoFile { .. })));
 /// ```
 pub fn check_transform_output(
@@ -88,7 +88,7 @@ pub fn check_transform_output(
     claimed: Option<OffsetInterval>,
     file: Option<&RecordBatch>,
     previous_schema: Option<&SchemaRef>,
-    vocab: &Vocab,
+    vocab: &DatasetVocabulary,
 ) -> Result<(), ContractViolation> {
     let Some(interval) = claimed else {
         if let Some(b) = file
@@ -134,7 +134,7 @@ pub fn check_transform_output(
                 message: e.to_string(),
             })?
             .schema();
-        if !data::same_schema(prev, &now) {
+        if !crate::schema::same_logical_schema(prev, &now) {
             return Err(ContractViolation::SchemaChanged {
                 previous: data::schema_text(prev),
                 found: data::schema_text(&now),
@@ -166,7 +166,7 @@ mod tests {
         .unwrap()
     }
 
-    const V: fn() -> Vocab = Vocab::default;
+    const V: fn() -> DatasetVocabulary = DatasetVocabulary::default;
 
     #[test]
     fn a_matching_output_passes() {

@@ -10,8 +10,9 @@ use reference_engine::{
 };
 
 use super::EngineFailure;
+use super::identity::EngineIdentity;
 use super::job::{RawQueryJob, TransformJob, TransformReport};
-use crate::chain::event::{EngineIdentity, OffsetInterval, TransformSql, Vocab};
+use odf::{OffsetInterval, TransformSql};
 
 /// The embedded engine.
 #[derive(Debug, Clone, Default)]
@@ -28,12 +29,12 @@ pub fn identity(name: &str) -> EngineIdentity {
     }
 }
 
-fn vocab(v: &Vocab) -> DatasetVocabulary {
+fn vocab(v: &odf::DatasetVocabulary) -> DatasetVocabulary {
     DatasetVocabulary {
-        offset_column: v.offset.clone(),
-        operation_type_column: v.op.clone(),
-        system_time_column: v.system_time.clone(),
-        event_time_column: v.event_time.clone(),
+        offset_column: v.offset_column.clone(),
+        operation_type_column: v.operation_type_column.clone(),
+        system_time_column: v.system_time_column.clone(),
+        event_time_column: v.event_time_column.clone(),
     }
 }
 
@@ -42,13 +43,16 @@ fn path(p: &Path) -> String {
 }
 
 fn sql(t: &TransformSql) -> RefTransform {
-    let n = t.normalized();
+    // The engine gets the queries alone: `version` holds the engine identity Weir records, not something
+    // the engine is asked to be.
+    let n = t.clone().normalize();
     RefTransform::Sql(RefSql {
         engine: n.engine,
-        version: n.version,
+        version: None,
         query: None,
         queries: n
             .queries
+            .unwrap_or_default()
             .into_iter()
             .map(|q| RefStep {
                 alias: q.alias,
@@ -79,7 +83,7 @@ impl Embedded {
         job: &TransformJob,
     ) -> Result<TransformReport, EngineFailure> {
         let request = TransformRequest {
-            dataset_id: RefId::from_public_key(job.dataset_id.0),
+            dataset_id: RefId::from_public_key(*job.dataset_id.key()),
             dataset_alias: job.dataset_alias.clone(),
             system_time: job.system_time,
             vocab: vocab(&job.vocab),
@@ -88,7 +92,7 @@ impl Embedded {
                 .inputs
                 .iter()
                 .map(|i| TransformRequestInput {
-                    dataset_id: RefId::from_public_key(i.dataset_id.0),
+                    dataset_id: RefId::from_public_key(*i.dataset_id.key()),
                     dataset_alias: i.dataset_alias.clone(),
                     query_alias: i.query_alias.clone(),
                     vocab: vocab(&i.vocab),

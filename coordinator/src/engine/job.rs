@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 
-use crate::chain::event::{DatasetId, OffsetInterval, TransformSql, Vocab};
+use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql};
 
 /// One input of a transform job.
 #[derive(Debug, Clone)]
@@ -16,7 +16,7 @@ pub struct TransformJobInput {
     /// Table name in SQL.
     pub query_alias: String,
     /// Input vocabulary.
-    pub vocab: Vocab,
+    pub vocab: DatasetVocabulary,
     /// New records to read; `None` when the input has nothing new.
     pub offset_interval: Option<OffsetInterval>,
     /// Files that hold those records (they may hold more).
@@ -37,7 +37,7 @@ pub struct TransformJob {
     /// The transaction's system time.
     pub system_time: DateTime<Utc>,
     /// Output vocabulary.
-    pub vocab: Vocab,
+    pub vocab: DatasetVocabulary,
     /// The SQL.
     pub transform: TransformSql,
     /// Inputs in `SetTransform` order.

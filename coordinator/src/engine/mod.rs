@@ -4,15 +4,16 @@
 pub mod compat;
 pub mod contract;
 mod embedded;
+pub mod identity;
 pub mod job;
 mod runtime;
 
 use std::time::Duration;
 
-use crate::chain::event::EngineIdentity;
 use crate::cli::EngineRuntimeKind;
 use crate::manifest::workspace::EngineConfig;
 pub use contract::ContractViolation;
+use identity::EngineIdentity;
 use job::{RawQueryJob, TransformJob, TransformReport};
 
 /// Why an engine operation failed.
@@ -125,7 +126,7 @@ impl EngineResolver {
             hint: format!("engine binary {}: {e}", path.display()),
         })?;
         use sha2::Digest;
-        let digest = crate::hash::encode_hex(&sha2::Sha256::digest(&bytes));
+        let digest = hex(&sha2::Sha256::digest(&bytes));
         Ok(EngineHandle {
             identity: EngineIdentity {
                 name: name.into(),
@@ -290,4 +291,15 @@ impl EngineHandle {
             }),
         }
     }
+}
+
+/// Lower-case hex of some bytes.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }

@@ -21,7 +21,7 @@ use engine_runtime::{
 use super::EngineFailure;
 use super::contract::ContractViolation;
 use super::job::{RawQueryJob, TransformJob, TransformReport};
-use crate::chain::event::{OffsetInterval, TransformSql, Vocab};
+use odf::{OffsetInterval, TransformSql};
 
 /// How to get the runtime.
 #[derive(Debug, Clone)]
@@ -195,7 +195,7 @@ impl RuntimeEngine {
         let started = self.start(engine, &inputs, &out_dir).await?;
         let map = |p: &Path| started.engine_path(p);
         let request = TransformRequest {
-            dataset_id: WireId::from_public_key(job.dataset_id.0),
+            dataset_id: WireId::from_public_key(*job.dataset_id.key()),
             dataset_alias: job.dataset_alias.clone(),
             system_time: job.system_time,
             vocab: vocab(&job.vocab),
@@ -205,7 +205,7 @@ impl RuntimeEngine {
                 .iter()
                 .map(|i| {
                     Ok(TransformRequestInput {
-                        dataset_id: WireId::from_public_key(i.dataset_id.0),
+                        dataset_id: WireId::from_public_key(*i.dataset_id.key()),
                         dataset_alias: i.dataset_alias.clone(),
                         query_alias: i.query_alias.clone(),
                         vocab: vocab(&i.vocab),
@@ -295,23 +295,26 @@ impl Started {
     }
 }
 
-fn vocab(v: &Vocab) -> DatasetVocabulary {
+fn vocab(v: &odf::DatasetVocabulary) -> DatasetVocabulary {
     DatasetVocabulary {
-        offset_column: v.offset.clone(),
-        operation_type_column: v.op.clone(),
-        system_time_column: v.system_time.clone(),
-        event_time_column: v.event_time.clone(),
+        offset_column: v.offset_column.clone(),
+        operation_type_column: v.operation_type_column.clone(),
+        system_time_column: v.system_time_column.clone(),
+        event_time_column: v.event_time_column.clone(),
     }
 }
 
 fn sql(t: &TransformSql) -> Transform {
-    let n = t.normalized();
+    // The engine gets the queries alone: `version` holds the engine identity Weir records, not something
+    // the engine is asked to be.
+    let n = t.clone().normalize();
     Transform::Sql(WireSql {
         engine: n.engine,
-        version: n.version,
+        version: None,
         query: None,
         queries: n
             .queries
+            .unwrap_or_default()
             .into_iter()
             .map(|q| SqlQueryStep {
                 alias: q.alias,

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::chain::event::{FetchStep, SourceState};
-use crate::hash::Multihash;
+use odf::Multihash;
+use odf::{FetchStep, SourceState};
 
 /// Source state kind of a glob: the name of the last file ingested.
 pub const STATE_LAST_FILE: &str = "weir/last-file";
@@ -40,7 +40,8 @@ pub async fn next_pending(
     state: Option<&SourceState>,
 ) -> Result<Option<Fetched>, FetchError> {
     match fetch {
-        FetchStep::FilesGlob { path } => {
+        FetchStep::FilesGlob(glob_step) => {
+            let path = &glob_step.path;
             let err = |message: String| FetchError {
                 what: path.clone(),
                 message,
@@ -82,7 +83,8 @@ pub async fn next_pending(
                 },
             }))
         }
-        FetchStep::Url { url } => {
+        FetchStep::Url(url_step) => {
+            let url = &url_step.url;
             let err = |message: String| FetchError {
                 what: url.clone(),
                 message,
@@ -105,7 +107,7 @@ pub async fn next_pending(
                         .map_err(|e| err(e.to_string()))?,
                 )
             };
-            let etag = Multihash::of(&bytes).to_string();
+            let etag = Multihash::sha3_256(&bytes).to_string();
             if state.is_some_and(|s| s.kind == STATE_ETAG && s.value == etag) {
                 return Ok(None);
             }
@@ -119,6 +121,10 @@ pub async fn next_pending(
                 },
             }))
         }
+        other => Err(FetchError {
+            what: crate::manifest::support::fetch_kind(other).to_owned(),
+            message: "this fetch step is not supported by Weir".into(),
+        }),
     }
 }
 
@@ -135,9 +141,12 @@ mod tests {
         for n in ["b.csv", "a.csv", "c.txt"] {
             std::fs::write(dir.path().join("in").join(n), n).unwrap();
         }
-        let fetch = FetchStep::FilesGlob {
+        let fetch = FetchStep::FilesGlob(odf::FetchStepFilesGlob {
             path: "in/*.csv".into(),
-        };
+            event_time: None,
+            cache: None,
+            order: None,
+        });
         let first = next_pending(dir.path(), &fetch, None)
             .await
             .unwrap()
@@ -163,9 +172,12 @@ mod tests {
         let root = Path::new(".").join(dir.path().file_name().unwrap());
         std::fs::create_dir(root.join("in")).unwrap();
         std::fs::write(root.join("in").join("a.csv"), "a").unwrap();
-        let fetch = FetchStep::FilesGlob {
+        let fetch = FetchStep::FilesGlob(odf::FetchStepFilesGlob {
             path: "in/*.csv".into(),
-        };
+            event_time: None,
+            cache: None,
+            order: None,
+        });
         let first = next_pending(&root, &fetch, None).await.unwrap();
         assert_eq!(first.map(|f| f.name).as_deref(), Some("in/a.csv"));
     }
@@ -174,9 +186,12 @@ mod tests {
     async fn a_url_is_fetched_again_only_when_its_content_changes() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("s.csv"), "1").unwrap();
-        let fetch = FetchStep::Url {
+        let fetch = FetchStep::Url(odf::FetchStepUrl {
             url: "s.csv".into(),
-        };
+            event_time: None,
+            cache: None,
+            headers: None,
+        });
         let first = next_pending(dir.path(), &fetch, None)
             .await
             .unwrap()

@@ -14,8 +14,8 @@ use arrow::compute::{cast, interleave};
 use arrow::datatypes::{Field, Schema};
 use arrow::row::{RowConverter, Rows, SortField};
 
-use crate::chain::event::{MergeStrategy, Vocab};
 use crate::data::{self, DataError, arrow_err};
+use odf::{DatasetVocabulary, MergeStrategy};
 
 /// `+A`: a new record.
 pub const OP_APPEND: i32 = 0;
@@ -40,7 +40,7 @@ pub fn merge(
     strategy: &MergeStrategy,
     prev: Option<&RecordBatch>,
     new: &RecordBatch,
-    vocab: &Vocab,
+    vocab: &DatasetVocabulary,
 ) -> Result<Merged, DataError> {
     let prev_data = prev.map(|p| data::data_columns(p, vocab)).transpose()?;
     let new = match &prev_data {
@@ -52,7 +52,8 @@ pub fn merge(
             ops: vec![OP_APPEND; new.num_rows()],
             data: new,
         }),
-        MergeStrategy::Ledger { primary_key } => {
+        MergeStrategy::Ledger(ledger) => {
+            let primary_key = &ledger.primary_key;
             let seen: HashSet<Vec<u8>> = match &prev_data {
                 Some(p) => key_rows(p, primary_key)?
                     .iter()
@@ -71,10 +72,9 @@ pub fn merge(
                 data,
             })
         }
-        MergeStrategy::Snapshot {
-            primary_key,
-            compare_columns,
-        } => {
+        MergeStrategy::Snapshot(strategy) => {
+            let primary_key = &strategy.primary_key;
+            let compare_columns = &strategy.compare_columns;
             let empty = RecordBatch::new_empty(new.schema());
             let (prev_data, prev_ops) = match (prev, &prev_data) {
                 (Some(p), Some(d)) => (d.clone(), data::op_values(p, vocab)?),
@@ -89,6 +89,12 @@ pub fn merge(
                 vocab,
             )
         }
+        other => Err(DataError::Column {
+            message: format!(
+                "merge strategy `{}` is not supported by Weir",
+                crate::manifest::support::merge_kind(other)
+            ),
+        }),
     }
 }
 
@@ -174,7 +180,7 @@ fn snapshot(
     new: &RecordBatch,
     primary_key: &[String],
     compare_columns: Option<&[String]>,
-    vocab: &Vocab,
+    vocab: &DatasetVocabulary,
 ) -> Result<Merged, DataError> {
     // The state the changelog adds up to: key -> row of `prev` holding its current value.
     let prev_keys = key_rows(prev, primary_key)?;
@@ -200,7 +206,7 @@ fn snapshot(
             .fields()
             .iter()
             .map(|f| f.name().clone())
-            .filter(|n| !primary_key.contains(n) && n != &vocab.event_time)
+            .filter(|n| !primary_key.contains(n) && n != &vocab.event_time_column)
             .collect(),
     };
     let prev_cmp = key_rows(prev, &compare)?;
@@ -269,7 +275,14 @@ mod tests {
     }
 
     fn stored(m: &Merged, first: u64) -> RecordBatch {
-        data::with_system_columns(&m.data, &m.ops, first, Utc::now(), &Vocab::default()).unwrap()
+        data::with_system_columns(
+            &m.data,
+            &m.ops,
+            first,
+            Utc::now(),
+            &DatasetVocabulary::default(),
+        )
+        .unwrap()
     }
 
     fn names(b: &RecordBatch) -> Vec<String> {
@@ -287,10 +300,10 @@ mod tests {
 
     #[test]
     fn ledger_drops_records_already_seen() {
-        let v = Vocab::default();
-        let s = MergeStrategy::Ledger {
+        let v = DatasetVocabulary::default();
+        let s = MergeStrategy::Ledger(odf::MergeStrategyLedger {
             primary_key: vec!["id".into()],
-        };
+        });
         let first = merge(&s, None, &rows(&[1, 2], &["a", "b"]), &v).unwrap();
         let prev = stored(&first, 0);
         let second = merge(&s, Some(&prev), &rows(&[2, 3, 3], &["b", "c", "c2"]), &v).unwrap();
@@ -300,11 +313,11 @@ mod tests {
 
     #[test]
     fn snapshot_emits_appends_corrections_and_retractions() {
-        let v = Vocab::default();
-        let s = MergeStrategy::Snapshot {
+        let v = DatasetVocabulary::default();
+        let s = MergeStrategy::Snapshot(odf::MergeStrategySnapshot {
             primary_key: vec!["id".into()],
             compare_columns: None,
-        };
+        });
         let first = merge(&s, None, &rows(&[1, 2, 3], &["a", "b", "c"]), &v).unwrap();
         assert_eq!(first.ops, [OP_APPEND; 3]);
         let prev = stored(&first, 0);
@@ -325,7 +338,7 @@ mod tests {
 
     #[test]
     fn a_source_whose_columns_change_is_rejected() {
-        let v = Vocab::default();
+        let v = DatasetVocabulary::default();
         let first = merge(&MergeStrategy::Append, None, &rows(&[1], &["a"]), &v).unwrap();
         let prev = stored(&first, 0);
         let other = rows(&[2], &["b"]).project(&[0, 1]).unwrap();

@@ -8,8 +8,8 @@ use arrow::compute::concat_batches;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 
-use crate::chain::event::ReadStep;
 use crate::data::{self, DataError, arrow_err, utc_millis};
+use odf::ReadStep;
 
 /// Parses ODF's DDL column list (`["id BIGINT", "name STRING", "at TIMESTAMP"]`).
 ///
@@ -53,12 +53,10 @@ pub fn parse_ddl(columns: &[String]) -> Result<SchemaRef, DataError> {
 pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, DataError> {
     let ctx = |s: &str| format!("reading {what} as {s}");
     match step {
-        ReadStep::Csv {
-            schema,
-            separator,
-            header,
-        } => {
-            let header = header.unwrap_or(false);
+        ReadStep::Csv(csv) => {
+            let schema = csv.schema.as_deref().unwrap_or_default();
+            let header = csv.header.unwrap_or(false);
+            let separator = &csv.separator;
             let delimiter = match separator.as_deref() {
                 None | Some("") => b',',
                 Some(s) if s.len() == 1 => s.as_bytes()[0],
@@ -86,7 +84,8 @@ pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, Da
                 .map_err(arrow_err(ctx("CSV")))?;
             collect(schema, reader, &ctx("CSV"))
         }
-        ReadStep::NdJson { schema } => {
+        ReadStep::NdJson(json) => {
+            let schema = json.schema.as_deref().unwrap_or_default();
             let schema = if schema.is_empty() {
                 let (s, _) = arrow::json::reader::infer_json_schema_from_seekable(
                     Cursor::new(&bytes),
@@ -102,7 +101,8 @@ pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, Da
                 .map_err(arrow_err(ctx("NDJSON")))?;
             collect(schema, reader, &ctx("NDJSON"))
         }
-        ReadStep::Parquet { schema } => {
+        ReadStep::Parquet(parquet) => {
+            let schema = parquet.schema.as_deref().unwrap_or_default();
             let batch = data::read_parquet(bytes)?;
             if schema.is_empty() {
                 return Ok(batch);
@@ -122,6 +122,12 @@ pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, Da
                 .collect::<Result<Vec<_>, _>>()?;
             RecordBatch::try_new(target, columns).map_err(arrow_err(ctx("Parquet")))
         }
+        other => Err(DataError::Column {
+            message: format!(
+                "read step `{}` is not supported by Weir",
+                crate::manifest::support::read_kind(other)
+            ),
+        }),
     }
 }
 
@@ -142,11 +148,10 @@ mod tests {
 
     #[test]
     fn csv_with_header_is_inferred() {
-        let step = ReadStep::Csv {
-            schema: vec![],
-            separator: None,
+        let step = ReadStep::Csv(odf::ReadStepCsv {
             header: Some(true),
-        };
+            ..Default::default()
+        });
         let b = read(&step, Bytes::from("id,name\n1,a\n2,b\n"), "t.csv").unwrap();
         assert_eq!(b.num_rows(), 2);
         assert_eq!(b.schema().field(0).data_type(), &DataType::Int64);
@@ -154,11 +159,12 @@ mod tests {
 
     #[test]
     fn csv_with_ddl_schema_parses_timestamps() {
-        let step = ReadStep::Csv {
-            schema: vec!["at TIMESTAMP".into(), "v DOUBLE".into()],
+        let step = ReadStep::Csv(odf::ReadStepCsv {
+            schema: Some(vec!["at TIMESTAMP".into(), "v DOUBLE".into()]),
             separator: Some(";".into()),
             header: Some(false),
-        };
+            ..Default::default()
+        });
         let b = read(&step, Bytes::from("2024-01-01T00:00:00Z;1.5\n"), "t.csv").unwrap();
         assert_eq!(b.schema().field(0).data_type(), &utc_millis());
         assert_eq!(b.num_rows(), 1);
@@ -166,7 +172,7 @@ mod tests {
 
     #[test]
     fn ndjson_is_inferred() {
-        let step = ReadStep::NdJson { schema: vec![] };
+        let step = ReadStep::NdJson(odf::ReadStepNdJson::default());
         let b = read(&step, Bytes::from("{\"a\": 1}\n{\"a\": 2}\n"), "t.json").unwrap();
         assert_eq!(b.num_rows(), 2);
     }

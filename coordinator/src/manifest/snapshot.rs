@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::support::{self, Unsupported};
 use super::yaml::{Located, Position};
-use crate::chain::event::{DatasetKind, MergeStrategy, SetPollingSource, SetTransform, SetVocab};
+use odf::{DatasetKind, MergeStrategy, MetadataEvent, SetPollingSource, SetTransform, SetVocab};
 
 /// A manifest that cannot be used.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -80,6 +81,9 @@ pub struct DatasetManifest {
     pub transform: Option<SetTransform>,
     /// Column names, if not the defaults.
     pub vocab: Option<SetVocab>,
+    /// Description, licence and attachments (`SetInfo`, `SetLicense`, `SetAttachments`), carried into the
+    /// chain as they are.
+    pub info: Vec<MetadataEvent>,
     /// Index of each event in `content.metadata`, for error positions.
     pub transform_index: Option<usize>,
     located: Located,
@@ -170,6 +174,7 @@ impl DatasetManifest {
             polling_source: None,
             transform: None,
             vocab: None,
+            info: Vec::new(),
             transform_index: None,
             located: located.clone(),
         };
@@ -187,11 +192,14 @@ impl DatasetManifest {
                         return Err(dup("SetPollingSource"));
                     }
                     let src: SetPollingSource = ctx.typed(&base, Some(&body))?;
-                    match &src.merge {
-                        MergeStrategy::Ledger { primary_key }
-                        | MergeStrategy::Snapshot { primary_key, .. }
-                            if primary_key.is_empty() =>
-                        {
+                    support::check_polling_source(&src).map_err(|e| ctx.unsupported(&base, e))?;
+                    let primary_key = match &src.merge {
+                        MergeStrategy::Ledger(l) => Some(&l.primary_key),
+                        MergeStrategy::Snapshot(s) => Some(&s.primary_key),
+                        _ => None,
+                    };
+                    match primary_key {
+                        Some(primary_key) if primary_key.is_empty() => {
                             return Err(ctx.err(
                                 &format!("{base}.merge.primaryKey"),
                                 "needs at least one column",
@@ -215,6 +223,16 @@ impl DatasetManifest {
                             "a transform needs at least one input",
                         ));
                     }
+                    support::check_sql("transform", t.transform.sql())
+                        .map_err(|e| ctx.unsupported(&base, e))?;
+                    for (k, input) in t.inputs.iter().enumerate() {
+                        if input.dataset_ref.parse::<odf::DatasetId>().is_ok() {
+                            return Err(ctx.err(
+                                &format!("{base}.inputs[{k}].datasetRef"),
+                                "name the input dataset by its name in this workspace; Weir records its id in the chain",
+                            ));
+                        }
+                    }
                     check_sql(&ctx, &format!("{base}.transform"), t.transform.sql())?;
                     m.transform = Some(t);
                     m.transform_index = Some(i);
@@ -225,10 +243,26 @@ impl DatasetManifest {
                     }
                     m.vocab = Some(ctx.typed(&base, Some(&body))?);
                 }
+                "SetInfo" | "SetLicense" | "SetAttachments" => {
+                    if m.info.iter().any(|e| e.name() == event_kind) {
+                        return Err(dup(&event_kind));
+                    }
+                    let mut tagged = body.clone();
+                    if let Some(o) = tagged.as_object_mut() {
+                        o.insert("kind".into(), Value::String(event_kind.clone()));
+                    }
+                    m.info.push(ctx.typed(&base, Some(&tagged))?);
+                }
+                "AddPushSource" | "DisablePushSource" | "DisablePollingSource" => {
+                    return Err(ctx.err(
+                        &format!("{base}.kind"),
+                        format!("`{event_kind}` is not supported by Weir (it pulls polling sources and transforms only)"),
+                    ));
+                }
                 other => {
                     return Err(ctx.err(
                         &format!("{base}.kind"),
-                        format!("unsupported event `{other}` (expected SetPollingSource, SetTransform or SetVocab)"),
+                        format!("unsupported event `{other}` (expected SetPollingSource, SetTransform, SetVocab, SetInfo, SetLicense or SetAttachments)"),
                     ));
                 }
             }
@@ -273,19 +307,16 @@ impl DatasetManifest {
     }
 }
 
-fn check_sql(
-    ctx: &Ctx<'_>,
-    base: &str,
-    sql: &crate::chain::event::TransformSql,
-) -> Result<(), ManifestError> {
+fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &odf::TransformSql) -> Result<(), ManifestError> {
     if sql.engine.trim().is_empty() {
         return Err(ctx.err(&format!("{base}.engine"), "needs an engine name"));
     }
-    let n = sql.normalized();
-    if n.queries.is_empty() || n.queries.iter().any(|q| q.query.trim().is_empty()) {
+    let n = sql.clone().normalize();
+    let queries = n.queries.unwrap_or_default();
+    if queries.is_empty() || queries.iter().any(|q| q.query.trim().is_empty()) {
         return Err(ctx.err(base, "needs a non-empty `query` or `queries`"));
     }
-    if n.queries.last().is_some_and(|q| q.alias.is_some()) {
+    if queries.last().is_some_and(|q| q.alias.is_some()) {
         return Err(ctx.err(
             &format!("{base}.queries"),
             "the last query is the output and must have no alias",
@@ -300,6 +331,26 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// An unsupported field below the event at `base`.
+    fn unsupported(&self, base: &str, e: Unsupported) -> ManifestError {
+        let field = if e.field.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}.{}", e.field)
+        };
+        // The position of the field itself when the manifest has it, else of its parent.
+        if self.located.position_of(&field).is_some() {
+            self.err(&field, e.message)
+        } else {
+            let parent = field.rsplit_once('.').map_or(base, |(p, _)| p);
+            let mut err = self.err(parent, e.message);
+            if let ManifestError::Field { field: f, .. } = &mut err {
+                *f = field;
+            }
+            err
+        }
+    }
+
     fn err(&self, field: &str, message: impl Into<String>) -> ManifestError {
         let Position { line, column } = self
             .located
@@ -343,7 +394,7 @@ impl Ctx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chain::event::{FetchStep, ReadStep};
+    use odf::{FetchStep, ReadStep};
 
     const ROOT: &str = "\
 kind: DatasetSnapshot
@@ -377,24 +428,26 @@ content:
         let src = m.polling_source.unwrap();
         assert_eq!(
             src.fetch,
-            FetchStep::FilesGlob {
-                path: "data/stations-*.csv".into()
-            }
+            FetchStep::FilesGlob(odf::FetchStepFilesGlob {
+                path: "data/stations-*.csv".into(),
+                event_time: None,
+                cache: None,
+                order: None,
+            })
         );
         assert_eq!(
             src.read,
-            ReadStep::Csv {
-                schema: vec![],
-                separator: None,
-                header: Some(true)
-            }
+            ReadStep::Csv(odf::ReadStepCsv {
+                header: Some(true),
+                ..Default::default()
+            })
         );
         assert_eq!(
             src.merge,
-            MergeStrategy::Snapshot {
+            MergeStrategy::Snapshot(odf::MergeStrategySnapshot {
                 primary_key: vec!["station_id".into()],
-                compare_columns: None
-            }
+                compare_columns: None,
+            })
         );
         assert_eq!(
             m.vocab.unwrap().event_time_column.as_deref(),
@@ -449,5 +502,48 @@ content:
                 .line(),
             Some(2)
         );
+    }
+
+    #[test]
+    fn what_weir_does_not_do_is_refused_at_its_field() {
+        let merge = parse(&ROOT.replace("kind: Snapshot", "kind: UpsertStream")).unwrap_err();
+        assert_eq!(
+            merge.field(),
+            Some("content.metadata[0].merge.kind"),
+            "{merge}"
+        );
+        assert_eq!(merge.line(), Some(15), "{merge}");
+        assert!(
+            merge
+                .to_string()
+                .contains("`UpsertStream` is not supported by Weir"),
+            "{merge}"
+        );
+        let quote =
+            parse(&ROOT.replace("header: true", "header: true\n        quote: \"'\"")).unwrap_err();
+        assert_eq!(
+            quote.field(),
+            Some("content.metadata[0].read.quote"),
+            "{quote}"
+        );
+        assert_eq!(quote.line(), Some(14), "{quote}");
+        let push = parse(&ROOT.replace("kind: SetVocab", "kind: AddPushSource")).unwrap_err();
+        assert!(
+            push.to_string()
+                .contains("`AddPushSource` is not supported by Weir"),
+            "{push}"
+        );
+    }
+
+    #[test]
+    fn a_transform_version_is_refused_since_weir_records_the_engine_there() {
+        let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: d\n  kind: Derivative\n  metadata:\n    - kind: SetTransform\n      inputs: [{datasetRef: stations}]\n      transform:\n        kind: Sql\n        engine: datafusion\n        version: '1.0'\n        query: select 1\n";
+        let err = parse(text).unwrap_err();
+        assert_eq!(
+            err.field(),
+            Some("content.metadata[0].transform.version"),
+            "{err}"
+        );
+        assert_eq!(err.line(), Some(12), "{err}");
     }
 }
