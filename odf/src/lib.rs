@@ -11,7 +11,11 @@ mod error;
 mod multibase;
 mod varint;
 
+#[cfg(feature = "arrow")]
+pub mod arrow_schema;
 pub mod dataset_id;
+#[cfg(feature = "arrow")]
+pub mod logical_hash;
 pub mod manifest;
 pub mod multicodec;
 pub mod multihash;
