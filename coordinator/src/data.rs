@@ -7,14 +7,12 @@ use arrow::array::{
 };
 use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use arrow::row::{RowConverter, SortField};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use sha3::{Digest, Sha3_256};
 
 use odf::DatasetVocabulary;
 use odf::Multihash;
@@ -133,54 +131,55 @@ pub fn normalize_system_columns(
         .map_err(arrow_err("normalising system columns"))
 }
 
-/// [`write_parquet`] and [`logical_hash`] of the same batch, on two threads: both read every value,
-/// neither depends on the other, and on large slices each takes seconds.
-pub fn write_parquet_and_hash(
-    batch: &RecordBatch,
-    vocab: &DatasetVocabulary,
-) -> Result<(Bytes, Multihash)> {
-    std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| logical_hash(batch, vocab));
-        let bytes = write_parquet(batch);
-        let hash = hashing.join().map_err(|_| DataError::Panicked {
-            context: "hashing records".to_owned(),
-        })?;
-        Ok((bytes?, hash?))
+/// The batch size kamu reads Parquet slices with when it computes their logical hash (the hash does not
+/// depend on batch boundaries; this only bounds memory).
+pub const LOGICAL_HASH_BATCH_ROWS: usize = 10_000;
+
+/// ODF's logical hash of records ([`odf::logical_hash`]: arrow-digest's `RecordDigestV0` with SHA3-256,
+/// multicodec `arrow0-sha3-256`), what kamu computes and `kamu verify` compares. Independent of the
+/// Parquet encoding, compression, batch boundaries and string encodings (`Utf8` / `Utf8View`).
+pub fn logical_hash(batches: &[RecordBatch]) -> Result<Multihash> {
+    let Some(first) = batches.first() else {
+        return Err(DataError::Column {
+            message: "no records to hash".into(),
+        });
+    };
+    odf::logical_hash::of_batches(first.schema_ref(), batches).map_err(|e| DataError::Column {
+        message: e.to_string(),
     })
 }
 
-/// Weir's logical hash of records: SHA3-256 over the column names and types, then every row in Arrow's
-/// row format. Independent of the Parquet encoding, compression and batch boundaries; system columns are
-/// normalised first (offset Int64, op Int32) so engines that write the spec's unsigned forms hash the same.
-pub fn logical_hash(batch: &RecordBatch, vocab: &DatasetVocabulary) -> Result<Multihash> {
-    let batch = normalize_system_columns(batch, vocab)?;
-    let mut h = Sha3_256::new();
-    for f in batch.schema().fields() {
-        h.update(f.name().as_bytes());
-        h.update([0]);
-        h.update(f.data_type().to_string().as_bytes());
-        h.update([0]);
+/// The logical hash of a stored Parquet slice, over the record batches the Parquet reader yields (batches
+/// of [`LOGICAL_HASH_BATCH_ROWS`], as kamu reads them).
+pub fn logical_hash_of_parquet(bytes: Bytes) -> Result<Multihash> {
+    let context = "hashing a Parquet slice";
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(parquet_err(context))?;
+    let schema = builder.schema().clone();
+    let reader = builder
+        .with_batch_size(LOGICAL_HASH_BATCH_ROWS)
+        .build()
+        .map_err(parquet_err(context))?;
+    let mut hasher =
+        odf::logical_hash::LogicalHasher::new(&schema).map_err(|e| DataError::Column {
+            message: e.to_string(),
+        })?;
+    for batch in reader {
+        let batch = batch.map_err(arrow_err(context))?;
+        hasher.update(&batch).map_err(|e| DataError::Column {
+            message: e.to_string(),
+        })?;
     }
-    if batch.num_columns() > 0 {
-        let conv = RowConverter::new(
-            batch
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )
-        .map_err(arrow_err("hashing records"))?;
-        let rows = conv
-            .convert_columns(batch.columns())
-            .map_err(arrow_err("hashing records"))?;
-        for row in rows.iter() {
-            let bytes = row.as_ref();
-            h.update((bytes.len() as u64).to_le_bytes());
-            h.update(bytes);
-        }
-    }
-    Ok(Multihash::from_sha3_256_digest(h.finalize().into()))
+    Ok(hasher.finish())
+}
+
+/// Whether two schemas have the same columns by ODF's logical types (`Utf8`, `LargeUtf8` and `Utf8View`
+/// are one type, see [`odf::arrow_schema::same_type`]), ignoring nullability and metadata: what "the output
+/// schema changed" means.
+pub fn same_logical_columns(a: &SchemaRef, b: &SchemaRef) -> bool {
+    a.fields().len() == b.fields().len()
+        && a.fields().iter().zip(b.fields()).all(|(x, y)| {
+            x.name() == y.name() && odf::arrow_schema::same_type(x.data_type(), y.data_type())
+        })
 }
 
 /// Adds `offset`, `op` and `system_time` in front of the data columns (which must hold the event time).
@@ -340,33 +339,38 @@ mod tests {
     fn logical_hash_ignores_parquet_encoding_but_not_content() {
         let vocab = DatasetVocabulary::default();
         let b = with_system_columns(&batch(&["a", "b"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
-        let round = read_parquet(write_parquet(&b).unwrap()).unwrap();
-        assert_eq!(
-            logical_hash(&b, &vocab).unwrap(),
-            logical_hash(&round, &vocab).unwrap()
-        );
+        let bytes = write_parquet(&b).unwrap();
+        let h = logical_hash(std::slice::from_ref(&b)).unwrap();
+        assert_eq!(h.codec(), odf::Multicodec::Arrow0_Sha3_256);
+        assert_eq!(logical_hash_of_parquet(bytes).unwrap(), h);
         let other =
             with_system_columns(&batch(&["a", "c"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
-        assert_ne!(
-            logical_hash(&b, &vocab).unwrap(),
-            logical_hash(&other, &vocab).unwrap()
-        );
+        assert_ne!(logical_hash(&[other]).unwrap(), h);
     }
 
     #[test]
-    fn writing_and_hashing_together_gives_what_each_gives_alone() {
+    fn slices_are_snappy_compressed() {
         let vocab = DatasetVocabulary::default();
         let b = with_system_columns(&batch(&["a", "b"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
-        let (bytes, hash) = write_parquet_and_hash(&b, &vocab).unwrap();
-        assert_eq!(hash, logical_hash(&b, &vocab).unwrap());
-        assert_eq!(bytes, write_parquet(&b).unwrap());
-        assert_eq!(read_parquet(bytes).unwrap(), b);
         let metadata = ParquetRecordBatchReaderBuilder::try_new(write_parquet(&b).unwrap())
             .unwrap()
             .metadata()
             .clone();
-        let column = metadata.row_group(0).column(0);
-        assert_eq!(column.compression(), Compression::SNAPPY);
+        assert_eq!(
+            metadata.row_group(0).column(0).compression(),
+            Compression::SNAPPY
+        );
+    }
+
+    #[test]
+    fn strings_as_views_have_the_logical_type_and_hash_of_strings() {
+        let utf8 = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let view = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8View, true)]));
+        assert!(same_logical_columns(&utf8, &view));
+        let a = RecordBatch::try_new(utf8, vec![Arc::new(StringArray::from(vec!["x"]))]).unwrap();
+        let b = RecordBatch::try_new(view, vec![cast(a.column(0), &DataType::Utf8View).unwrap()])
+            .unwrap();
+        assert_eq!(logical_hash(&[a]).unwrap(), logical_hash(&[b]).unwrap());
     }
 
     #[test]

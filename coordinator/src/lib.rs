@@ -32,5 +32,4 @@ pub mod fault;
 pub mod ingest;
 pub mod manifest;
 pub mod scheduler;
-pub mod schema;
 pub mod transaction;

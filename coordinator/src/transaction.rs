@@ -221,7 +221,7 @@ impl Context {
                 if let Some(schema) = schema_event(&chain, &out).map_err(data_err)? {
                     events.push(schema);
                 }
-                Some(self.put_slice(&store, &out, &vocab, first).await?)
+                Some(self.put_slice(&store, &out, first).await?)
             };
             fault::point("after-data", &name);
             // Root datasets write no checkpoint; the step exists so every transaction passes the same steps.
@@ -259,14 +259,14 @@ impl Context {
         &self,
         store: &DatasetStore,
         out: &RecordBatch,
-        vocab: &DatasetVocabulary,
         first: u64,
     ) -> Result<DataSlice, TxError> {
         let data_err = |source| TxError::Data {
             dataset: store.name().to_string(),
             source,
         };
-        let (bytes, logical_hash) = data::write_parquet_and_hash(out, vocab).map_err(data_err)?;
+        let bytes = data::write_parquet(out).map_err(data_err)?;
+        let logical_hash = data::logical_hash_of_parquet(bytes.clone()).map_err(data_err)?;
         let size = bytes.len() as u64;
         let physical_hash = store.put_file(FileKind::Data, bytes).await?;
         Ok(DataSlice {
@@ -495,10 +495,7 @@ impl Context {
         let new_data = match &run.output {
             Some(out) if out.num_rows() > 0 => {
                 schema = schema_event(chain, out).map_err(data_err)?;
-                Some(
-                    self.put_slice(store, out, vocab, plan.next_offset())
-                        .await?,
-                )
+                Some(self.put_slice(store, out, plan.next_offset()).await?)
             }
             _ => None,
         };
@@ -805,10 +802,11 @@ fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
 /// A `SetDataSchema` for the records about to be written, when the chain's schema in force is not theirs
 /// (always before the first data).
 fn schema_event(chain: &Chain, out: &RecordBatch) -> Result<Option<MetadataEvent>, DataError> {
-    let schema =
-        crate::schema::data_schema_from_arrow(&out.schema()).map_err(|e| DataError::Column {
+    let schema = odf::arrow_schema::data_schema_from_arrow(&out.schema()).map_err(|e| {
+        DataError::Column {
             message: e.to_string(),
-        })?;
+        }
+    })?;
     if chain.summary.schema.as_ref() == Some(&schema) {
         return Ok(None);
     }

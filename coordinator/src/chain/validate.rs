@@ -128,6 +128,14 @@ pub enum ChainViolation {
         /// What the input names.
         dataset_ref: String,
     },
+    /// A data slice's file does not match its `DataSlice` (size, logical hash).
+    #[error("block {sequence_number}: {message}")]
+    DataSliceMismatch {
+        /// The block.
+        sequence_number: u64,
+        /// What differs.
+        message: String,
+    },
     /// An `ExecuteTransform`'s inputs do not match the transform in force or the previous step.
     #[error("block {sequence_number}: ExecuteTransform input {index}: {message}")]
     InconsistentInput {
@@ -138,6 +146,16 @@ pub enum ChainViolation {
         /// What is wrong.
         message: String,
     },
+}
+
+impl ChainViolation {
+    /// A data slice whose file does not match what the block says (size or logical hash).
+    pub fn data_slice(sequence_number: u64, message: String) -> Self {
+        ChainViolation::DataSliceMismatch {
+            sequence_number,
+            message,
+        }
+    }
 }
 
 /// What a valid chain adds up to.

@@ -3,26 +3,67 @@
 use serde_json::json;
 
 use super::Output;
-use crate::chain::store::FileKind;
+use crate::chain::store::{FileKind, StoreError};
+use crate::chain::validate::{ChainViolation, check_input_against_chain};
+use crate::data;
 use crate::error::CommandError;
 use crate::transaction::Context;
 
-/// Runs `validate`: every chain is decoded and checked against the chain rules, and every data slice and
-/// checkpoint it references is read and its hash checked.
+/// Runs `validate`: every chain is decoded and checked against the chain rules, every `ExecuteTransform`
+/// input against the input's chain, and every data slice and checkpoint it references is read and its
+/// physical hash, size and (for data) logical hash checked.
 pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
     let mut lines = vec![format!(
         "{} manifest(s) valid",
         ctx.workspace.datasets.len()
     )];
     let mut items = Vec::new();
+    let mut chains_by_id: std::collections::HashMap<odf::DatasetId, crate::chain::store::Chain> =
+        std::collections::HashMap::new();
     for name in ctx.workspace.topological_order()? {
         let store = ctx.storage.dataset(&name);
         let chain = store.chain().await?;
+        let invalid = |source| StoreError::InvalidChain {
+            dataset: name.clone(),
+            source,
+        };
         let mut files = 0;
         for (_, b) in &chain.blocks {
+            let seq = b.sequence_number;
             if let Some(d) = b.event.new_data() {
-                store.get_file(FileKind::Data, &d.physical_hash).await?;
+                let bytes = store.get_file(FileKind::Data, &d.physical_hash).await?;
+                if bytes.len() as u64 != d.size {
+                    return Err(invalid(ChainViolation::data_slice(
+                        seq,
+                        format!(
+                            "data file {} has {} bytes, the block says {}",
+                            d.physical_hash,
+                            bytes.len(),
+                            d.size
+                        ),
+                    ))
+                    .into());
+                }
+                let logical = data::logical_hash_of_parquet(bytes)?;
+                if logical != d.logical_hash {
+                    return Err(invalid(ChainViolation::data_slice(
+                        seq,
+                        format!(
+                            "data file {} has logical hash {logical}, the block says {}",
+                            d.physical_hash, d.logical_hash
+                        ),
+                    ))
+                    .into());
+                }
                 files += 1;
+            }
+            if let odf::MetadataEvent::ExecuteTransform(t) = &b.event {
+                for (index, input) in t.query_inputs.iter().enumerate() {
+                    if let Some(in_chain) = chains_by_id.get(&input.dataset_id) {
+                        check_input_against_chain(seq, index, input, &in_chain.blocks)
+                            .map_err(invalid)?;
+                    }
+                }
             }
             if let odf::MetadataEvent::ExecuteTransform(t) = &b.event
                 && let Some(c) = &t.new_checkpoint
@@ -32,6 +73,9 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
                     .await?;
                 files += 1;
             }
+        }
+        if let Some(id) = chain.summary.dataset_id {
+            chains_by_id.insert(id, chain.clone());
         }
         lines.push(format!(
             "{name}: {} block(s), {files} file(s) ok",

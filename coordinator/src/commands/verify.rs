@@ -146,7 +146,7 @@ pub async fn replay(
             .await?;
         let replayed = match &run.output {
             Some(o) if o.num_rows() > 0 => {
-                let h = data::logical_hash(o, &vocab)?;
+                let h = data::logical_hash(std::slice::from_ref(o))?;
                 Some((
                     plan.next_offset(),
                     plan.next_offset() + o.num_rows() as u64 - 1,

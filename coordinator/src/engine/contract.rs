@@ -134,7 +134,7 @@ pub fn check_transform_output(
                 message: e.to_string(),
             })?
             .schema();
-        if !crate::schema::same_logical_schema(prev, &now) {
+        if !data::same_logical_columns(prev, &now) {
             return Err(ContractViolation::SchemaChanged {
                 previous: data::schema_text(prev),
                 found: data::schema_text(&now),
