@@ -801,7 +801,10 @@ fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
 
 /// A `SetDataSchema` for the records about to be written, when the chain's schema in force is not theirs
 /// (always before the first data).
-fn schema_event(chain: &Chain, out: &RecordBatch) -> Result<Option<MetadataEvent>, DataError> {
+pub(crate) fn schema_event(
+    chain: &Chain,
+    out: &RecordBatch,
+) -> Result<Option<MetadataEvent>, DataError> {
     let schema = odf::arrow_schema::data_schema_from_arrow(&out.schema()).map_err(|e| {
         DataError::Column {
             message: e.to_string(),
@@ -817,7 +820,11 @@ fn schema_event(chain: &Chain, out: &RecordBatch) -> Result<Option<MetadataEvent
 
 /// Makes the `SetTransform` in force record `engine` before a step runs: the pending one of this
 /// transaction gets it, or, when the chain's records another engine, a copy with the new version is added.
-fn record_engine(chain: &Chain, events: &mut Vec<MetadataEvent>, engine: &EngineIdentity) {
+pub(crate) fn record_engine(
+    chain: &Chain,
+    events: &mut Vec<MetadataEvent>,
+    engine: &EngineIdentity,
+) {
     let version = Some(engine.to_version());
     let pending = events.iter_mut().rev().find_map(|e| match e {
         MetadataEvent::SetTransform(t) => Some(t),
@@ -948,6 +955,30 @@ impl Context {
     }
 }
 
+/// A transaction's blocks with their hashes, linked after the chain's head, numbered on from its last
+/// block and sharing the transaction's system time (as kamu commits a SetDataSchema with its data).
+pub fn link_blocks(
+    chain: &Chain,
+    events: Vec<MetadataEvent>,
+    now: DateTime<Utc>,
+) -> Vec<(Multihash, MetadataBlock)> {
+    let mut prev = chain.summary.head;
+    let first = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
+    let mut out = Vec::with_capacity(events.len());
+    for (sequence_number, event) in (first..).zip(events) {
+        let block = MetadataBlock {
+            system_time: now,
+            prev_block_hash: prev,
+            sequence_number,
+            event,
+        };
+        let hash = MetadataBlock::hash(&block.encode());
+        prev = Some(hash);
+        out.push((hash, block));
+    }
+    out
+}
+
 /// Writes the blocks of a transaction, then moves the head: the commit point.
 async fn commit(
     store: &DatasetStore,
@@ -958,17 +989,12 @@ async fn commit(
     more: bool,
     engine_time: Duration,
 ) -> Result<TxOutcome, TxError> {
-    let mut prev = chain.summary.head;
-    let first = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
     let blocks = events.len() as u64;
-    for (sequence_number, event) in (first..).zip(events) {
-        let block = MetadataBlock {
-            system_time: now,
-            prev_block_hash: prev,
-            sequence_number,
-            event,
-        };
-        prev = Some(store.put_block(&block).await?);
+    let mut prev = chain.summary.head;
+    for (hash, block) in link_blocks(chain, events, now) {
+        let written = store.put_block(&block).await?;
+        debug_assert_eq!(written, hash);
+        prev = Some(written);
     }
     fault::point("after-blocks", store.name());
     let head = prev.ok_or_else(|| TxError::Scratch {
