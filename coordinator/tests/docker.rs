@@ -194,9 +194,9 @@ fn recorded_engines(ws: &Path, dataset: &str) -> Vec<Value> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| &b["block"]["event"])
-        .filter(|e| e["kind"] == "ExecuteTransform")
-        .map(|e| e["engine"].clone())
+        .filter(|b| b["block"]["event"]["kind"] == "ExecuteTransform")
+        // The engine recorded by the SetTransform in force (its `version`), as `weir log` reads it.
+        .map(|b| b["engine"].clone())
         .collect()
 }
 
@@ -259,8 +259,8 @@ fn pulling_through_docker_gives_the_records_of_the_embedded_engine_and_records_t
     assert!(docker_table.len() > 12, "{docker_table:?}");
     assert_eq!(docker_table, table(embedded.path()));
 
-    // Every ExecuteTransform block records the image it ran from, pinned by the id the daemon
-    // reports, and the runtime.
+    // Every ExecuteTransform step records the image it ran from (in the SetTransform in force), pinned
+    // by the id the daemon reports, and the runtime.
     for dataset in DERIVATIVES {
         let engines = recorded_engines(in_docker.path(), dataset);
         assert!(
@@ -283,6 +283,20 @@ fn pulling_through_docker_gives_the_records_of_the_embedded_engine_and_records_t
             );
         }
     }
+    let log: Value = serde_json::from_str(&ok(
+        in_docker.path(),
+        &["--format", "json", "log", "readings.daily"],
+    ))
+    .unwrap();
+    let versions: Vec<_> = log["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| &b["block"]["event"])
+        .filter(|e| e["kind"] == "SetTransform")
+        .map(|e| e["transform"]["version"].clone())
+        .collect();
+    assert_eq!(versions, [Value::from(format!("docker:{}", image.pinned))]);
     let log = ok(in_docker.path(), &["log", "readings.daily"]);
     assert!(
         log.contains(&format!("engine=datafusion (docker {})", image.pinned)),

@@ -76,6 +76,16 @@ pub enum StoreError {
         /// What the file holds.
         text: String,
     },
+    /// The chain was written by Weir before it wrote ODF chains.
+    #[error(
+        "dataset `{dataset}` was written by an older Weir, before its chains were ODF's ({reason}); it needs `weir upgrade`, which this build does not have yet: keep using the Weir that wrote it"
+    )]
+    OldFormat {
+        /// Dataset name.
+        dataset: String,
+        /// What gives the old format away.
+        reason: String,
+    },
     /// The chain breaks a rule.
     #[error("metadata chain of dataset `{dataset}` is invalid: {source}")]
     InvalidChain {
@@ -367,15 +377,58 @@ impl DatasetStore {
         blocks.reverse();
         let mut v = ChainValidator::default();
         for (h, b) in &blocks {
-            v.push(*h, b).map_err(|source| StoreError::InvalidChain {
-                dataset: self.name.clone(),
-                source,
-            })?;
+            if let Err(source) = v.push(*h, b) {
+                if let Some(reason) = self.old_format(&blocks).await? {
+                    return Err(StoreError::OldFormat {
+                        dataset: self.name.clone(),
+                        reason,
+                    });
+                }
+                return Err(StoreError::InvalidChain {
+                    dataset: self.name.clone(),
+                    source,
+                });
+            }
         }
         Ok(Chain {
             blocks,
             summary: v.summary().clone(),
         })
+    }
+
+    /// What marks a chain as written by Weir before its chains were ODF's, if anything: a block whose bytes
+    /// are not odf's encoding of it (the old engine record in a slot ODF does not have), a logical hash
+    /// with multicodec 0x16 instead of 0x300016, transform inputs by name.
+    async fn old_format(
+        &self,
+        blocks: &[(Multihash, MetadataBlock)],
+    ) -> Result<Option<String>, StoreError> {
+        for (h, b) in blocks {
+            if let Some(d) = b.event.new_data()
+                && d.logical_hash.codec() == odf::Multicodec::Sha3_256
+            {
+                return Ok(Some(format!(
+                    "block #{} has a logical hash with multicodec 0x16, not ODF's 0x300016",
+                    b.sequence_number
+                )));
+            }
+            if let odf::MetadataEvent::SetTransform(t) = &b.event
+                && t.inputs.iter().any(|i| i.dataset_id().is_none())
+            {
+                return Ok(Some(format!(
+                    "block #{} names transform inputs by name, not by dataset id",
+                    b.sequence_number
+                )));
+            }
+            let bytes = self.get_file(FileKind::Block, h).await?;
+            if b.encode() != bytes {
+                return Ok(Some(format!(
+                    "block #{} is not in ODF's canonical encoding",
+                    b.sequence_number
+                )));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -27,7 +27,7 @@ pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
             _ => None,
         };
         text.push(format!("  {}", describe(&b.event, engine.as_ref())));
-        blocks.push(json!({ "hash": hash, "block": b }));
+        blocks.push(json!({ "hash": hash, "block": b, "engine": engine }));
     }
     if text.is_empty() {
         text.push(format!(
