@@ -123,6 +123,12 @@ impl CommandError {
             CommandError::Mismatch { .. } => {
                 Some("`weir log DATASET` shows the recorded blocks and engines")
             }
+            CommandError::PullFailed {
+                code: exit::BAD_DATA,
+                ..
+            } => Some(
+                "fix the file at the place named (nothing of it was committed), then rerun `weir pull`",
+            ),
             CommandError::PullFailed { .. } => {
                 Some("datasets that failed keep their previous head; rerun `weir pull`")
             }
@@ -137,6 +143,7 @@ pub fn tx_code(t: &TxError) -> u8 {
         TxError::Store(_) => exit::STORAGE,
         TxError::Engine { source, .. } => engine_code(source),
         TxError::UnknownDataset { .. } => exit::NOT_FOUND,
+        TxError::BadData { .. } => exit::BAD_DATA,
         TxError::Data { .. } | TxError::Fetch { .. } | TxError::Scratch { .. } => exit::FAILURE,
     }
 }

@@ -18,6 +18,8 @@ pub const ENGINE_FAILED: u8 = 6;
 pub const MISMATCH: u8 = 7;
 /// Stored data is unreadable or a chain is invalid.
 pub const STORAGE: u8 = 8;
+/// Ingest refused a source file's data (the message names the file, line and column); nothing was committed.
+pub const BAD_DATA: u8 = 10;
 
 /// The table printed by `weir --help`.
 pub const EXIT_CODES_HELP: &str = "\
@@ -30,4 +32,5 @@ Exit codes:
   5  an engine rejected a query (InvalidQuery, with the engine's SQL error)
   6  an engine failed or broke the contract (the dataset keeps its previous head)
   7  verify / engine deprecate found a mismatch
-  8  storage unreadable or a metadata chain is invalid";
+  8  storage unreadable or a metadata chain is invalid
+ 10  input data refused: the message names the file, line and column";

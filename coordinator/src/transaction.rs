@@ -20,6 +20,7 @@ use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use crate::fault;
 use crate::hash::Multihash;
+use crate::ingest::error::BadData;
 use crate::ingest::{fetch, merge, read};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
@@ -38,6 +39,15 @@ pub enum TxError {
         /// Why.
         #[source]
         source: DataError,
+    },
+    /// Ingest refused the source file's data.
+    #[error("dataset `{dataset}`: {source}")]
+    BadData {
+        /// The dataset.
+        dataset: String,
+        /// What was refused, where (boxed: it is the largest of these errors).
+        #[source]
+        source: Box<BadData>,
     },
     /// The source could not be fetched.
     #[error("dataset `{dataset}`: {source}")]
