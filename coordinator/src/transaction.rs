@@ -5,9 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::{cast, concat_batches};
-use arrow::datatypes::{Field, Schema};
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
@@ -20,8 +19,10 @@ use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use crate::fault;
 use crate::hash::Multihash;
-use crate::ingest::error::BadData;
-use crate::ingest::{fetch, merge, read};
+use crate::ingest::check::Checks;
+use crate::ingest::error::{BadData, IngestError, Places, Unit};
+use crate::ingest::read::Placed;
+use crate::ingest::{self, fetch, merge, read};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
 
@@ -180,11 +181,22 @@ impl Context {
         let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
             info!(dataset = %name, file = %file.name, "ingesting");
-            let mut batch = read::read(&src.read, file.bytes, &file.name).map_err(data_err)?;
-            if let Some(pre) = &src.preprocess {
-                (batch, engine_time) = self.preprocess(&name, pre.sql(), &batch).await?;
-            }
-            let batch = with_event_time(&batch, &vocab, now).map_err(data_err)?;
+            // Every check of the file's data runs before anything is written.
+            let mut checks = Checks::new(&file.name, &vocab, &src.merge, None, now);
+            let batch = match &src.preprocess {
+                None => ingest::read_checked(&src.read, file.bytes, &file.name, &mut checks)
+                    .map_err(|e| ingest_err(&name, e))?,
+                Some(pre) => {
+                    let raw = read::read(&src.read, file.bytes, &file.name)
+                        .map_err(|e| ingest_err(&name, e))?;
+                    let out;
+                    (out, engine_time) = self.preprocess(&name, pre.sql(), &raw).await?;
+                    let places = Places::run(Unit::OutputRow, 1, out.num_rows());
+                    checks
+                        .check(&Placed { batch: out, places })
+                        .map_err(|e| ingest_err(&name, e))?
+                }
+            };
             let needs_prev = !matches!(src.merge, MergeStrategy::Append);
             let prev = if needs_prev {
                 load_all(&store, &chain)
@@ -881,48 +893,16 @@ pub async fn load_all(
     })
 }
 
-/// Ensures an event time column of type `Timestamp(ms, UTC)`; without one, the system time is used.
-fn with_event_time(
-    batch: &RecordBatch,
-    vocab: &Vocab,
-    now: DateTime<Utc>,
-) -> Result<RecordBatch, DataError> {
-    let schema = batch.schema();
-    let mut fields: Vec<Field> = Vec::new();
-    let mut columns: Vec<ArrayRef> = Vec::new();
-    let mut found = false;
-    for (f, c) in schema.fields().iter().zip(batch.columns()) {
-        if [&vocab.offset, &vocab.op, &vocab.system_time].contains(&f.name()) {
-            return Err(DataError::Column {
-                message: format!(
-                    "the source has a column named `{}`, which the coordinator writes itself",
-                    f.name()
-                ),
-            });
-        }
-        if f.name() == &vocab.event_time {
-            found = true;
-            let c = cast(c, &data::utc_millis()).map_err(data::arrow_err(format!(
-                "reading `{}` as a UTC timestamp",
-                f.name()
-            )))?;
-            fields.push(Field::new(f.name(), data::utc_millis(), true));
-            columns.push(c);
-        } else {
-            fields.push(f.as_ref().clone().with_nullable(true));
-            columns.push(c.clone());
-        }
+fn ingest_err(dataset: &str, e: IngestError) -> TxError {
+    match e {
+        IngestError::BadData(source) => TxError::BadData {
+            dataset: dataset.to_string(),
+            source: Box::new(source),
+        },
+        IngestError::Data(source) => TxError::Data {
+            dataset: dataset.to_string(),
+            source,
+        },
+        IngestError::Store(s) => TxError::Store(s),
     }
-    if !found {
-        fields.push(Field::new(&vocab.event_time, data::utc_millis(), true));
-        columns.push(Arc::new(
-            arrow::array::TimestampMillisecondArray::from(vec![
-                now.timestamp_millis();
-                batch.num_rows()
-            ])
-            .with_timezone("UTC"),
-        ));
-    }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .map_err(data::arrow_err("adding event time"))
 }
