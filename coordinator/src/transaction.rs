@@ -182,7 +182,10 @@ impl Context {
         if let Some(file) = next {
             info!(dataset = %name, file = %file.name, "ingesting");
             // Every check of the file's data runs before anything is written.
-            let mut checks = Checks::new(&file.name, &vocab, &src.merge, None, now);
+            let schema = ingest::schema::dataset_schema(&store, &chain, &vocab)
+                .await
+                .map_err(|e| ingest_err(&name, e))?;
+            let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
             let batch = match &src.preprocess {
                 None => ingest::read_checked(&src.read, file.bytes, &file.name, &mut checks)
                     .map_err(|e| ingest_err(&name, e))?,
