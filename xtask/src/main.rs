@@ -17,7 +17,7 @@ Tasks:
   bench     Criterion benchmarks: [--quick] [-p CRATE]... [FILTER] [-- ARGS]
             (figures tables go to target/bench-reports/, see docs/benchmarks.md)
   build     Build the workspace and every dispatcher plugin; print where the .so files are
-  codegen   Regenerate engine-contract's FlatBuffers code with a matching flatc (needs cmake)
+  codegen   Regenerate engine-contract's and odf's FlatBuffers code with a matching flatc (needs cmake)
   image     Engine images FROM scratch with static binaries (--engine reference|test|all, --release)
   help      This text
 ";
@@ -167,40 +167,115 @@ fn bench(rest: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// One FlatBuffers schema that `cargo xtask codegen` compiles into committed Rust code.
+struct Codegen {
+    /// The schema, relative to the workspace root.
+    schema: &'static str,
+    /// Where flatc writes, relative to the workspace root.
+    out_dir: &'static str,
+    /// The file flatc writes there (`<schema stem>_generated.rs`).
+    generated: &'static str,
+    /// Applied to the formatted code before it is written back; fails loudly when the text it expects is
+    /// not there (a new flatc or schema must be looked at, not silently half-patched).
+    post_process: fn(String) -> Result<String, String>,
+}
+
+const CODEGEN: &[Codegen] = &[
+    Codegen {
+        schema: "engine-contract/schema/engine.fbs",
+        out_dir: "engine-contract/src/generated",
+        generated: "engine_generated.rs",
+        post_process: Ok,
+    },
+    Codegen {
+        schema: "odf/schema/odf.fbs",
+        out_dir: "odf/src/generated",
+        generated: "odf_generated.rs",
+        post_process: odf_timestamp_alignment_1,
+    },
+];
+
 /// `cargo xtask codegen`: regenerates `engine-contract/src/generated/` from
-/// `engine-contract/schema/engine.fbs` with a flatc of the same release as the
-/// pinned `flatbuffers` crate. That flatc is built from bundled sources by the
-/// `xtask/flatc` crate (its own workspace, needs cmake and a C++ compiler), so
-/// the normal build never compiles it. The output is formatted with rustfmt
-/// and committed.
+/// `engine-contract/schema/engine.fbs` and `odf/src/generated/` from `odf/schema/odf.fbs` with a flatc of the
+/// same release as the pinned `flatbuffers` crate. That flatc is built from bundled sources by the
+/// `xtask/flatc` crate (its own workspace, needs cmake and a C++ compiler, built under
+/// `$CARGO_TARGET_DIR/flatc` or `target/flatc`), so the normal build never compiles it. The output is
+/// formatted with rustfmt, post-processed where [`CODEGEN`] says so, and committed.
 fn codegen() -> Result<(), String> {
-    let schema = "engine-contract/schema/engine.fbs";
-    let out_dir = "engine-contract/src/generated";
-    cargo(&[
-        "run",
-        "--quiet",
-        "--manifest-path",
-        "xtask/flatc/Cargo.toml",
-        "--target-dir",
-        "target/flatc",
-        "--",
-        "--rust",
-        "-o",
-        out_dir,
-        schema,
-    ])?;
-    let generated = root().join(out_dir).join("engine_generated.rs");
-    let status = Command::new("rustfmt")
-        .args(["--edition", "2024"])
-        .arg(&generated)
-        .status()
-        .map_err(|e| format!("could not run rustfmt: {e}"))?;
-    if status.success() {
+    let flatc_target = env::var_os("CARGO_TARGET_DIR")
+        .map(|dir| PathBuf::from(dir).join("flatc"))
+        .unwrap_or_else(|| root().join("target").join("flatc"));
+    let flatc_target = flatc_target.to_string_lossy().into_owned();
+    for job in CODEGEN {
+        cargo(&[
+            "run",
+            "--quiet",
+            "--manifest-path",
+            "xtask/flatc/Cargo.toml",
+            "--target-dir",
+            &flatc_target,
+            "--",
+            "--rust",
+            "-o",
+            job.out_dir,
+            job.schema,
+        ])?;
+        let generated = root().join(job.out_dir).join(job.generated);
+        let status = Command::new("rustfmt")
+            .args(["--edition", "2024"])
+            .arg(&generated)
+            .status()
+            .map_err(|e| format!("could not run rustfmt: {e}"))?;
+        if !status.success() {
+            return Err(format!("rustfmt {} failed ({status})", generated.display()));
+        }
+        let code = std::fs::read_to_string(&generated)
+            .map_err(|e| format!("could not read {}: {e}", generated.display()))?;
+        let code = (job.post_process)(code)
+            .map_err(|e| format!("post-processing {} failed: {e}", generated.display()))?;
+        std::fs::write(&generated, code)
+            .map_err(|e| format!("could not write {}: {e}", generated.display()))?;
         eprintln!("xtask: regenerated {}", generated.display());
-        Ok(())
-    } else {
-        Err(format!("rustfmt {} failed ({status})", generated.display()))
     }
+    Ok(())
+}
+
+/// The `alignment()` override flatc writes into `impl ::flatbuffers::Push for Timestamp` (rustfmt'ed).
+const TIMESTAMP_ALIGNMENT_OVERRIDE: &str = "
+    #[inline]
+    fn alignment() -> ::flatbuffers::PushAlignment {
+        ::flatbuffers::PushAlignment::new(4)
+    }
+";
+
+/// ODF manifest version 2 pushes the `Timestamp` struct with alignment 1, not the 4 that flatc generates:
+/// kamu-cli up to 0.264 (e.g. ba5878ea, which kamu-engine-datafusion 0.9 locks) removes this override from
+/// its generated code (kamu issue 1084), so a version-2 block can place a `Timestamp` at any byte (the
+/// vectors put `system_time` at byte 30 of `root/00_Seed.bin`'s inner buffer). Manifest version 3 (kamu
+/// 0.265) aligns it to 4. Weir writes version 2, so it does what kamu did: removes the override and lets
+/// `Push` fall back to `align_of::<Timestamp>()`, which is 1 (the struct is a `[u8; 16]`).
+fn odf_timestamp_alignment_1(code: String) -> Result<String, String> {
+    let impl_start = code
+        .find("impl<'b> ::flatbuffers::Push for Timestamp {")
+        .ok_or("`impl<'b> ::flatbuffers::Push for Timestamp` not found")?;
+    let impl_len = code[impl_start..]
+        .find("\n}\n")
+        .ok_or("end of `impl flatbuffers::Push for Timestamp` not found")?;
+    // The body up to and including the newline before the closing brace.
+    let body = &code[impl_start..=impl_start + impl_len];
+    let at = body.find(TIMESTAMP_ALIGNMENT_OVERRIDE).ok_or(
+        "the `fn alignment()` override of `impl ::flatbuffers::Push for Timestamp` is not in the form \
+         expected (PushAlignment::new(4)); flatc or the schema changed, look at the generated code",
+    )?;
+    let at = impl_start + at;
+    let mut out = String::with_capacity(code.len());
+    out.push_str(&code[..at]);
+    out.push('\n');
+    out.push_str(&code[at + TIMESTAMP_ALIGNMENT_OVERRIDE.len()..]);
+    if out.contains(TIMESTAMP_ALIGNMENT_OVERRIDE) {
+        return Err("more than one `fn alignment()` override of Timestamp".to_owned());
+    }
+    Ok(out)
 }
 
 /// `cargo xtask build [CARGO BUILD ARGS]`: builds the workspace, which
