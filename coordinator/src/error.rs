@@ -117,6 +117,14 @@ impl CommandError {
             CommandError::Engine(EngineFailure::NotConfigured { .. }) => {
                 Some("configure the engine under `engines:` in weir.yaml or pick another --engine")
             }
+            CommandError::Store(StoreError::HashMismatch { .. } | StoreError::Missing { .. }) => {
+                Some(
+                    "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
+                )
+            }
+            CommandError::Store(StoreError::HeadMissing { .. } | StoreError::BadHead { .. }) => {
+                Some("restore the head as the message says, then run `weir validate`")
+            }
             CommandError::UnknownDataset { .. } => {
                 Some("`weir list` shows the datasets of the workspace")
             }

@@ -25,6 +25,7 @@ pub mod chain;
 pub mod cli;
 pub mod commands;
 pub mod data;
+pub mod durable;
 pub mod engine;
 pub mod error;
 pub mod exit;
