@@ -47,6 +47,20 @@ pub enum CommandError {
         /// What differed, where.
         summary: String,
     },
+    /// Stored files of a chain are missing, unreadable or corrupt (`verify`).
+    #[error(
+        "dataset `{dataset}`: {} of the {checked} stored file(s) its chain references failed the check:\n  - {}",
+        problems.len(),
+        problems.join("\n  - ")
+    )]
+    StoredFiles {
+        /// The dataset.
+        dataset: String,
+        /// How many files were checked.
+        checked: usize,
+        /// One line per file: block, file, expected and actual hash.
+        problems: Vec<String>,
+    },
     /// Datasets failed during a pull.
     #[error("{failed} dataset(s) failed: {}", messages.join("; "))]
     PullFailed {
@@ -84,7 +98,9 @@ impl CommandError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CommandError::Workspace(_) => exit::INVALID_WORKSPACE,
-            CommandError::Store(_) | CommandError::Data(_) => exit::STORAGE,
+            CommandError::Store(_) | CommandError::Data(_) | CommandError::StoredFiles { .. } => {
+                exit::STORAGE
+            }
             CommandError::Transaction(t) => tx_code(t),
             CommandError::Engine(e) => engine_code(e),
             CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => {
@@ -117,11 +133,10 @@ impl CommandError {
             CommandError::Engine(EngineFailure::NotConfigured { .. }) => {
                 Some("configure the engine under `engines:` in weir.yaml or pick another --engine")
             }
-            CommandError::Store(StoreError::HashMismatch { .. } | StoreError::Missing { .. }) => {
-                Some(
-                    "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
-                )
-            }
+            CommandError::Store(StoreError::HashMismatch { .. } | StoreError::Missing { .. })
+            | CommandError::StoredFiles { .. } => Some(
+                "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
+            ),
             CommandError::Store(StoreError::HeadMissing { .. } | StoreError::BadHead { .. }) => {
                 Some("restore the head as the message says, then run `weir validate`")
             }

@@ -22,9 +22,10 @@ fn add_day(dir: &Path, day: u32) {
     .unwrap();
 }
 
-/// One file a chain references: its hash and its path.
+/// One file a chain references: the sequence number of the block that references it, its hash and path.
 #[derive(Debug, Clone)]
 struct Stored {
+    sequence_number: u64,
     hash: Multihash,
     path: PathBuf,
 }
@@ -51,6 +52,7 @@ fn stored(dir: &Path, dataset: &str, kind: FileKind) -> Vec<Stored> {
                     _ => None,
                 }?;
                 Some(Stored {
+                    sequence_number: b.sequence_number,
                     hash,
                     path: store.local_path(kind, &hash).unwrap(),
                 })
@@ -276,4 +278,45 @@ fn every_file_of_a_transaction_is_fsynced_before_the_head_that_commits_it() {
             }
         }
     }
+}
+
+#[test]
+fn verify_checks_every_stored_output_slice_and_checkpoint_and_reports_each_problem() {
+    let ws = workspace();
+    let dir = ws.path();
+    ok(dir, &["pull", "--all", "--quiet"]);
+    let out = ok(dir, &["verify", "readings.daily"]);
+    assert!(out.contains("stored file(s) intact"), "{out}");
+
+    // One output slice deleted, the checkpoint replaced by other bytes.
+    let slice = stored(dir, "readings.daily", FileKind::Data).pop().unwrap();
+    let checkpoint = stored(dir, "readings.daily", FileKind::Checkpoint)
+        .pop()
+        .unwrap();
+    std::fs::remove_file(&slice.path).unwrap();
+    std::fs::write(&checkpoint.path, b"not the checkpoint").unwrap();
+    let forged = Multihash::of(b"not the checkpoint");
+
+    let err = fails(dir, &["verify", "readings.daily"], 8);
+    assert!(err.contains("dataset `readings.daily`"), "{err}");
+    assert!(
+        err.contains(&format!("block #{}", slice.sequence_number)),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("data slice: {} is missing", slice.path.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("block #{}", checkpoint.sequence_number)),
+        "{err}"
+    );
+    assert_names_swap(&err, &checkpoint, &forged);
+    assert!(!err.contains("identical"), "{err}");
+
+    // A root's stored slices are checked too, though it has no transform to replay.
+    let first = stored(dir, "readings", FileKind::Data).remove(0);
+    std::fs::write(&first.path, b"garbage").unwrap();
+    let err = fails(dir, &["verify", "readings"], 8);
+    assert_names_swap(&err, &first, &Multihash::of(b"garbage"));
 }
