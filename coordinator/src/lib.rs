@@ -35,3 +35,4 @@ pub mod ingest;
 pub mod manifest;
 pub mod scheduler;
 pub mod transaction;
+pub mod workspace_lock;

@@ -8,6 +8,7 @@ use coordinator::cli::{Cli, Command, EngineCommand, Format};
 use coordinator::commands::{self, Output};
 use coordinator::error::CommandError;
 use coordinator::exit;
+use coordinator::workspace_lock::WorkspaceLock;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -75,6 +76,17 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         _ => Duration::from_secs(600),
     };
     let ctx = commands::open(&cli.workspace, cli.engine_runtime, deadline)?;
+    // Writers hold the workspace lock until the command ends; readers never take it.
+    let _lock = if cli.command.writes() {
+        let path = WorkspaceLock::path_for(&ctx.storage, &ctx.workspace.root);
+        Some(if cli.wait_lock {
+            WorkspaceLock::acquire_waiting(&path).await?
+        } else {
+            WorkspaceLock::try_acquire(&path)?
+        })
+    } else {
+        None
+    };
     match &cli.command {
         Command::Pull {
             all,
