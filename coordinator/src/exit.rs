@@ -20,6 +20,10 @@ pub const MISMATCH: u8 = 7;
 pub const STORAGE: u8 = 8;
 /// Another `weir` process is writing the workspace (the workspace lock is held).
 pub const LOCKED: u8 = 9;
+/// Stopped by SIGINT (Ctrl-C): 128 + 2, as shells report it. Engines stopped, scratch removed.
+pub const INTERRUPTED: u8 = 130;
+/// Stopped by SIGTERM: 128 + 15. Engines stopped, scratch removed.
+pub const TERMINATED: u8 = 143;
 
 /// The table printed by `weir --help`.
 pub const EXIT_CODES_HELP: &str = "\
@@ -35,4 +39,7 @@ Exit codes:
   8  storage unreadable, a stored file missing or not matching its hash, a lost head, or a metadata chain
      invalid (verify reports every stored file that fails its check this way)
   9  the workspace is locked: another weir process is writing it (pull, engine deprecate); pass
-     --wait-lock to wait for it instead";
+     --wait-lock to wait for it instead
+  130  stopped by SIGINT (Ctrl-C), 143 stopped by SIGTERM: transactions in flight are abandoned (their
+     datasets keep their previous head), engine processes and containers are stopped and removed, and
+     scratch folders removed";

@@ -34,5 +34,6 @@ pub mod hash;
 pub mod ingest;
 pub mod manifest;
 pub mod scheduler;
+pub mod scratch;
 pub mod transaction;
 pub mod workspace_lock;

@@ -52,7 +52,10 @@ fn a_second_writer_fails_at_once_with_exit_9_naming_the_holder_and_readers_do_no
         );
         assert!(err.contains("weir.lock"), "{err}");
         assert!(err.contains("--wait-lock"), "{err}");
-        assert!(!err.contains("Some(") && !err.contains(" { "), "no Debug text: {err}");
+        assert!(
+            !err.contains("Some(") && !err.contains(" { "),
+            "no Debug text: {err}"
+        );
     }
     let out = weir(dir)
         .args(["--format", "json", "pull", "--all"])
