@@ -10,6 +10,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The name prefix of per-process scratch folders.
@@ -34,6 +35,12 @@ impl ScratchRoot {
             .prefix(&format!("{PREFIX}{}-", std::process::id()))
             .tempdir_in(base)?
             .keep();
+        // Sandboxed engines may run as another user (`nobody` when weir runs as root): they must be able
+        // to pass through to the folders mounted for them, though not to list this one.
+        if let Err(e) = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
         let lock = OpenOptions::new()
             .read(true)
             .write(true)
