@@ -551,7 +551,14 @@ impl Context {
                 for s in i.chain.data_slices() {
                     if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
                         data_paths.push(
-                            stage(&in_store, FileKind::Data, &s.physical_hash, dir.path()).await?,
+                            stage(
+                                &in_store,
+                                FileKind::Data,
+                                &s.physical_hash,
+                                Some(s.size),
+                                dir.path(),
+                            )
+                            .await?,
                         );
                     }
                 }
@@ -560,6 +567,7 @@ impl Context {
                 &in_store,
                 FileKind::Data,
                 &i.schema_slice.physical_hash,
+                Some(i.schema_slice.size),
                 dir.path(),
             )
             .await?;
@@ -592,9 +600,17 @@ impl Context {
             });
         }
         let prev_checkpoint_path = match &plan.prev_checkpoint {
-            Some(c) => {
-                Some(stage(store, FileKind::Checkpoint, &c.physical_hash, dir.path()).await?)
-            }
+            // A replay knows only the hash of the checkpoint it resumes from (size 0).
+            Some(c) => Some(
+                stage(
+                    store,
+                    FileKind::Checkpoint,
+                    &c.physical_hash,
+                    (c.size > 0).then_some(c.size),
+                    dir.path(),
+                )
+                .await?,
+            ),
             None => None,
         };
         let out_dir = dir.path().join("out");
@@ -742,25 +758,17 @@ impl TransformPlan {
     }
 }
 
-/// Copies a stored file to a local path the engine can read (or returns its path when storage is local).
+/// A stored file at a local path the engine can read, checked against its hash (and its size, when the
+/// chain records one) first: the stored file itself on a local disk, a checked copy in `dir` otherwise.
+/// A file that does not match is a storage error, and the engine never sees it.
 pub async fn stage(
     store: &DatasetStore,
     kind: FileKind,
     hash: &Multihash,
+    size: Option<u64>,
     dir: &Path,
 ) -> Result<PathBuf, TxError> {
-    if let Some(p) = store.local_path(kind, hash)
-        && p.exists()
-    {
-        return Ok(p);
-    }
-    let bytes = store.get_file(kind, hash).await?;
-    let p = dir.join(hash.to_string());
-    std::fs::write(&p, &bytes).map_err(|e| TxError::Scratch {
-        dataset: store.name().to_string(),
-        message: e.to_string(),
-    })?;
-    Ok(p)
+    Ok(store.stage_file(kind, hash, size, dir).await?)
 }
 
 fn last_execute_transform(chain: &Chain) -> Option<&ExecuteTransform> {
@@ -834,6 +842,11 @@ async fn commit(
     let mut prev = chain.summary.head;
     let first = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
     let blocks = events.len() as u64;
+    if chain.summary.head.is_none() {
+        // Until the head exists, blocks in the folder are those of a first transaction that did not
+        // commit, not a chain whose head was lost.
+        store.mark_new().await?;
+    }
     for (sequence_number, event) in (first..).zip(events) {
         let block = MetadataBlock {
             system_time: now,
