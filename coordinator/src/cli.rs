@@ -17,6 +17,10 @@ pub struct Cli {
     /// Which runtime serves engines.
     #[arg(long = "engine", id = "engine_runtime", global = true, value_enum, default_value_t = EngineRuntimeKind::Embedded)]
     pub engine_runtime: EngineRuntimeKind,
+    /// Commands that write (pull, engine deprecate) wait for another weir process writing the workspace
+    /// to finish, instead of failing with exit 9.
+    #[arg(long, global = true)]
+    pub wait_lock: bool,
     /// Log filter (`RUST_LOG` syntax), e.g. `weir=debug`.
     #[arg(long, global = true, default_value = "warn")]
     pub log: String,
@@ -115,6 +119,19 @@ pub enum Command {
         /// Engine name (as used in transforms), served by `--engine`.
         engine: String,
     },
+}
+
+impl Command {
+    /// Whether the command writes the workspace's storage, and so takes the workspace lock.
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Command::Pull { .. }
+                | Command::Engine {
+                    command: EngineCommand::Deprecate { .. }
+                }
+        )
+    }
 }
 
 /// `weir engine ...`

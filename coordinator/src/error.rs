@@ -6,6 +6,7 @@ use crate::engine::EngineFailure;
 use crate::exit;
 use crate::manifest::workspace::WorkspaceError;
 use crate::transaction::TxError;
+use crate::workspace_lock::LockError;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,9 @@ pub enum CommandError {
     /// Records could not be read.
     #[error(transparent)]
     Data(#[from] DataError),
+    /// The workspace lock is held by another process, or cannot be taken.
+    #[error(transparent)]
+    Lock(#[from] LockError),
     /// No such dataset.
     #[error("unknown dataset `{name}` (datasets: {known})")]
     UnknownDataset {
@@ -46,6 +50,20 @@ pub enum CommandError {
     Mismatch {
         /// What differed, where.
         summary: String,
+    },
+    /// Stored files of a chain are missing, unreadable or corrupt (`verify`).
+    #[error(
+        "dataset `{dataset}`: {} of the {checked} stored file(s) its chain references failed the check:\n  - {}",
+        problems.len(),
+        problems.join("\n  - ")
+    )]
+    StoredFiles {
+        /// The dataset.
+        dataset: String,
+        /// How many files were checked.
+        checked: usize,
+        /// One line per file: block, file, expected and actual hash.
+        problems: Vec<String>,
     },
     /// Datasets failed during a pull.
     #[error("{failed} dataset(s) failed: {}", messages.join("; "))]
@@ -84,7 +102,9 @@ impl CommandError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CommandError::Workspace(_) => exit::INVALID_WORKSPACE,
-            CommandError::Store(_) | CommandError::Data(_) => exit::STORAGE,
+            CommandError::Store(_) | CommandError::Data(_) | CommandError::StoredFiles { .. } => {
+                exit::STORAGE
+            }
             CommandError::Transaction(t) => tx_code(t),
             CommandError::Engine(e) => engine_code(e),
             CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => {
@@ -94,6 +114,8 @@ impl CommandError {
                 exit::MISMATCH
             }
             CommandError::PullFailed { code, .. } => *code,
+            CommandError::Lock(LockError::Locked { .. }) => exit::LOCKED,
+            CommandError::Lock(LockError::Io { .. }) => exit::STORAGE,
             CommandError::Pipeline { .. } | CommandError::Plugin { .. } => exit::FAILURE,
         }
     }
@@ -117,12 +139,32 @@ impl CommandError {
             CommandError::Engine(EngineFailure::NotConfigured { .. }) => {
                 Some("configure the engine under `engines:` in weir.yaml or pick another --engine")
             }
+            CommandError::StoredFiles { .. } => Some(
+                "restore these files from a backup (each is named by the hash of its bytes); `weir validate` checks every dataset",
+            ),
+            CommandError::Store(StoreError::HashMismatch { .. } | StoreError::Missing { .. }) => {
+                Some(
+                    "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
+                )
+            }
+            CommandError::Store(StoreError::HeadMissing { .. } | StoreError::BadHead { .. }) => {
+                Some("restore the head as the message says, then run `weir validate`")
+            }
+            CommandError::Lock(LockError::Locked { .. }) => Some(
+                "wait for it to finish, or pass --wait-lock to wait for it; list, log, tail and verify do not need the lock",
+            ),
             CommandError::UnknownDataset { .. } => {
                 Some("`weir list` shows the datasets of the workspace")
             }
             CommandError::Mismatch { .. } => {
                 Some("`weir log DATASET` shows the recorded blocks and engines")
             }
+            CommandError::PullFailed {
+                code: exit::BAD_DATA,
+                ..
+            } => Some(
+                "fix the file at the place named (nothing of it was committed), then rerun `weir pull`",
+            ),
             CommandError::PullFailed { .. } => {
                 Some("datasets that failed keep their previous head; rerun `weir pull`")
             }
@@ -137,6 +179,7 @@ pub fn tx_code(t: &TxError) -> u8 {
         TxError::Store(_) => exit::STORAGE,
         TxError::Engine { source, .. } => engine_code(source),
         TxError::UnknownDataset { .. } => exit::NOT_FOUND,
+        TxError::BadData { .. } => exit::BAD_DATA,
         TxError::Data { .. } | TxError::Fetch { .. } | TxError::Scratch { .. } => exit::FAILURE,
         TxError::Unsupported { .. } => exit::INVALID_WORKSPACE,
     }

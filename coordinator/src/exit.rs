@@ -18,6 +18,14 @@ pub const ENGINE_FAILED: u8 = 6;
 pub const MISMATCH: u8 = 7;
 /// Stored data is unreadable or a chain is invalid.
 pub const STORAGE: u8 = 8;
+/// Another `weir` process is writing the workspace (the workspace lock is held).
+pub const LOCKED: u8 = 9;
+/// Ingest refused a source file's data (the message names the file, line and column); nothing was committed.
+pub const BAD_DATA: u8 = 10;
+/// Stopped by SIGINT (Ctrl-C): 128 + 2, as shells report it. Engines stopped, scratch removed.
+pub const INTERRUPTED: u8 = 130;
+/// Stopped by SIGTERM: 128 + 15. Engines stopped, scratch removed.
+pub const TERMINATED: u8 = 143;
 
 /// The table printed by `weir --help`.
 pub const EXIT_CODES_HELP: &str = "\
@@ -30,4 +38,11 @@ Exit codes:
   5  an engine rejected a query (InvalidQuery, with the engine's SQL error)
   6  an engine failed or broke the contract (the dataset keeps its previous head)
   7  verify / engine deprecate found a mismatch
-  8  storage unreadable or a metadata chain is invalid";
+  8  storage unreadable, a stored file missing or not matching its hash, a lost head, or a metadata chain
+     invalid (verify reports every stored file that fails its check this way)
+  9  the workspace is locked: another weir process is writing it (pull, engine deprecate); pass
+     --wait-lock to wait for it instead
+ 10  input data refused: the message names the file, line and column (nothing was committed)
+130  stopped by SIGINT (Ctrl-C), 143 stopped by SIGTERM: transactions in flight are abandoned (their
+     datasets keep their previous head), engine processes and containers are stopped and removed, and
+     scratch folders removed";

@@ -8,13 +8,32 @@ use coordinator::cli::{Cli, Command, EngineCommand, Format};
 use coordinator::commands::{self, Output};
 use coordinator::error::CommandError;
 use coordinator::exit;
+use coordinator::scratch::ScratchRoot;
+use coordinator::workspace_lock::WorkspaceLock;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread exists: this process's scratch folder, where TMPDIR points from now on.
+    let scratch = match ScratchRoot::create_in(&std::env::temp_dir()) {
+        Ok(s) => {
+            // SAFETY: no other thread runs yet (the tracing subscriber and the async runtime start
+            // below), so nothing reads the environment while it changes.
+            unsafe { std::env::set_var("TMPDIR", s.path()) };
+            Some(s)
+        }
+        Err(e) => {
+            eprintln!(
+                "weir: warning: cannot make a scratch folder in {}: {e}",
+                std::env::temp_dir().display()
+            );
+            None
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("warn")))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -27,20 +46,84 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
-    match runtime.block_on(run(&cli)) {
-        Ok(out) => {
+    let ended = runtime.block_on(async {
+        tokio::select! {
+            result = run(&cli) => Ended::Finished(result),
+            signal = stop_signal() => Ended::Signalled(signal),
+        }
+    });
+    let code = match ended {
+        Ended::Finished(Ok(out)) => {
             let text = out.render(cli.format);
             if !text.is_empty() {
                 // A closed pipe (`weir log x | head`) is not an error worth a panic.
                 use std::io::Write;
                 let _ = writeln!(std::io::stdout(), "{text}");
             }
-            ExitCode::from(exit::OK)
+            exit::OK
         }
-        Err(e) => {
+        Ended::Finished(Err(e)) => {
             report(&e, cli.format);
-            ExitCode::from(e.exit_code())
+            e.exit_code()
         }
+        Ended::Signalled((name, code)) => {
+            eprintln!(
+                "weir: stopped by {name}: transactions in flight were abandoned and their datasets keep their previous head; stopping engines and removing scratch folders"
+            );
+            // Dropping every task drops its engine operations: process engines are killed, containers'
+            // removal guards fire, staging folders are removed.
+            runtime.shutdown_timeout(Duration::from_secs(10));
+            wait_for_container_removals(Duration::from_secs(15));
+            code
+        }
+    };
+    drop(scratch);
+    ExitCode::from(code)
+}
+
+/// How the command ended.
+enum Ended {
+    Finished(Result<Output, CommandError>),
+    Signalled((&'static str, u8)),
+}
+
+/// Completes on SIGTERM or SIGINT with the signal's name and the exit code for it.
+async fn stop_signal() -> (&'static str, u8) {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut terminate), Ok(mut interrupt)) => tokio::select! {
+            _ = terminate.recv() => ("SIGTERM", exit::TERMINATED),
+            _ = interrupt.recv() => ("SIGINT", exit::INTERRUPTED),
+        },
+        _ => {
+            tracing::warn!(
+                "cannot listen for SIGTERM / SIGINT; they stop weir without cleaning up"
+            );
+            std::future::pending().await
+        }
+    }
+}
+
+/// Waits (at most `limit`) for the threads engine-runtime starts to remove containers left without an
+/// orderly stop, so that the process does not end before they did. They are named `weir-container-removal`
+/// (`weir-container-` as the kernel keeps 15 bytes of a thread name).
+fn wait_for_container_removals(limit: Duration) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return;
+        };
+        let busy = tasks.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with("weir-container-"))
+        });
+        if !busy {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -74,6 +157,17 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         _ => Duration::from_secs(600),
     };
     let ctx = commands::open(&cli.workspace, cli.engine_runtime, deadline)?;
+    // Writers hold the workspace lock until the command ends; readers never take it.
+    let _lock = if cli.command.writes() {
+        let path = WorkspaceLock::path_for(&ctx.storage, &ctx.workspace.root);
+        Some(if cli.wait_lock {
+            WorkspaceLock::acquire_waiting(&path).await?
+        } else {
+            WorkspaceLock::try_acquire(&path)?
+        })
+    } else {
+        None
+    };
     match &cli.command {
         Command::Pull {
             all,

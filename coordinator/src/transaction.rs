@@ -5,9 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::{cast, concat_batches};
-use arrow::datatypes::{Field, Schema};
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
@@ -19,7 +18,10 @@ use crate::engine::identity::{self, EngineIdentity};
 use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use crate::fault;
-use crate::ingest::{fetch, merge, read};
+use crate::ingest::check::Checks;
+use crate::ingest::error::{BadData, IngestError, Places, Unit};
+use crate::ingest::read::Placed;
+use crate::ingest::{self, fetch, merge, read};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
 use odf::Multihash;
@@ -43,6 +45,15 @@ pub enum TxError {
         /// Why.
         #[source]
         source: DataError,
+    },
+    /// Ingest refused the source file's data.
+    #[error("dataset `{dataset}`: {source}")]
+    BadData {
+        /// The dataset.
+        dataset: String,
+        /// What was refused, where (boxed: it is the largest of these errors).
+        #[source]
+        source: Box<BadData>,
     },
     /// The source could not be fetched.
     #[error("dataset `{dataset}`: {source}")]
@@ -191,11 +202,25 @@ impl Context {
         let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
             info!(dataset = %name, file = %file.name, "ingesting");
-            let mut batch = read::read(&src.read, file.bytes, &file.name).map_err(data_err)?;
-            if let Some(pre) = &src.preprocess {
-                (batch, engine_time) = self.preprocess(&name, pre.sql(), &batch).await?;
-            }
-            let batch = with_event_time(&batch, &vocab, now).map_err(data_err)?;
+            // Every check of the file's data runs before anything is written.
+            let schema = ingest::schema::dataset_schema(&store, &chain, &vocab)
+                .await
+                .map_err(|e| ingest_err(&name, e))?;
+            let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
+            let batch = match &src.preprocess {
+                None => ingest::read_checked(&src.read, file.bytes, &file.name, &mut checks)
+                    .map_err(|e| ingest_err(&name, e))?,
+                Some(pre) => {
+                    let raw = read::read(&src.read, file.bytes, &file.name)
+                        .map_err(|e| ingest_err(&name, e))?;
+                    let out;
+                    (out, engine_time) = self.preprocess(&name, pre.sql(), &raw).await?;
+                    let places = Places::run(Unit::OutputRow, 1, out.num_rows());
+                    checks
+                        .check(&Placed { batch: out, places })
+                        .map_err(|e| ingest_err(&name, e))?
+                }
+            };
             let needs_prev = !matches!(src.merge, MergeStrategy::Append);
             let prev = if needs_prev {
                 load_all(&store, &chain)
@@ -567,7 +592,14 @@ impl Context {
                 for s in i.chain.data_slices() {
                     if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
                         data_paths.push(
-                            stage(&in_store, FileKind::Data, &s.physical_hash, dir.path()).await?,
+                            stage(
+                                &in_store,
+                                FileKind::Data,
+                                &s.physical_hash,
+                                Some(s.size),
+                                dir.path(),
+                            )
+                            .await?,
                         );
                     }
                 }
@@ -576,6 +608,7 @@ impl Context {
                 &in_store,
                 FileKind::Data,
                 &i.schema_slice.physical_hash,
+                Some(i.schema_slice.size),
                 dir.path(),
             )
             .await?;
@@ -609,9 +642,17 @@ impl Context {
             });
         }
         let prev_checkpoint_path = match &plan.prev_checkpoint {
-            Some(c) => {
-                Some(stage(store, FileKind::Checkpoint, &c.physical_hash, dir.path()).await?)
-            }
+            // A replay knows only the hash of the checkpoint it resumes from (size 0).
+            Some(c) => Some(
+                stage(
+                    store,
+                    FileKind::Checkpoint,
+                    &c.physical_hash,
+                    (c.size > 0).then_some(c.size),
+                    dir.path(),
+                )
+                .await?,
+            ),
             None => None,
         };
         let out_dir = dir.path().join("out");
@@ -759,25 +800,17 @@ impl TransformPlan {
     }
 }
 
-/// Copies a stored file to a local path the engine can read (or returns its path when storage is local).
+/// A stored file at a local path the engine can read, checked against its hash (and its size, when the
+/// chain records one) first: the stored file itself on a local disk, a checked copy in `dir` otherwise.
+/// A file that does not match is a storage error, and the engine never sees it.
 pub async fn stage(
     store: &DatasetStore,
     kind: FileKind,
     hash: &Multihash,
+    size: Option<u64>,
     dir: &Path,
 ) -> Result<PathBuf, TxError> {
-    if let Some(p) = store.local_path(kind, hash)
-        && p.exists()
-    {
-        return Ok(p);
-    }
-    let bytes = store.get_file(kind, hash).await?;
-    let p = dir.join(hash.to_string());
-    std::fs::write(&p, &bytes).map_err(|e| TxError::Scratch {
-        dataset: store.name().to_string(),
-        message: e.to_string(),
-    })?;
-    Ok(p)
+    Ok(store.stage_file(kind, hash, size, dir).await?)
 }
 
 fn last_execute_transform(chain: &Chain) -> Option<&ExecuteTransform> {
@@ -991,6 +1024,11 @@ async fn commit(
 ) -> Result<TxOutcome, TxError> {
     let blocks = events.len() as u64;
     let mut prev = chain.summary.head;
+    if chain.summary.head.is_none() {
+        // Until the head exists, blocks in the folder are those of a first transaction that did not
+        // commit, not a chain whose head was lost.
+        store.mark_new().await?;
+    }
     for (hash, block) in link_blocks(chain, events, now) {
         let written = store.put_block(&block).await?;
         debug_assert_eq!(written, hash);
@@ -1049,58 +1087,16 @@ pub async fn load_all(
     })
 }
 
-/// Ensures an event time column of type `Timestamp(ms, UTC)`; without one, the system time is used.
-fn with_event_time(
-    batch: &RecordBatch,
-    vocab: &DatasetVocabulary,
-    now: DateTime<Utc>,
-) -> Result<RecordBatch, DataError> {
-    let schema = batch.schema();
-    let mut fields: Vec<Field> = Vec::new();
-    let mut columns: Vec<ArrayRef> = Vec::new();
-    let mut found = false;
-    for (f, c) in schema.fields().iter().zip(batch.columns()) {
-        if [
-            &vocab.offset_column,
-            &vocab.operation_type_column,
-            &vocab.system_time_column,
-        ]
-        .contains(&f.name())
-        {
-            return Err(DataError::Column {
-                message: format!(
-                    "the source has a column named `{}`, which the coordinator writes itself",
-                    f.name()
-                ),
-            });
-        }
-        if f.name() == &vocab.event_time_column {
-            found = true;
-            let c = cast(c, &data::utc_millis()).map_err(data::arrow_err(format!(
-                "reading `{}` as a UTC timestamp",
-                f.name()
-            )))?;
-            fields.push(Field::new(f.name(), data::utc_millis(), true));
-            columns.push(c);
-        } else {
-            fields.push(f.as_ref().clone().with_nullable(true));
-            columns.push(c.clone());
-        }
+fn ingest_err(dataset: &str, e: IngestError) -> TxError {
+    match e {
+        IngestError::BadData(source) => TxError::BadData {
+            dataset: dataset.to_string(),
+            source: Box::new(source),
+        },
+        IngestError::Data(source) => TxError::Data {
+            dataset: dataset.to_string(),
+            source,
+        },
+        IngestError::Store(s) => TxError::Store(s),
     }
-    if !found {
-        fields.push(Field::new(
-            &vocab.event_time_column,
-            data::utc_millis(),
-            true,
-        ));
-        columns.push(Arc::new(
-            arrow::array::TimestampMillisecondArray::from(vec![
-                now.timestamp_millis();
-                batch.num_rows()
-            ])
-            .with_timezone("UTC"),
-        ));
-    }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .map_err(data::arrow_err("adding event time"))
 }

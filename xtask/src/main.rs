@@ -95,6 +95,9 @@ fn lint() -> Result<(), String> {
 fn test() -> Result<(), String> {
     // --no-fail-fast: one run reports every failing test binary, not only the first.
     cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])?;
+    // odf's optional features (the logical hash over kamu's vectors, the serde spelling) are tested on
+    // their own, whichever features the rest of the workspace happens to enable.
+    cargo(&["test", "-p", "odf", "--all-features", "--all-targets"])?;
     cargo(&["test", "--workspace", "--doc"])
 }
 

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -49,13 +50,39 @@ pub enum StoreError {
         #[source]
         source: object_store::Error,
     },
-    /// A content-addressed file does not hash to its name.
-    #[error("{path} is corrupt: its content hashes to {actual}")]
-    HashMismatch {
-        /// The object path.
+    /// A local file could not be read or written.
+    #[error("{operation} {path}: {source}")]
+    LocalIo {
+        /// What was being done.
+        operation: &'static str,
+        /// The file.
         path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file the chain references is not in the store.
+    #[error("{path} is missing")]
+    Missing {
+        /// The file (its local path, or its object path on an object store).
+        path: String,
+    },
+    /// A content-addressed file does not hash to its name (or is not the size the chain records).
+    #[error(
+        "{path} is corrupt: expected SHA3-256 {expected}{}, its content hashes to {actual} ({actual_size} bytes)",
+        expected_size.map(|s| format!(" ({s} bytes)")).unwrap_or_default()
+    )]
+    HashMismatch {
+        /// The file (its local path, or its object path on an object store).
+        path: String,
+        /// The hash it is named by / the chain records.
+        expected: Multihash,
         /// The hash of what was read.
         actual: Multihash,
+        /// The size the chain records, when it records one.
+        expected_size: Option<u64>,
+        /// The size of what was read.
+        actual_size: u64,
     },
     /// A block does not decode.
     #[error("block {hash} of dataset `{dataset}` does not decode: {source}")]
@@ -69,12 +96,31 @@ pub enum StoreError {
         source: Box<odf::Error>,
     },
     /// The head reference is not a multihash.
-    #[error("head of dataset `{dataset}` is not a multihash: {text:?}")]
+    #[error("head of dataset `{dataset}` ({path}) is not a multihash: {text:?}; {recovery}")]
     BadHead {
         /// Dataset name.
         dataset: String,
+        /// The head file.
+        path: String,
         /// What the file holds.
         text: String,
+        /// Which block looks like the head, and how to restore it.
+        recovery: String,
+    },
+    /// The dataset has blocks but no head reference: its head was lost, and treating it as a new dataset
+    /// would create it again under a new id.
+    #[error(
+        "dataset `{dataset}` has {blocks} block(s) but no head reference ({path}); it is not a new dataset, its head was lost: {recovery}"
+    )]
+    HeadMissing {
+        /// Dataset name.
+        dataset: String,
+        /// The head file.
+        path: String,
+        /// How many block files there are.
+        blocks: usize,
+        /// Which block looks like the head, and how to restore it.
+        recovery: String,
     },
     /// The chain was written by Weir before it wrote ODF chains.
     #[error(
@@ -222,8 +268,46 @@ impl Storage {
         }
     }
 
-    /// Writes a workspace-level object atomically.
+    /// The local folder of the storage, when it is local.
+    pub fn local_root(&self) -> Option<&std::path::Path> {
+        self.local_root.as_deref()
+    }
+
+    /// The local file of an object path, when the storage is local.
+    fn local_file(&self, path: &Path) -> Option<PathBuf> {
+        let root = self.local_root.as_ref()?;
+        Some(
+            path.parts()
+                .fold(root.clone(), |p, part| p.join(part.as_ref())),
+        )
+    }
+
+    /// How an object is named in messages: its local path, or its URL on an object store.
+    pub fn display(&self, path: &Path) -> String {
+        match self.local_file(path) {
+            Some(p) => p.display().to_string(),
+            None => format!("{}/{path}", self.url.trim_end_matches('/')),
+        }
+    }
+
+    /// Writes a workspace-level object atomically. On a local disk the write is durable when this returns
+    /// (temporary file, fsync, rename, fsync of the folder: [`crate::durable`]); on an object store a
+    /// completed PUT is as durable as the store makes it.
     pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<(), StoreError> {
+        if let (Some(root), Some(file)) = (self.local_root.clone(), self.local_file(path)) {
+            let shown = file.display().to_string();
+            tokio::task::spawn_blocking(move || crate::durable::write(&root, &file, &bytes))
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|r| r)
+                .map_err(|source| StoreError::LocalIo {
+                    operation: "write",
+                    path: shown.clone(),
+                    source,
+                })?;
+            debug!(path = %shown, "written durably: file and folder fsynced");
+            return Ok(());
+        }
         self.store
             .put(path, PutPayload::from_bytes(bytes))
             .await
@@ -274,18 +358,140 @@ impl DatasetStore {
         self.file_path(kind, hash)
     }
 
-    /// The current head, `None` for a dataset never written.
+    fn new_marker_path(&self) -> Path {
+        self.prefix.clone().join("refs").join("new")
+    }
+
+    /// The file an object path names, for messages.
+    pub fn display(&self, path: &Path) -> String {
+        self.storage.display(path)
+    }
+
+    /// The file a content-addressed file is stored in, for messages.
+    pub fn display_file(&self, kind: FileKind, hash: &Multihash) -> String {
+        self.display(&self.file_path(kind, hash))
+    }
+
+    /// The current head, `None` for a dataset never committed.
+    ///
+    /// A dataset folder with blocks but no head (or a head that is not a multihash) is an error, never a
+    /// new dataset: a lost head must not make `pull` create the dataset again under a new id. The only
+    /// blocks a new dataset may have are those of a first transaction that did not commit, and such a
+    /// transaction marks the dataset new (`refs/new`) before it writes any.
     pub async fn head(&self) -> Result<Option<Multihash>, StoreError> {
-        let Some(bytes) = self.storage.get_opt(&self.head_path()).await? else {
-            return Ok(None);
+        let path = self.head_path();
+        let Some(bytes) = self.storage.get_opt(&path).await? else {
+            if self
+                .storage
+                .get_opt(&self.new_marker_path())
+                .await?
+                .is_some()
+            {
+                return Ok(None);
+            }
+            let blocks = self.block_hashes().await?;
+            if blocks.is_empty() {
+                return Ok(None);
+            }
+            return Err(StoreError::HeadMissing {
+                dataset: self.name.clone(),
+                path: self.display(&path),
+                blocks: blocks.len(),
+                recovery: self.recovery(&blocks).await,
+            });
         };
         let text = String::from_utf8_lossy(&bytes).trim().to_string();
-        text.parse::<Multihash>()
-            .map(Some)
-            .map_err(|_| StoreError::BadHead {
-                dataset: self.name.clone(),
-                text,
-            })
+        match text.parse::<Multihash>() {
+            Ok(h) => Ok(Some(h)),
+            Err(_) => {
+                let blocks = self.block_hashes().await?;
+                Err(StoreError::BadHead {
+                    dataset: self.name.clone(),
+                    path: self.display(&path),
+                    text,
+                    recovery: self.recovery(&blocks).await,
+                })
+            }
+        }
+    }
+
+    /// The head file as it is: `None` when there is none.
+    async fn head_ref(&self) -> Result<Option<Multihash>, StoreError> {
+        match self.head().await {
+            Err(StoreError::HeadMissing { .. }) => Ok(None),
+            other => other,
+        }
+    }
+
+    /// The hashes of the block files present.
+    async fn block_hashes(&self) -> Result<Vec<Multihash>, StoreError> {
+        let dir = self.prefix.clone().join(FileKind::Block.dir());
+        let metas: Vec<_> = self
+            .storage
+            .store
+            .list(Some(&dir))
+            .try_collect()
+            .await
+            .map_err(|source| StoreError::Io {
+                operation: "list",
+                path: dir.to_string(),
+                source,
+            })?;
+        Ok(metas
+            .iter()
+            .filter_map(|m| m.location.filename()?.parse().ok())
+            .collect())
+    }
+
+    /// How to recover from a lost or unreadable head: the block that looks like the head is the one no other
+    /// block points to (the highest sequence number among them, if a transaction that did not commit left
+    /// blocks too).
+    async fn recovery(&self, blocks: &[Multihash]) -> String {
+        let mut decoded = Vec::new();
+        for h in blocks {
+            if let Ok(b) = self.get_block(h).await {
+                decoded.push((*h, b.sequence_number, b.prev_block_hash));
+            }
+        }
+        let mut tips: Vec<(Multihash, u64)> = decoded
+            .iter()
+            .filter(|(h, _, _)| !decoded.iter().any(|(_, _, prev)| prev.as_ref() == Some(h)))
+            .map(|(h, seq, _)| (*h, *seq))
+            .collect();
+        tips.sort_by_key(|(_, seq)| std::cmp::Reverse(*seq));
+        let head = self.display(&self.head_path());
+        match tips.as_slice() {
+            [] => format!(
+                "no block decodes, so none can serve as the head; restore `{head}` from a backup, or delete the dataset's folder to start it over (its derivatives will then reprocess)"
+            ),
+            [(h, seq), rest @ ..] => {
+                let others = if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (other blocks no block points to, left by transactions that did not commit: {})",
+                        rest.iter()
+                            .map(|(h, s)| format!("{h} #{s}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                };
+                format!(
+                    "block {h} (sequence number {seq}) is the one no other block points to{others}; if it is the last committed block, restore the head with `printf %s {h} > {head}`, then run `weir validate`"
+                )
+            }
+        }
+    }
+
+    /// Marks the dataset new before the first transaction writes its first block, so that a crash before
+    /// the head exists leaves a new dataset (blocks ignored), not a dataset whose head was lost.
+    pub async fn mark_new(&self) -> Result<(), StoreError> {
+        self.storage
+            .put(
+                &self.new_marker_path(),
+                Bytes::from_static(b"no block is committed yet\n"),
+            )
+            .await
     }
 
     /// Writes content-addressed bytes and returns their hash.
@@ -304,22 +510,132 @@ impl DatasetStore {
             .storage
             .get_opt(&path)
             .await?
-            .ok_or_else(|| StoreError::Io {
-                operation: "read",
-                path: path.to_string(),
-                source: object_store::Error::NotFound {
-                    path: path.to_string(),
-                    source: "missing".into(),
-                },
+            .ok_or_else(|| StoreError::Missing {
+                path: self.display(&path),
             })?;
         let actual = Multihash::sha3_256(&bytes);
         if actual != *hash {
             return Err(StoreError::HashMismatch {
-                path: path.to_string(),
+                path: self.display(&path),
+                expected: *hash,
                 actual,
+                expected_size: None,
+                actual_size: bytes.len() as u64,
             });
         }
         Ok(bytes)
+    }
+
+    /// Checks a stored file against its hash (its name, which the chain records) and, when the chain records
+    /// one, its size, reading it as a stream.
+    pub async fn check_file(
+        &self,
+        kind: FileKind,
+        hash: &Multihash,
+        size: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.read_checked(kind, hash, size, None).await.map(|_| ())
+    }
+
+    /// A stored file, checked against its hash and size as it is read, at a local path an engine can read:
+    /// the stored file itself on a local disk (hashed in place, not copied), a checked copy in `dir`
+    /// otherwise. A file that does not match is an error: an engine never sees unchecked bytes.
+    pub async fn stage_file(
+        &self,
+        kind: FileKind,
+        hash: &Multihash,
+        size: Option<u64>,
+        dir: &std::path::Path,
+    ) -> Result<PathBuf, StoreError> {
+        self.read_checked(kind, hash, size, Some(dir)).await
+    }
+
+    /// Streams a stored file through SHA3-256 (copying it into `copy_to` on an object store) and checks it.
+    async fn read_checked(
+        &self,
+        kind: FileKind,
+        hash: &Multihash,
+        size: Option<u64>,
+        copy_to: Option<&std::path::Path>,
+    ) -> Result<PathBuf, StoreError> {
+        let path = self.file_path(kind, hash);
+        let shown = self.display(&path);
+        let (local, actual, actual_size) = match self.storage.local_file(&path) {
+            Some(file) => {
+                let f = file.clone();
+                let (actual, n) = tokio::task::spawn_blocking(move || hash_local(&f))
+                    .await
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+                    .and_then(|r| r)
+                    .map_err(|source| local_err(&shown, source))?;
+                (file, actual, n)
+            }
+            None => {
+                let target = copy_to.map(|d| d.join(hash.to_string()));
+                let (actual, n) = self.hash_remote(&path, target.as_deref()).await?;
+                (target.unwrap_or_default(), actual, n)
+            }
+        };
+        if actual != *hash || size.is_some_and(|s| s != actual_size) {
+            if copy_to.is_some() && self.storage.local_root.is_none() {
+                let _ = std::fs::remove_file(&local);
+            }
+            return Err(StoreError::HashMismatch {
+                path: shown,
+                expected: *hash,
+                actual,
+                expected_size: size,
+                actual_size,
+            });
+        }
+        Ok(local)
+    }
+
+    async fn hash_remote(
+        &self,
+        path: &Path,
+        copy_to: Option<&std::path::Path>,
+    ) -> Result<(Multihash, u64), StoreError> {
+        use tokio::io::AsyncWriteExt;
+        let shown = self.display(path);
+        let io_err = |source| StoreError::Io {
+            operation: "read",
+            path: shown.clone(),
+            source,
+        };
+        let mut stream = match self.storage.store.get(path).await {
+            Ok(r) => r.into_stream(),
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(StoreError::Missing { path: shown });
+            }
+            Err(source) => return Err(io_err(source)),
+        };
+        let mut out = match copy_to {
+            Some(p) => Some(
+                tokio::fs::File::create(p)
+                    .await
+                    .map_err(|e| local_err(&p.display().to_string(), e))?,
+            ),
+            None => None,
+        };
+        let mut hasher = odf::Sha3Hasher::new();
+        let mut n = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(io_err)?;
+            hasher.update(&chunk);
+            n += chunk.len() as u64;
+            if let (Some(f), Some(p)) = (out.as_mut(), copy_to) {
+                f.write_all(&chunk)
+                    .await
+                    .map_err(|e| local_err(&p.display().to_string(), e))?;
+            }
+        }
+        if let (Some(f), Some(p)) = (out.as_mut(), copy_to) {
+            f.flush()
+                .await
+                .map_err(|e| local_err(&p.display().to_string(), e))?;
+        }
+        Ok((hasher.finish(), n))
     }
 
     /// Encodes and writes a block; returns its hash.
@@ -339,12 +655,17 @@ impl DatasetStore {
     }
 
     /// Moves the head from `expected` to `new`: the commit point of a transaction.
+    ///
+    /// On a local disk every file of the transaction was already written durably (fsynced, with its
+    /// folder) by [`Storage::put`], and the head is replaced the same way: written to a temporary file,
+    /// fsynced, renamed over `refs/head`, and the folder fsynced. So the head never names a block that a
+    /// power loss could take away. On an object store, durability is the store's.
     pub async fn set_head(
         &self,
         expected: Option<Multihash>,
         new: Multihash,
     ) -> Result<(), StoreError> {
-        let found = self.head().await?;
+        let found = self.head_ref().await?;
         if found != expected {
             return Err(StoreError::HeadMoved {
                 dataset: self.name.clone(),
@@ -355,6 +676,19 @@ impl DatasetStore {
         self.storage
             .put(&self.head_path(), Bytes::from(new.to_string()))
             .await?;
+        if expected.is_none() {
+            let marker = self.new_marker_path();
+            match self.storage.store.delete(&marker).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(source) => {
+                    return Err(StoreError::Io {
+                        operation: "delete",
+                        path: self.display(&marker),
+                        source,
+                    });
+                }
+            }
+        }
         info!(dataset = %self.name, head = %new, "head moved");
         Ok(())
     }
@@ -471,5 +805,37 @@ impl Chain {
             blocks: blocks.to_vec(),
             summary: v.summary().clone(),
         })
+    }
+}
+
+/// Hashes a local file as a stream: its SHA3-256 multihash and its size.
+fn hash_local(file: &std::path::Path) -> std::io::Result<(Multihash, u64)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(file)?;
+    let mut hasher = odf::Sha3Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        hasher.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((hasher.finish(), n))
+}
+
+fn local_err(path: &str, source: std::io::Error) -> StoreError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        StoreError::Missing {
+            path: path.to_string(),
+        }
+    } else {
+        StoreError::LocalIo {
+            operation: "read",
+            path: path.to_string(),
+            source,
+        }
     }
 }

@@ -1,15 +1,30 @@
-//! Reading fetched bytes into records: CSV, NDJSON, Parquet, with an optional DDL schema.
+//! Reading fetched bytes into records, a batch at a time: CSV, NDJSON, Parquet, with an optional DDL schema.
+//!
+//! Every value of a text file is read as written and parsed into its column's type here, so that a value
+//! that does not parse is refused with its line and column instead of becoming NULL; every batch carries
+//! the line (or Parquet row) of each of its records for the checks that follow ([`super::check`]).
 
+use std::collections::HashSet;
 use std::io::Cursor;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
 use bytes::Bytes;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::data::{self, DataError, arrow_err, utc_millis};
+use crate::data::{DataError, utc_millis};
+use crate::ingest::error::{BadData, IngestError, Place, Places, Unit};
+use crate::ingest::schema::{self, type_name};
 use odf::ReadStep;
+
+/// Records per batch.
+const BATCH_ROWS: usize = 8192;
+
+/// Inferred schemas look at this many records.
+const INFER_RECORDS: usize = 1000;
 
 /// Parses ODF's DDL column list (`["id BIGINT", "name STRING", "at TIMESTAMP"]`).
 ///
@@ -49,110 +64,574 @@ pub fn parse_ddl(columns: &[String]) -> Result<SchemaRef, DataError> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
-/// Reads `bytes` according to the read step; `what` names the source in errors.
-pub fn read(step: &ReadStep, bytes: Bytes, what: &str) -> Result<RecordBatch, DataError> {
-    let ctx = |s: &str| format!("reading {what} as {s}");
-    match step {
-        ReadStep::Csv(csv) => {
-            let schema = csv.schema.as_deref().unwrap_or_default();
-            let header = csv.header.unwrap_or(false);
-            let separator = &csv.separator;
-            let delimiter = match separator.as_deref() {
-                None | Some("") => b',',
-                Some(s) if s.len() == 1 => s.as_bytes()[0],
-                Some(s) => {
-                    return Err(DataError::Column {
-                        message: format!("CSV separator {s:?} is not one byte"),
-                    });
-                }
-            };
-            let schema = if schema.is_empty() {
-                let format = arrow::csv::reader::Format::default()
-                    .with_header(header)
-                    .with_delimiter(delimiter);
-                let (s, _) = format
-                    .infer_schema(Cursor::new(&bytes), Some(1000))
-                    .map_err(arrow_err(ctx("CSV")))?;
-                Arc::new(s)
-            } else {
-                parse_ddl(schema)?
-            };
-            let reader = arrow::csv::ReaderBuilder::new(schema.clone())
-                .with_header(header)
-                .with_delimiter(delimiter)
-                .build(Cursor::new(bytes))
-                .map_err(arrow_err(ctx("CSV")))?;
-            collect(schema, reader, &ctx("CSV"))
-        }
-        ReadStep::NdJson(json) => {
-            let schema = json.schema.as_deref().unwrap_or_default();
-            let schema = if schema.is_empty() {
-                let (s, _) = arrow::json::reader::infer_json_schema_from_seekable(
-                    Cursor::new(&bytes),
-                    Some(1000),
-                )
-                .map_err(arrow_err(ctx("NDJSON")))?;
-                Arc::new(s)
-            } else {
-                parse_ddl(schema)?
-            };
-            let reader = arrow::json::ReaderBuilder::new(schema.clone())
-                .build(Cursor::new(bytes))
-                .map_err(arrow_err(ctx("NDJSON")))?;
-            collect(schema, reader, &ctx("NDJSON"))
-        }
-        ReadStep::Parquet(parquet) => {
-            let schema = parquet.schema.as_deref().unwrap_or_default();
-            let batch = data::read_parquet(bytes)?;
-            if schema.is_empty() {
-                return Ok(batch);
-            }
-            let target = parse_ddl(schema)?;
-            let columns = target
-                .fields()
-                .iter()
-                .map(|f| {
-                    let c = batch
-                        .column_by_name(f.name())
-                        .ok_or_else(|| DataError::Column {
-                            message: format!("{what} has no column `{}`", f.name()),
-                        })?;
-                    arrow::compute::cast(c, f.data_type()).map_err(arrow_err(ctx("Parquet")))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            RecordBatch::try_new(target, columns).map_err(arrow_err(ctx("Parquet")))
-        }
-        other => Err(DataError::Column {
-            message: format!(
-                "read step `{}` is not supported by Weir",
-                crate::manifest::support::read_kind(other)
-            ),
-        }),
+/// A batch of records and the line or row each came from.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    /// The records.
+    pub batch: RecordBatch,
+    /// Where each came from.
+    pub places: Places,
+}
+
+/// The batches of one file, in order; every batch has `schema`.
+pub struct Batches {
+    /// The schema of every batch.
+    pub schema: SchemaRef,
+    iter: Box<dyn Iterator<Item = Result<Placed, IngestError>> + Send>,
+}
+
+impl std::fmt::Debug for Batches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batches")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
     }
 }
 
-fn collect(
-    schema: SchemaRef,
-    reader: impl Iterator<Item = Result<RecordBatch, arrow::error::ArrowError>>,
-    ctx: &str,
-) -> Result<RecordBatch, DataError> {
-    let batches = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(arrow_err(ctx))?;
-    concat_batches(&schema, &batches).map_err(arrow_err(ctx))
+impl Iterator for Batches {
+    type Item = Result<Placed, IngestError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.iter.next()
+    }
+}
+
+/// Reads `bytes` as the read step says, a batch at a time; `file` names it in messages.
+///
+/// `event_time` names the event time column when the records go to the dataset as read (no preprocess
+/// query): in a CSV or NDJSON file its values are then parsed as `TIMESTAMP`s (RFC 3339 / ISO 8601)
+/// whatever type inference found, unless the DDL schema gives it a type of its own.
+pub fn read_batches(
+    step: &ReadStep,
+    bytes: Bytes,
+    file: &str,
+    event_time: Option<&str>,
+) -> Result<Batches, IngestError> {
+    match step {
+        ReadStep::Csv(step) => csv(
+            bytes,
+            file,
+            step.schema.as_deref().unwrap_or_default(),
+            step.separator.as_deref(),
+            step.header.unwrap_or(false),
+            event_time,
+        ),
+        ReadStep::NdJson(step) => ndjson(
+            bytes,
+            file,
+            step.schema.as_deref().unwrap_or_default(),
+            event_time,
+        ),
+        ReadStep::Parquet(step) => parquet(bytes, file, step.schema.as_deref().unwrap_or_default()),
+        // Refused when the manifest is loaded (manifest/support.rs); a chain written elsewhere may hold one.
+        ReadStep::Json(_) => unsupported(file, "Json"),
+        ReadStep::GeoJson(_) => unsupported(file, "GeoJson"),
+        ReadStep::NdGeoJson(_) => unsupported(file, "NdGeoJson"),
+        ReadStep::EsriShapefile(_) => unsupported(file, "EsriShapefile"),
+    }
+}
+
+/// A read step Weir does not carry out: manifests with one are refused when loaded (`manifest/support.rs`),
+/// but a chain written by another ODF implementation may hold one.
+fn unsupported(file: &str, kind: &str) -> Result<Batches, IngestError> {
+    Err(IngestError::Data(DataError::Column {
+        message: format!("reading {file}: Weir does not support ReadStep kind {kind}"),
+    }))
+}
+
+/// Reads a whole file into one batch (the input of a preprocess query).
+pub fn read(step: &ReadStep, bytes: Bytes, file: &str) -> Result<RecordBatch, IngestError> {
+    let batches = read_batches(step, bytes, file, None)?;
+    let schema = batches.schema.clone();
+    let all = batches
+        .map(|b| b.map(|p| p.batch))
+        .collect::<Result<Vec<_>, _>>()?;
+    concat_batches(&schema, &all).map_err(schema::arrow("reading records"))
+}
+
+fn csv(
+    bytes: Bytes,
+    file: &str,
+    ddl: &[String],
+    separator: Option<&str>,
+    header: bool,
+    event_time: Option<&str>,
+) -> Result<Batches, IngestError> {
+    let delimiter = match separator {
+        None | Some("") => b',',
+        Some(s) if s.len() == 1 => s.as_bytes()[0],
+        Some(s) => {
+            return Err(DataError::Column {
+                message: format!("CSV separator {s:?} is not one byte"),
+            }
+            .into());
+        }
+    };
+    let format = arrow::csv::reader::Format::default()
+        .with_header(header)
+        .with_delimiter(delimiter);
+    if header {
+        let (names, _) = format
+            .infer_schema(Cursor::new(&bytes), Some(0))
+            .map_err(|e| csv_error(file, e))?;
+        unique_names(&names, file)?;
+    }
+    let target = if ddl.is_empty() {
+        let (inferred, _) = format
+            .infer_schema(Cursor::new(&bytes), Some(INFER_RECORDS))
+            .map_err(|e| csv_error(file, e))?;
+        event_time_parsed(&no_null_types(&inferred), event_time, true)
+    } else {
+        event_time_parsed(&parse_ddl(ddl)?, event_time, false)
+    };
+    let strings = as_strings(&target, |_| true);
+    let reader = arrow::csv::ReaderBuilder::new(strings)
+        .with_header(header)
+        .with_delimiter(delimiter)
+        .with_batch_size(BATCH_ROWS)
+        .build(Cursor::new(bytes))
+        .map_err(|e| csv_error(file, e))?;
+    let file = file.to_string();
+    let schema = target.clone();
+    let mut next_line = if header { 2 } else { 1 };
+    let iter = reader.map(move |read| {
+        let strings = read.map_err(|e| csv_error(&file, e))?;
+        let places = Places::run(Unit::Line, next_line, strings.num_rows());
+        next_line += strings.num_rows() as u64;
+        let batch = parse_columns(&strings, &target, &places, &file)?;
+        Ok(Placed { batch, places })
+    });
+    Ok(Batches {
+        schema,
+        iter: Box::new(iter),
+    })
+}
+
+fn ndjson(
+    bytes: Bytes,
+    file: &str,
+    ddl: &[String],
+    event_time: Option<&str>,
+) -> Result<Batches, IngestError> {
+    let target = if ddl.is_empty() {
+        let (inferred, _) = arrow::json::reader::infer_json_schema_from_seekable(
+            Cursor::new(&bytes),
+            Some(INFER_RECORDS),
+        )
+        .map_err(|e| BadData::Unreadable {
+            file: file.to_string(),
+            message: json_text(&e).1,
+        })?;
+        event_time_parsed(&no_null_types(&inferred), event_time, true)
+    } else {
+        event_time_parsed(&parse_ddl(ddl)?, event_time, false)
+    };
+    // Scalars are read as written (numbers and booleans as their text) and parsed here; nested values
+    // as they are.
+    let read_schema = as_strings(&target, |t| !t.is_nested());
+    let mut lines = NdJsonLines {
+        bytes,
+        pos: 0,
+        line: 0,
+        file: file.to_string(),
+        read_schema,
+    };
+    let file = file.to_string();
+    let schema = target.clone();
+    let iter = std::iter::from_fn(move || lines.next_batch().transpose()).map(move |read| {
+        let (strings, places) = read?;
+        let batch = parse_columns(&strings, &target, &places, &file)?;
+        Ok(Placed { batch, places })
+    });
+    Ok(Batches {
+        schema,
+        iter: Box::new(iter),
+    })
+}
+
+/// Newline-delimited JSON, one object per non-blank line, decoded a batch of lines at a time.
+struct NdJsonLines {
+    bytes: Bytes,
+    pos: usize,
+    line: u64,
+    file: String,
+    read_schema: SchemaRef,
+}
+
+impl NdJsonLines {
+    fn decoder(&self) -> Result<arrow::json::reader::Decoder, IngestError> {
+        arrow::json::ReaderBuilder::new(self.read_schema.clone())
+            .with_batch_size(BATCH_ROWS + 1)
+            .with_coerce_primitive(true)
+            // A key that is not a column is refused, not dropped.
+            .with_strict_mode(true)
+            .build_decoder()
+            .map_err(schema::arrow("reading NDJSON"))
+    }
+
+    /// The next non-blank line from `pos` and its number, moving past it.
+    fn next_line(&mut self) -> Option<(u64, Bytes)> {
+        while self.pos < self.bytes.len() {
+            let rest = &self.bytes[self.pos..];
+            let len = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
+            let line = self.bytes.slice(self.pos..self.pos + len);
+            self.pos += len + 1;
+            self.line += 1;
+            if !line.trim_ascii().is_empty() {
+                return Some((self.line, line));
+            }
+        }
+        None
+    }
+
+    fn malformed(&self, line: u64, e: &ArrowError) -> BadData {
+        let (column, message) = json_text(e);
+        BadData::Malformed {
+            file: self.file.clone(),
+            place: Place::Line(line),
+            column,
+            message,
+        }
+    }
+
+    fn next_batch(&mut self) -> Result<Option<(RecordBatch, Places)>, IngestError> {
+        let mut decoder = self.decoder()?;
+        let mut lines = Vec::new();
+        let mut numbers = Vec::new();
+        while numbers.len() < BATCH_ROWS {
+            let Some((number, line)) = self.next_line() else {
+                break;
+            };
+            let before = decoder.len();
+            let mut rest = &line[..];
+            while !rest.is_empty() {
+                let n = decoder
+                    .decode(rest)
+                    .map_err(|e| self.malformed(number, &e))?;
+                if n == 0 {
+                    break;
+                }
+                rest = &rest[n..];
+            }
+            if decoder.has_partial_record() || decoder.len() != before + 1 {
+                return Err(BadData::Malformed {
+                    file: self.file.clone(),
+                    place: Place::Line(number),
+                    column: None,
+                    message: "the line does not hold exactly one JSON object".into(),
+                }
+                .into());
+            }
+            numbers.push(number);
+            lines.push(line);
+        }
+        if numbers.is_empty() {
+            return Ok(None);
+        }
+        match decoder.flush() {
+            Ok(Some(batch)) => Ok(Some((
+                batch,
+                Places {
+                    unit: Unit::Line,
+                    numbers,
+                },
+            ))),
+            Ok(None) => Ok(None),
+            Err(e) => {
+                // The decoder does not say which record failed: decode the lines one by one to find it.
+                for (number, line) in numbers.iter().zip(&lines) {
+                    let mut one = self.decoder()?;
+                    if let Err(e) = one.decode(line).and_then(|_| one.flush()) {
+                        return Err(self.malformed(*number, &e).into());
+                    }
+                }
+                Err(BadData::Unreadable {
+                    file: self.file.clone(),
+                    message: json_text(&e).1,
+                }
+                .into())
+            }
+        }
+    }
+}
+
+fn parquet(bytes: Bytes, file: &str, ddl: &[String]) -> Result<Batches, IngestError> {
+    let unreadable = |message: String| BadData::Unreadable {
+        file: file.to_string(),
+        message,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| unreadable(e.to_string()))?
+        .with_batch_size(BATCH_ROWS);
+    let found = builder.schema().clone();
+    unique_names(&found, file)?;
+    let target = if ddl.is_empty() {
+        found.clone()
+    } else {
+        let target = parse_ddl(ddl)?;
+        read_schema_columns(&found, &target, file)?;
+        target
+    };
+    let reader = builder.build().map_err(|e| unreadable(e.to_string()))?;
+    let file = file.to_string();
+    let schema = target.clone();
+    let mut next_row = 1;
+    let iter = reader.map(move |read| {
+        let batch = read.map_err(|e| BadData::Unreadable {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        let places = Places::run(Unit::Row, next_row, batch.num_rows());
+        next_row += batch.num_rows() as u64;
+        let batch = if batch.schema() == target {
+            batch
+        } else {
+            parse_columns(&batch, &target, &places, &file)?
+        };
+        Ok(Placed { batch, places })
+    });
+    Ok(Batches {
+        schema,
+        iter: Box::new(iter),
+    })
+}
+
+/// A Parquet file read with a DDL schema must have exactly its columns, in types it can be read as.
+fn read_schema_columns(found: &Schema, target: &Schema, file: &str) -> Result<(), BadData> {
+    let missing: Vec<String> = target
+        .fields()
+        .iter()
+        .filter(|f| found.field_with_name(f.name()).is_err())
+        .map(|f| f.name().clone())
+        .collect();
+    let extra: Vec<String> = found
+        .fields()
+        .iter()
+        .filter(|f| target.field_with_name(f.name()).is_err())
+        .map(|f| f.name().clone())
+        .collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        return Err(BadData::NotTheReadSchema {
+            file: file.to_string(),
+            missing,
+            extra,
+        });
+    }
+    for t in target.fields() {
+        let Ok(f) = found.field_with_name(t.name()) else {
+            continue;
+        };
+        // A number is not a time: reading one as a TIMESTAMP or DATE would guess its unit.
+        let time = |d: &DataType| d.is_temporal();
+        let text =
+            |d: &DataType| matches!(d, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+        let readable = if time(t.data_type()) {
+            time(f.data_type()) || text(f.data_type())
+        } else {
+            arrow::compute::can_cast_types(f.data_type(), t.data_type())
+        };
+        if !readable {
+            return Err(BadData::TypeMismatch {
+                file: file.to_string(),
+                column: t.name().clone(),
+                found: type_name(f.data_type()),
+                expected: type_name(t.data_type()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Columns whose type inference found nothing (every value empty) are read as strings.
+fn no_null_types(s: &Schema) -> SchemaRef {
+    let fields: Vec<Field> = s
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Null => Field::new(f.name(), DataType::Utf8, true),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// The event time column of a text file is parsed as a TIMESTAMP (milliseconds, UTC) when its type was
+/// inferred (inference may have picked seconds, or no time at all) or is STRING.
+fn event_time_parsed(target: &SchemaRef, event_time: Option<&str>, inferred: bool) -> SchemaRef {
+    let Some(et) = event_time else {
+        return target.clone();
+    };
+    let fields: Vec<Field> = target
+        .fields()
+        .iter()
+        .map(|f| {
+            let t = f.data_type();
+            let parse =
+                f.name() == et && (inferred || matches!(t, DataType::Utf8 | DataType::LargeUtf8));
+            if parse {
+                Field::new(f.name(), utc_millis(), true)
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// `target` with the columns `read_as_text` picks turned into strings.
+fn as_strings(target: &Schema, read_as_text: impl Fn(&DataType) -> bool) -> SchemaRef {
+    let fields: Vec<Field> = target
+        .fields()
+        .iter()
+        .map(|f| {
+            if read_as_text(f.data_type()) {
+                Field::new(f.name(), DataType::Utf8, true)
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+fn unique_names(s: &Schema, file: &str) -> Result<(), BadData> {
+    let mut seen = HashSet::new();
+    for f in s.fields() {
+        if !seen.insert(f.name().as_str()) {
+            return Err(BadData::DuplicateColumn {
+                file: file.to_string(),
+                column: f.name().clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Casts every column of `read` to its type in `target`; a value that does not convert is refused with its
+/// place, never turned into NULL.
+fn parse_columns(
+    read: &RecordBatch,
+    target: &SchemaRef,
+    places: &Places,
+    file: &str,
+) -> Result<RecordBatch, IngestError> {
+    let columns = read
+        .columns()
+        .iter()
+        .zip(target.fields())
+        .map(|(c, f)| checked_cast(c, f, places, file))
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(target.clone(), columns).map_err(schema::arrow("reading records"))
+}
+
+fn checked_cast(
+    c: &ArrayRef,
+    f: &Field,
+    places: &Places,
+    file: &str,
+) -> Result<ArrayRef, IngestError> {
+    if c.data_type() == f.data_type() {
+        return Ok(c.clone());
+    }
+    // The safe cast turns what does not convert into NULL: find the first such value.
+    let out = cast(c, f.data_type()).map_err(schema::arrow(&format!("reading `{}`", f.name())))?;
+    if out.null_count() > c.null_count()
+        && let Some(i) = (0..c.len()).find(|&i| c.is_valid(i) && out.is_null(i))
+    {
+        let value = arrow::util::display::array_value_to_string(c, i).unwrap_or_default();
+        return Err(BadData::NotA {
+            file: file.to_string(),
+            place: places.place(i),
+            column: f.name().clone(),
+            value: shortened(value),
+            expected: type_name(f.data_type()),
+        }
+        .into());
+    }
+    Ok(out)
+}
+
+fn shortened(mut value: String) -> String {
+    const MAX: usize = 60;
+    if value.chars().count() > MAX {
+        value = value.chars().take(MAX).collect::<String>() + "...";
+    }
+    value
+}
+
+/// A CSV reader error: a structural one carries its line (`incorrect number of fields for line 3, ...`).
+fn csv_error(file: &str, e: ArrowError) -> IngestError {
+    let text = match &e {
+        ArrowError::CsvError(m) => m.clone(),
+        other => other.to_string(),
+    };
+    let line = text.split_once("line ").and_then(|(_, rest)| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u64>().ok()
+    });
+    let fields = text
+        .strip_prefix("incorrect number of fields for line ")
+        .and_then(|rest| rest.split_once(", expected "))
+        .and_then(|(_, rest)| rest.split_once(" got "))
+        .map(|(expected, got)| format!("expected {expected} fields, found {got}"));
+    match line {
+        Some(n) => BadData::Malformed {
+            file: file.to_string(),
+            place: Place::Line(n),
+            column: None,
+            message: fields.unwrap_or(text),
+        },
+        None => BadData::Unreadable {
+            file: file.to_string(),
+            message: text,
+        },
+    }
+    .into()
+}
+
+/// The column (when arrow names one) and the text of a JSON decoding error.
+fn json_text(e: &ArrowError) -> (Option<String>, String) {
+    let text = match e {
+        ArrowError::JsonError(m) => m.clone(),
+        other => other.to_string(),
+    };
+    if let Some(rest) = text.strip_prefix("whilst decoding field '")
+        && let Some((column, message)) = rest.split_once("': ")
+    {
+        return (Some(column.to_string()), message.to_string());
+    }
+    if let Some(rest) = text.strip_prefix("column '")
+        && let Some((column, _)) = rest.split_once("' missing from schema")
+    {
+        return (
+            Some(column.to_string()),
+            "not a column of the read schema".into(),
+        );
+    }
+    (None, text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn csv_with_header_is_inferred() {
-        let step = ReadStep::Csv(odf::ReadStepCsv {
+    fn csv_step(schema: &[&str]) -> ReadStep {
+        ReadStep::Csv(odf::ReadStepCsv {
+            schema: Some(schema.iter().map(|s| s.to_string()).collect()),
             header: Some(true),
             ..Default::default()
-        });
-        let b = read(&step, Bytes::from("id,name\n1,a\n2,b\n"), "t.csv").unwrap();
+        })
+    }
+
+    fn all(step: &ReadStep, text: &str, event_time: Option<&str>) -> Result<Vec<Placed>, String> {
+        read_batches(step, Bytes::from(text.to_string()), "t", event_time)
+            .and_then(|b| b.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn csv_with_header_is_inferred() {
+        let b = read(&csv_step(&[]), Bytes::from("id,name\n1,a\n2,b\n"), "t.csv").unwrap();
         assert_eq!(b.num_rows(), 2);
         assert_eq!(b.schema().field(0).data_type(), &DataType::Int64);
     }
@@ -171,10 +650,103 @@ mod tests {
     }
 
     #[test]
+    fn a_csv_value_that_does_not_parse_is_refused_with_its_line_and_column() {
+        let err = all(
+            &csv_step(&["id BIGINT", "population BIGINT"]),
+            "id,population\n1,10\n2,\n3,12x\n",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "t line 4, column \"population\": \"12x\" is not a BIGINT"
+        );
+    }
+
+    #[test]
+    fn empty_csv_values_stay_null() {
+        let b = all(&csv_step(&["id BIGINT", "v DOUBLE"]), "id,v\n1,\n", None).unwrap();
+        assert_eq!(b[0].batch.column(1).null_count(), 1);
+    }
+
+    #[test]
+    fn lines_are_counted_across_batches() {
+        let mut text = String::from("id\n");
+        for i in 0..BATCH_ROWS + 5 {
+            text.push_str(&format!("{i}\n"));
+        }
+        text.push_str("x\n");
+        let err = all(&csv_step(&["id BIGINT"]), &text, None).unwrap_err();
+        assert!(
+            err.starts_with(&format!("t line {}, ", BATCH_ROWS + 7)),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_csv_row_with_too_many_fields_is_refused_with_its_line() {
+        let err = all(&csv_step(&["a BIGINT"]), "a\n1\n2,3\n", None).unwrap_err();
+        assert_eq!(err, "t line 3: expected 1 fields, found 2");
+    }
+
+    #[test]
+    fn a_duplicate_csv_header_is_refused() {
+        let err = all(&csv_step(&[]), "a,b,a\n1,2,3\n", None).unwrap_err();
+        assert_eq!(err, "t: column \"a\" appears twice");
+    }
+
+    #[test]
+    fn an_inferred_csv_event_time_is_parsed_and_an_epoch_number_refused() {
+        let ok = all(
+            &csv_step(&[]),
+            "t,v\n2024-01-01T00:00:00.250Z,1\n",
+            Some("t"),
+        )
+        .unwrap();
+        assert_eq!(ok[0].batch.schema().field(0).data_type(), &utc_millis());
+        let err = all(&csv_step(&[]), "t,v\n1717200000,1\n", Some("t")).unwrap_err();
+        assert_eq!(
+            err,
+            "t line 2, column \"t\": \"1717200000\" is not a TIMESTAMP"
+        );
+    }
+
+    #[test]
     fn ndjson_is_inferred() {
         let step = ReadStep::NdJson(odf::ReadStepNdJson::default());
         let b = read(&step, Bytes::from("{\"a\": 1}\n{\"a\": 2}\n"), "t.json").unwrap();
         assert_eq!(b.num_rows(), 2);
+        assert_eq!(b.schema().field(0).data_type(), &DataType::Int64);
+    }
+
+    #[test]
+    fn ndjson_refusals_name_the_line_past_blank_lines() {
+        let step = ReadStep::NdJson(odf::ReadStepNdJson {
+            schema: Some(vec!["id BIGINT".into()]),
+            ..Default::default()
+        });
+        let err = all(&step, "{\"id\": 1}\n\n{\"id\": \"abc\"}\n", None).unwrap_err();
+        assert_eq!(err, "t line 3, column \"id\": \"abc\" is not a BIGINT");
+        let err = all(&step, "{\"id\": 1}\n{\"id\": 2, \"x\": 1}\n", None).unwrap_err();
+        assert_eq!(
+            err,
+            "t line 2, column \"x\": not a column of the read schema"
+        );
+        let err = all(&step, "{\"id\": 1}\n{\"id\": 2\n", None).unwrap_err();
+        assert!(err.starts_with("t line 2: "), "{err}");
+    }
+
+    #[test]
+    fn an_ndjson_number_is_not_a_timestamp() {
+        let step = ReadStep::NdJson(odf::ReadStepNdJson {
+            schema: Some(vec!["at TIMESTAMP".into()]),
+            ..Default::default()
+        });
+        let err = all(&step, "{\"at\": 1717200000000}\n", None).unwrap_err();
+        assert_eq!(
+            err,
+            "t line 1, column \"at\": \"1717200000000\" is not a TIMESTAMP"
+        );
     }
 
     #[test]

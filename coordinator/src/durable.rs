@@ -1,0 +1,96 @@
+//! Durable writes on a local disk: a file is written to a temporary name in its folder, fsynced, renamed
+//! over its final name, and the folder is fsynced, so once [`write`] returns the file survives a power
+//! loss with either its old or its new content, never a torn one. Folders created on the way are fsynced
+//! into their parents too.
+//!
+//! The local store writes every file this way, so by the time a transaction replaces `refs/head` (itself
+//! written this way), its data slice, checkpoint and blocks are on disk. Object stores give their own
+//! durability guarantee for a completed PUT; this module is for local folders only.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Writes `bytes` to `target` durably, creating its folder (durably) under `root` if needed.
+pub fn write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = target
+        .parent()
+        .ok_or_else(|| io::Error::other("a file path without a folder"))?;
+    create_dir_all(root, dir)?;
+    let name = target
+        .file_name()
+        .ok_or_else(|| io::Error::other("a file path without a name"))?;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{}.{}-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, target)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Creates `dir` and its missing ancestors below `root`, fsyncing each new folder's parent so that the
+/// new entry itself is durable.
+pub fn create_dir_all(root: &Path, dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    let mut cur = dir;
+    while !cur.is_dir() {
+        missing.push(cur.to_path_buf());
+        match cur.parent() {
+            Some(p) if p.starts_with(root) || root.starts_with(p) => cur = p,
+            _ => break,
+        }
+    }
+    for d in missing.iter().rev() {
+        match fs::create_dir(d) {
+            Ok(()) => {}
+            // Another writer (or a concurrent transaction of this process) made it first.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        if let Some(parent) = d.parent() {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Fsyncs a folder, making the entries created, renamed or removed in it durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_creates_the_folders_and_replaces_the_file_leaving_no_temporary() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("datasets/x/refs/head");
+        write(root.path(), &target, b"one").unwrap();
+        write(root.path(), &target, b"two").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"two");
+        let entries: Vec<_> = fs::read_dir(target.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(entries, vec![std::ffi::OsString::from("head")]);
+    }
+}
