@@ -810,19 +810,9 @@ impl Chain {
 
 /// Hashes a local file as a stream: its SHA3-256 multihash and its size.
 fn hash_local(file: &std::path::Path) -> std::io::Result<(Multihash, u64)> {
-    use std::io::Read;
     let mut f = std::fs::File::open(file)?;
     let mut hasher = odf::Sha3Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    loop {
-        let k = f.read(&mut buf)?;
-        if k == 0 {
-            break;
-        }
-        hasher.update(&buf[..k]);
-        n += k as u64;
-    }
+    let n = std::io::copy(&mut f, &mut hasher)?;
     Ok((hasher.finish(), n))
 }
 
