@@ -86,18 +86,78 @@ pub fn read_parquet(bytes: Bytes) -> Result<RecordBatch> {
     concat_batches(&schema, &batches).map_err(arrow_err("reading Parquet"))
 }
 
+/// The last `n` records of a Parquet file, reading only the row groups that hold them.
+pub fn read_last_rows(path: &std::path::Path, n: usize) -> Result<Vec<RecordBatch>> {
+    use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+    let context = format!("reading {}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| DataError::Column {
+        message: format!("{context}: {e}"),
+    })?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(context.clone()))?;
+    let total = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+    let skip = total.saturating_sub(n);
+    let selection = RowSelection::from(vec![
+        RowSelector::skip(skip),
+        RowSelector::select(total - skip),
+    ]);
+    let reader = builder
+        .with_row_selection(selection)
+        .build()
+        .map_err(parquet_err(context.clone()))?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(arrow_err(context))
+}
+
 /// Writes a batch as a Parquet file: Snappy-compressed, as engines write theirs (a third of the
 /// uncompressed size on typical data, which is also less to hash and to store).
 pub fn write_parquet(batch: &RecordBatch) -> Result<Bytes> {
     let mut buf = Vec::new();
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .build();
+    let properties = writer_properties();
     let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(properties))
         .map_err(parquet_err("writing Parquet"))?;
     w.write(batch).map_err(parquet_err("writing Parquet"))?;
     w.close().map_err(parquet_err("writing Parquet"))?;
     Ok(Bytes::from(buf))
+}
+
+/// The stored type of a system column (offset Int64, op Int32), `None` for other columns.
+fn normalized_type(name: &str, vocab: &DatasetVocabulary) -> Option<DataType> {
+    if name == vocab.offset_column {
+        Some(DataType::Int64)
+    } else if name == vocab.operation_type_column {
+        Some(DataType::Int32)
+    } else {
+        None
+    }
+}
+
+/// The schema [`normalize_system_columns`] gives batches of `schema`.
+pub fn normalized_schema(schema: &SchemaRef, vocab: &DatasetVocabulary) -> SchemaRef {
+    if schema
+        .fields()
+        .iter()
+        .all(|f| normalized_type(f.name(), vocab).is_none_or(|t| &t == f.data_type()))
+    {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match normalized_type(f.name(), vocab) {
+            Some(t) => Field::new(f.name(), t, f.is_nullable()),
+            None => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// The writer settings of every slice Weir writes: Snappy, as engines write theirs.
+pub fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build()
 }
 
 /// Casts a system column to its compatible form (offset Int64, op Int32), whatever an engine wrote.
@@ -109,14 +169,7 @@ pub fn normalize_system_columns(
     let mut fields = Vec::with_capacity(schema.fields().len());
     let mut columns = Vec::with_capacity(schema.fields().len());
     for (f, c) in schema.fields().iter().zip(batch.columns()) {
-        let target = if f.name() == &vocab.offset_column {
-            Some(DataType::Int64)
-        } else if f.name() == &vocab.operation_type_column {
-            Some(DataType::Int32)
-        } else {
-            None
-        };
-        match target {
+        match normalized_type(f.name(), vocab) {
             Some(t) if c.data_type() != &t => {
                 columns.push(cast(c, &t).map_err(arrow_err(format!("casting `{}`", f.name())))?);
                 fields.push(Field::new(f.name(), t, f.is_nullable()));

@@ -8,8 +8,8 @@
 //! durability guarantee for a completed PUT; this module is for local folders only.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::Path;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Writes `bytes` to `target` durably, creating its folder (durably) under `root` if needed.
@@ -38,6 +38,62 @@ pub fn write(root: &Path, target: &Path, bytes: &[u8]) -> io::Result<()> {
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Copies `src` into `dir` (created durably under `root` if needed) under a temporary name, passing every
+/// byte through `tee` on the way (a hasher, say), and fsyncs the copy. Returns the temporary file and the
+/// bytes copied; [`rename_into_place`] gives it its final name. On error nothing is left behind.
+pub fn copy_to_temp(
+    root: &Path,
+    dir: &Path,
+    src: &Path,
+    tee: &mut impl Write,
+) -> io::Result<(PathBuf, u64)> {
+    create_dir_all(root, dir)?;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".incoming.{}-{}.tmp",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut from = File::open(src)?;
+        let mut to = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut copied = 0u64;
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            tee.write_all(&buf[..n])?;
+            to.write_all(&buf[..n])?;
+            copied += n as u64;
+        }
+        to.sync_all()?;
+        Ok(copied)
+    })();
+    match result {
+        Ok(copied) => Ok((tmp, copied)),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Renames a file written by [`copy_to_temp`] to `target` (in the same folder) and fsyncs the folder.
+pub fn rename_into_place(tmp: &Path, target: &Path) -> io::Result<()> {
+    let dir = target
+        .parent()
+        .ok_or_else(|| io::Error::other("a file path without a folder"))?;
+    let result = fs::rename(tmp, target).and_then(|()| sync_dir(dir));
+    if result.is_err() {
+        let _ = fs::remove_file(tmp);
     }
     result
 }

@@ -13,9 +13,10 @@ use tracing::{Instrument, info, info_span};
 
 use crate::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use crate::data::{self, DataError};
-use crate::engine::contract::{self, ContractViolation};
+use crate::engine::contract::ContractViolation;
 use crate::engine::identity::{self, EngineIdentity};
 use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
+use crate::engine::output;
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use crate::fault;
 use crate::ingest::check::Checks;
@@ -156,7 +157,7 @@ impl Context {
         .await
     }
 
-    fn scratch(&self, dataset: &str) -> Result<tempfile::TempDir, TxError> {
+    pub(crate) fn scratch(&self, dataset: &str) -> Result<tempfile::TempDir, TxError> {
         tempfile::Builder::new()
             .prefix(&format!("weir-{dataset}-"))
             .tempdir()
@@ -243,7 +244,7 @@ impl Context {
                     watermark = Some(watermark.map_or(w, |p| p.max(w)));
                 }
                 records = out.num_rows() as u64;
-                if let Some(schema) = schema_event(&chain, &out).map_err(data_err)? {
+                if let Some(schema) = schema_event(&chain, &out.schema()).map_err(data_err)? {
                     events.push(schema);
                 }
                 Some(self.put_slice(&store, &out, first).await?)
@@ -518,17 +519,25 @@ impl Context {
         };
         let mut schema = None;
         let new_data = match &run.output {
-            Some(out) if out.num_rows() > 0 => {
-                schema = schema_event(chain, out).map_err(data_err)?;
-                Some(self.put_slice(store, out, plan.next_offset()).await?)
+            Some(out) => {
+                schema = schema_event(chain, &out.schema).map_err(data_err)?;
+                let (physical_hash, size) = store.put_file_from(FileKind::Data, &out.file).await?;
+                Some(DataSlice {
+                    logical_hash: out.logical_hash,
+                    physical_hash,
+                    offset_interval: OffsetInterval {
+                        start: plan.next_offset(),
+                        end: plan.next_offset() + out.rows - 1,
+                    },
+                    size,
+                })
             }
-            _ => None,
+            None => None,
         };
         fault::point("after-data", name);
-        let new_checkpoint = match run.checkpoint {
-            Some(bytes) => {
-                let size = bytes.len() as u64;
-                let physical_hash = store.put_file(FileKind::Checkpoint, bytes).await?;
+        let new_checkpoint = match &run.checkpoint {
+            Some(path) => {
+                let (physical_hash, size) = store.put_file_from(FileKind::Checkpoint, path).await?;
                 Some(Checkpoint {
                     physical_hash,
                     size,
@@ -628,7 +637,12 @@ impl Context {
             };
             let explicit_watermarks = blocks
                 .iter()
-                .filter_map(|(_, b)| b.event.new_watermark().map(|w| (b.system_time, w)))
+                .filter_map(|(_, b)| {
+                    b.event.new_watermark().map(|event_time| odf::Watermark {
+                        system_time: b.system_time,
+                        event_time,
+                    })
+                })
                 .collect();
             inputs.push(TransformJobInput {
                 dataset_id: i.id,
@@ -689,59 +703,89 @@ impl Context {
                 violation,
             },
         };
-        let output = match std::fs::read(&job.new_data_path) {
-            Ok(b) => Some(data::read_parquet(Bytes::from(b)).map_err(|e| {
-                violation(ContractViolation::BadDataFile {
-                    message: e.to_string(),
-                })
-            })?),
-            Err(_) => None,
-        };
-        let previous_schema = match chain.data_slices().last() {
-            Some(s) => {
-                let b = store.get_file(FileKind::Data, &s.physical_hash).await?;
-                let prev = data::read_parquet(b).map_err(|source| TxError::Data {
-                    dataset: name.into(),
-                    source,
-                })?;
-                let prev = data::normalize_system_columns(&prev, vocab).map_err(|source| {
-                    TxError::Data {
+        let previous_schema =
+            match chain.data_slices().last() {
+                Some(s) => Some(previous_output_schema(store, s, vocab).await.map_err(
+                    |source| TxError::Data {
                         dataset: name.into(),
                         source,
-                    }
-                })?;
-                Some(prev.schema())
-            }
-            None => None,
-        };
-        contract::check_transform_output(
-            plan.next_offset(),
-            report.new_offset_interval,
-            output.as_ref(),
-            previous_schema.as_ref(),
-            vocab,
-        )
-        .map_err(violation)?;
-        let output =
-            match output {
-                Some(o) => Some(data::normalize_system_columns(&o, vocab).map_err(|source| {
-                    TxError::Data {
-                        dataset: name.into(),
-                        source,
-                    }
-                })?),
+                    },
+                )?),
                 None => None,
             };
-        let checkpoint = std::fs::read(&job.new_checkpoint_path)
-            .ok()
-            .map(Bytes::from);
+        let data_path = job.new_data_path.clone();
+        let next_offset = plan.next_offset();
+        let claimed = report.new_offset_interval;
+        let output_vocab = vocab.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            output::check(
+                &data_path,
+                next_offset,
+                claimed,
+                previous_schema.as_ref(),
+                &output_vocab,
+            )
+        })
+        .await
+        .map_err(|_| TxError::Data {
+            dataset: name.into(),
+            source: data::DataError::Panicked {
+                context: "checking an engine's output".into(),
+            },
+        })?
+        .map_err(|e| match e {
+            output::OutputError::Contract(v) => violation(v),
+            output::OutputError::Data(source) => TxError::Data {
+                dataset: name.into(),
+                source,
+            },
+        })?;
+        let checkpoint = job
+            .new_checkpoint_path
+            .is_file()
+            .then(|| job.new_checkpoint_path.clone());
         Ok(EngineRun {
             report,
             output,
             checkpoint,
             engine_time,
+            _files: dir,
         })
     }
+}
+
+/// The schema of a dataset's stored output, normalised, read from the Parquet footer of its last slice
+/// alone (the records are not read).
+async fn previous_output_schema(
+    store: &DatasetStore,
+    slice: &DataSlice,
+    vocab: &DatasetVocabulary,
+) -> Result<arrow::datatypes::SchemaRef, DataError> {
+    let context = "reading the schema of the previous output";
+    let schema = match store.local_path(FileKind::Data, &slice.physical_hash) {
+        Some(path) => {
+            let file = std::fs::File::open(&path).map_err(|e| DataError::Column {
+                message: format!("{context}: {}: {e}", path.display()),
+            })?;
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(data::parquet_err(context))?
+                .schema()
+                .clone()
+        }
+        None => {
+            let bytes = store
+                .get_file(FileKind::Data, &slice.physical_hash)
+                .await
+                .map_err(|e| DataError::Column {
+                    message: format!("{context}: {e}"),
+                })?;
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .map_err(data::parquet_err(context))?
+                .schema()
+                .clone()
+        }
+    };
+    Ok(data::normalized_schema(&schema, vocab))
 }
 
 /// What an engine produced for one step.
@@ -749,12 +793,14 @@ impl Context {
 pub struct EngineRun {
     /// The Success message.
     pub report: crate::engine::job::TransformReport,
-    /// The data file, normalised.
-    pub output: Option<RecordBatch>,
+    /// The data file, checked and hashed (`None` when there are no records).
+    pub output: Option<output::CheckedOutput>,
     /// The checkpoint file.
-    pub checkpoint: Option<Bytes>,
+    pub checkpoint: Option<PathBuf>,
     /// Wall time of the engine's ExecuteTransform call alone (no staging, reading or checking).
     pub engine_time: Duration,
+    /// The scratch folder holding the files above, removed when the run is dropped.
+    _files: tempfile::TempDir,
 }
 
 /// One input of a planned step.
@@ -836,12 +882,10 @@ fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
 /// (always before the first data).
 pub(crate) fn schema_event(
     chain: &Chain,
-    out: &RecordBatch,
+    out: &arrow::datatypes::SchemaRef,
 ) -> Result<Option<MetadataEvent>, DataError> {
-    let schema = odf::arrow_schema::data_schema_from_arrow(&out.schema()).map_err(|e| {
-        DataError::Column {
-            message: e.to_string(),
-        }
+    let schema = odf::arrow_schema::data_schema_from_arrow(out).map_err(|e| DataError::Column {
+        message: e.to_string(),
     })?;
     if chain.summary.schema.as_ref() == Some(&schema) {
         return Ok(None);

@@ -174,13 +174,13 @@ fn raw_query(query: &str) -> RawQueryRequest {
 
 fn transform_request(query: &str) -> TransformRequest {
     TransformRequest {
-        dataset_id: DatasetId::from_public_key([1; 32]),
+        dataset_id: DatasetId::from_key([1; 32]),
         dataset_alias: "out".into(),
         system_time: Utc.with_ymd_and_hms(2024, 1, 2, 3, 4, 5).unwrap(),
         vocab: DatasetVocabulary::default(),
         transform: Transform::Sql(TransformSql::new("test", query)),
         query_inputs: vec![TransformRequestInput {
-            dataset_id: DatasetId::from_public_key([2; 32]),
+            dataset_id: DatasetId::from_key([2; 32]),
             dataset_alias: "in".into(),
             query_alias: "in".into(),
             vocab: DatasetVocabulary::default(),
@@ -358,7 +358,7 @@ async fn operation_the_engine_lacks_is_operation_not_supported() {
     let server = start_tcp().await;
     let client = client(&server.address).await;
     let request = MigrateQueryRequest {
-        dataset_id: DatasetId::from_public_key([1; 32]),
+        dataset_id: DatasetId::from_key([1; 32]),
         dataset_alias: "out".into(),
         system_time: Utc::now(),
         vocab: DatasetVocabulary::default(),
@@ -387,7 +387,7 @@ async fn operation_the_engine_lacks_is_operation_not_supported() {
 async fn weir_operation_the_engine_implements_answers() {
     let server = start_tcp().await;
     let request = ValidateQueryRequest {
-        dataset_id: DatasetId::from_public_key([1; 32]),
+        dataset_id: DatasetId::from_key([1; 32]),
         dataset_alias: "out".into(),
         vocab: DatasetVocabulary::default(),
         transform: Transform::Sql(TransformSql::new("test", "population")),

@@ -8,7 +8,7 @@ use engine_contract::generated as fb;
 use engine_contract::model::*;
 
 fn id(byte: u8) -> DatasetId {
-    DatasetId::from_public_key([byte; 32])
+    DatasetId::from_key([byte; 32])
 }
 
 fn full_sql() -> Transform {
@@ -16,7 +16,7 @@ fn full_sql() -> Transform {
         engine: "flink".into(),
         version: Some("1.17".into()),
         query: Some("select 1".into()),
-        queries: vec![
+        queries: Some(vec![
             SqlQueryStep {
                 alias: Some("step1".into()),
                 query: "select * from a".into(),
@@ -25,11 +25,11 @@ fn full_sql() -> Transform {
                 alias: None,
                 query: "select * from step1".into(),
             },
-        ],
-        temporal_tables: vec![TemporalTable {
+        ]),
+        temporal_tables: Some(vec![TemporalTable {
             name: "a".into(),
             primary_key: vec!["k1".into(), "k2".into()],
-        }],
+        }]),
     })
 }
 

@@ -40,11 +40,11 @@ fn expected_sql() -> Transform {
         engine: "datafusion".into(),
         version: None,
         query: None,
-        queries: vec![SqlQueryStep {
+        queries: Some(vec![SqlQueryStep {
             alias: None,
             query: QUERY.into(),
-        }],
-        temporal_tables: vec![],
+        }]),
+        temporal_tables: None,
     })
 }
 

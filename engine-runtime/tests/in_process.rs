@@ -133,7 +133,7 @@ async fn engine_errors_reach_the_caller_typed() {
         .await
         .unwrap();
     let validate = engine_contract::model::ValidateQueryRequest {
-        dataset_id: engine_contract::model::DatasetId::from_public_key([1; 32]),
+        dataset_id: engine_contract::model::DatasetId::from_key([1; 32]),
         dataset_alias: "derived".into(),
         vocab: Default::default(),
         transform: Transform::Sql(TransformSql::new("counter", "count")),

@@ -15,6 +15,9 @@ pub const KEY_LEN: usize = 32;
 /// The multicodec prefix of the key: the varint of `ed25519-pub` (0xed).
 const ED25519_PUB_PREFIX: [u8; 2] = [0xed, 0x01];
 
+/// The multibase prefix of base58btc.
+const BASE58BTC_PREFIX: char = 'z';
+
 /// A dataset's identity: an Ed25519 public key, stored as `ed 01` + 32 key bytes and printed as
 /// `did:odf:fed01…`.
 ///
@@ -25,6 +28,10 @@ const ED25519_PUB_PREFIX: [u8; 2] = [0xed, 0x01];
 /// assert!(text.starts_with("did:odf:fed01"));
 /// assert_eq!(text.parse::<DatasetId>()?, id);
 /// assert_eq!(DatasetId::from_bytes(&id.to_bytes())?, id);
+/// // The older base58btc text form (`did:odf:z…`) still parses:
+/// let base58 = id.to_base58_did();
+/// assert!(base58.starts_with("did:odf:z"));
+/// assert_eq!(base58.parse::<DatasetId>()?, id);
 /// # Ok::<(), odf::DatasetIdError>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,8 +58,10 @@ pub enum DatasetIdError {
         /// The text as given.
         text: String,
     },
-    /// The text after `did:odf:` is not `f` + lower-case hex.
-    #[error("dataset id text is not multibase base16 (`f` + lower-case hex): {text:?}")]
+    /// The text after `did:odf:` is neither `f` + lower-case hex nor `z` + base58btc.
+    #[error(
+        "dataset id text is not multibase base16 (`f` + lower-case hex) or base58btc (`z` + base58): {text:?}"
+    )]
     NotBase16 {
         /// The text as given.
         text: String,
@@ -76,6 +85,15 @@ impl DatasetId {
         out[..2].copy_from_slice(&ED25519_PUB_PREFIX);
         out[2..].copy_from_slice(&self.key);
         out
+    }
+
+    /// The older text form, `did:odf:z` + base58btc of [`to_bytes`](Self::to_bytes). [`Display`](fmt::Display)
+    /// writes the canonical base16 form; parsing accepts both.
+    pub fn to_base58_did(&self) -> String {
+        format!(
+            "{DID_ODF_PREFIX}{BASE58BTC_PREFIX}{}",
+            bs58::encode(self.to_bytes()).into_string()
+        )
     }
 
     /// Parses the stored bytes.
@@ -108,14 +126,19 @@ impl FromStr for DatasetId {
     type Err = DatasetIdError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let base16 = text
+        let multibase = text
             .strip_prefix(DID_ODF_PREFIX)
             .ok_or_else(|| DatasetIdError::NotDidOdf { text: text.into() })?;
-        let bytes = multibase::read_base16(base16).map_err(|e| match e {
-            Base16Error::NotBase16 | Base16Error::NotHex => {
-                DatasetIdError::NotBase16 { text: text.into() }
-            }
-        })?;
+        let not_multibase = || DatasetIdError::NotBase16 { text: text.into() };
+        let bytes = match multibase.strip_prefix(BASE58BTC_PREFIX) {
+            // The form dataset ids had before ODF settled on base16; kamu still reads it.
+            Some(base58) => bs58::decode(base58)
+                .into_vec()
+                .map_err(|_| not_multibase())?,
+            None => multibase::read_base16(multibase).map_err(|e| match e {
+                Base16Error::NotBase16 | Base16Error::NotHex => not_multibase(),
+            })?,
+        };
         Self::from_bytes(&bytes)
     }
 }
@@ -154,7 +177,11 @@ mod tests {
             Err(DatasetIdError::NotDidOdf { .. })
         ));
         assert!(matches!(
-            "did:odf:zed01".parse::<DatasetId>(),
+            "did:odf:xed01".parse::<DatasetId>(),
+            Err(DatasetIdError::NotBase16 { .. })
+        ));
+        assert!(matches!(
+            "did:odf:z0OIl".parse::<DatasetId>(),
             Err(DatasetIdError::NotBase16 { .. })
         ));
     }

@@ -41,6 +41,7 @@ mod source_caching;
 mod source_state;
 mod transform;
 mod vocabulary;
+mod watermark;
 
 pub use attachments::{AttachmentEmbedded, Attachments, AttachmentsEmbedded};
 pub use checkpoint::Checkpoint;
@@ -86,6 +87,7 @@ pub use source_state::SourceState;
 pub use timestamp::TimestampError;
 pub use transform::{SqlQueryStep, TemporalTable, Transform, TransformSql};
 pub use vocabulary::DatasetVocabulary;
+pub use watermark::Watermark;
 
 /// Encodes a block into its file's bytes (manifest version 2), byte for byte as kamu writes it.
 pub fn encode_block(block: &MetadataBlock) -> Vec<u8> {

@@ -24,6 +24,20 @@ pub struct OffsetInterval {
 }
 
 impl OffsetInterval {
+    /// The interval `[start, end]`, or `None` when `start > end` (ODF intervals are never empty).
+    pub const fn new(start: u64, end: u64) -> Option<Self> {
+        if start <= end {
+            Some(Self { start, end })
+        } else {
+            None
+        }
+    }
+
+    /// Whether `offset` lies in the interval.
+    pub const fn contains(&self, offset: u64) -> bool {
+        self.start <= offset && offset <= self.end
+    }
+
     /// Number of records, or 0 if `end < start` (which is not a valid interval).
     pub fn len(&self) -> u64 {
         self.end

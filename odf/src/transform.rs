@@ -125,6 +125,31 @@ impl Transform {
 }
 
 impl TransformSql {
+    /// A one-step SQL transform in the form ODF stores (one step without alias in `queries`).
+    ///
+    /// ```
+    /// use odf::{SqlQueryStep, TransformSql};
+    /// let sql = TransformSql::new("datafusion", "select * from foo");
+    /// assert_eq!(sql.steps(), vec![SqlQueryStep { alias: None, query: "select * from foo".into() }]);
+    /// ```
+    pub fn new(engine: impl Into<String>, query: impl Into<String>) -> Self {
+        Self {
+            engine: engine.into(),
+            version: None,
+            query: None,
+            queries: Some(vec![SqlQueryStep {
+                alias: None,
+                query: query.into(),
+            }]),
+            temporal_tables: None,
+        }
+    }
+
+    /// The steps to run, whichever form was used: `queries`, then `query` as a last step without alias.
+    pub fn steps(&self) -> Vec<SqlQueryStep> {
+        self.clone().normalize().queries.unwrap_or_default()
+    }
+
     /// The form ODF stores: `query` moved to the end of `queries` as a step without alias.
     pub fn normalize(mut self) -> Self {
         if let Some(query) = self.query.take() {

@@ -109,13 +109,13 @@ fn input_file(rows: usize) -> PathBuf {
 fn request(input: &Path, rows: usize, out: &Path) -> TransformRequest {
     let input = input.display().to_string();
     TransformRequest {
-        dataset_id: DatasetId::from_public_key([1; 32]),
+        dataset_id: DatasetId::from_key([1; 32]),
         dataset_alias: "bench.out".into(),
         system_time: Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap(),
         vocab: DatasetVocabulary::default(),
         transform: Transform::Sql(TransformSql::new("datafusion", QUERY)),
         query_inputs: vec![TransformRequestInput {
-            dataset_id: DatasetId::from_public_key([2; 32]),
+            dataset_id: DatasetId::from_key([2; 32]),
             dataset_alias: "bench.in".into(),
             query_alias: "input".into(),
             vocab: DatasetVocabulary::default(),

@@ -47,14 +47,14 @@
 //!
 //! let input_file = input_file.display().to_string();
 //! let request = TransformRequest {
-//!     dataset_id: DatasetId::from_public_key([1; 32]),
+//!     dataset_id: DatasetId::from_key([1; 32]),
 //!     dataset_alias: "bar".into(),
 //!     system_time: Utc.with_ymd_and_hms(2023, 3, 1, 0, 0, 0).unwrap(),
 //!     vocab: DatasetVocabulary::default(),
 //!     transform: Transform::Sql(TransformSql::new("datafusion",
 //!         "SELECT event_time, city, population * 2 AS population FROM foo WHERE population > 10")),
 //!     query_inputs: vec![TransformRequestInput {
-//!         dataset_id: DatasetId::from_public_key([2; 32]),
+//!         dataset_id: DatasetId::from_key([2; 32]),
 //!         dataset_alias: "foo".into(),
 //!         query_alias: "foo".into(),
 //!         vocab: DatasetVocabulary::default(),

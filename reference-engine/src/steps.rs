@@ -17,7 +17,7 @@ pub(crate) async fn plan_steps(
     transform: &TransformSql,
     taken_names: &[String],
 ) -> Result<LogicalPlan, EngineError> {
-    if let Some(table) = transform.temporal_tables.first() {
+    if let Some(table) = transform.temporal_tables.iter().flatten().next() {
         return Err(EngineError::TemporalTablesUnsupported {
             name: table.name.clone(),
         });

@@ -60,12 +60,12 @@ async fn raw_query_with_bad_sql_is_an_invalid_query() {
 
 fn validate_request(fx: &Fixture, query: &str) -> ValidateQueryRequest {
     ValidateQueryRequest {
-        dataset_id: DatasetId::from_public_key([9; 32]),
+        dataset_id: DatasetId::from_key([9; 32]),
         dataset_alias: "bar".into(),
         vocab: DatasetVocabulary::default(),
         transform: sql(query),
         query_inputs: vec![ValidateQueryInput {
-            dataset_id: DatasetId::from_public_key([1; 32]),
+            dataset_id: DatasetId::from_key([1; 32]),
             dataset_alias: "foo".into(),
             query_alias: "foo".into(),
             vocab: DatasetVocabulary::default(),
@@ -139,7 +139,7 @@ async fn migrate_finalises_open_windows_and_starts_the_next_query() {
 
     let next_query = WINDOWED.replace("1 hour", "1 day");
     let request = MigrateQueryRequest {
-        dataset_id: DatasetId::from_public_key([9; 32]),
+        dataset_id: DatasetId::from_key([9; 32]),
         dataset_alias: "bar".into(),
         system_time: system_time(),
         vocab: DatasetVocabulary::default(),
@@ -196,7 +196,7 @@ async fn migrate_refuses_a_checkpoint_the_previous_query_did_not_write() {
     first.new_checkpoint_path = fx.path("t0/checkpoint").display().to_string();
     transform_ok(&first).await;
     let request = MigrateQueryRequest {
-        dataset_id: DatasetId::from_public_key([9; 32]),
+        dataset_id: DatasetId::from_key([9; 32]),
         dataset_alias: "bar".into(),
         system_time: system_time(),
         vocab: DatasetVocabulary::default(),
@@ -229,7 +229,7 @@ fn provenance_request(
     let records = appends(0, &[("A", 1), ("B", 200), ("C", 3), ("D", 400), ("E", 500)]);
     let slice = fx.slice(&records, SystemTypes::Compatible);
     DeriveProvenanceRequest {
-        dataset_id: DatasetId::from_public_key([9; 32]),
+        dataset_id: DatasetId::from_key([9; 32]),
         dataset_alias: "bar".into(),
         system_time: system_time(),
         vocab: DatasetVocabulary::default(),

@@ -209,7 +209,9 @@ async fn multi_step_queries_see_earlier_steps_by_their_alias() {
     let mut request = fx.request(MAP, vec![fx.input("foo", vec![slice], Some((0, 2)))], 0);
     request.transform = Transform::Sql(TransformSql {
         engine: "datafusion".into(),
-        queries: vec![
+        version: None,
+        query: None,
+        queries: Some(vec![
             SqlQueryStep {
                 alias: Some("doubled".into()),
                 query: "SELECT event_time, city, population * 2 AS p2 FROM foo".into(),
@@ -218,8 +220,8 @@ async fn multi_step_queries_see_earlier_steps_by_their_alias() {
                 alias: None,
                 query: "SELECT event_time, city, p2 + 1 AS p FROM doubled WHERE p2 > 20".into(),
             },
-        ],
-        ..TransformSql::default()
+        ]),
+        temporal_tables: None,
     });
     transform_ok(&request).await;
     let out = read_parquet(&request.new_data_path);

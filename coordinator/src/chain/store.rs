@@ -503,6 +503,71 @@ impl DatasetStore {
         Ok(hash)
     }
 
+    /// Stores the file at `src` under its content hash, reading it once: on a local disk it is copied into
+    /// place while hashed (durably, as [`Storage::put`]); on an object store it is hashed, then uploaded in
+    /// parts. Returns the hash and the size. Memory stays bounded whatever the file's size.
+    pub async fn put_file_from(
+        &self,
+        kind: FileKind,
+        src: &std::path::Path,
+    ) -> Result<(Multihash, u64), StoreError> {
+        let local = |operation: &'static str, path: &std::path::Path| {
+            let path = path.display().to_string();
+            move |source| StoreError::LocalIo {
+                operation,
+                path,
+                source,
+            }
+        };
+        if let Some(root) = self.storage.local_root.clone() {
+            let dir = root.join("datasets").join(&self.name).join(kind.dir());
+            let from = src.to_path_buf();
+            let into = dir.clone();
+            let (tmp, size, hash) = tokio::task::spawn_blocking(move || {
+                let mut hasher = odf::Sha3Hasher::new();
+                let (tmp, size) = crate::durable::copy_to_temp(&root, &into, &from, &mut hasher)?;
+                Ok::<_, std::io::Error>((tmp, size, hasher.finish()))
+            })
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|r| r)
+            .map_err(local("copy", src))?;
+            let target = dir.join(hash.to_string());
+            let shown = target.clone();
+            tokio::task::spawn_blocking(move || crate::durable::rename_into_place(&tmp, &target))
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|r| r)
+                .map_err(local("write", &shown))?;
+            debug!(dataset = %self.name, path = %shown.display(), size, "stored durably while hashed");
+            return Ok((hash, size));
+        }
+        let from = src.to_path_buf();
+        let hash = tokio::task::spawn_blocking(move || {
+            let mut hasher = odf::Sha3Hasher::new();
+            std::io::copy(&mut std::fs::File::open(&from)?, &mut hasher)?;
+            Ok::<_, std::io::Error>(hasher.finish())
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|r| r)
+        .map_err(local("read", src))?;
+        let path = self.file_path(kind, &hash);
+        let mut upload =
+            object_store::buffered::BufWriter::new(self.storage.store.clone(), path.clone());
+        let mut file = tokio::fs::File::open(src)
+            .await
+            .map_err(local("read", src))?;
+        let size = tokio::io::copy(&mut file, &mut upload)
+            .await
+            .map_err(local("upload", src))?;
+        tokio::io::AsyncWriteExt::shutdown(&mut upload)
+            .await
+            .map_err(local("upload", src))?;
+        debug!(dataset = %self.name, %path, size, "uploaded");
+        Ok((hash, size))
+    }
+
     /// Reads a content-addressed file and checks its hash.
     pub async fn get_file(&self, kind: FileKind, hash: &Multihash) -> Result<Bytes, StoreError> {
         let path = self.file_path(kind, hash);

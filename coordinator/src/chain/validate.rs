@@ -892,7 +892,7 @@ mod tests {
                                 None
                             } else {
                                 let out = records(n, first, now, &vocab);
-                                events.extend(schema_event(&root, &out).unwrap());
+                                events.extend(schema_event(&root, &out.schema()).unwrap());
                                 Some(slice(&out, first))
                             };
                             events.push(MetadataEvent::AddData(AddData {
@@ -924,7 +924,7 @@ mod tests {
                                 None
                             } else {
                                 let out = records(rows, first, now, &vocab);
-                                events.extend(schema_event(&deriv, &out).unwrap());
+                                events.extend(schema_event(&deriv, &out.schema()).unwrap());
                                 Some(slice(&out, first))
                             };
                             events.push(MetadataEvent::ExecuteTransform(ExecuteTransform {

@@ -1,7 +1,10 @@
 //! `weir tail DATASET`: the last records as a table.
 
-use arrow::array::RecordBatch;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::compute::concat_batches;
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde_json::json;
 
@@ -11,21 +14,36 @@ use crate::data;
 use crate::error::CommandError;
 use crate::transaction::Context;
 
-/// Runs `tail`.
+/// The most characters of one value the table shows; longer values end in `…` and their full length.
+/// (`--format json` gives every value whole.)
+pub const MAX_CELL_CHARS: usize = 200;
+
+/// Runs `tail`: reads the slices from the last backwards, and of each only the rows it prints (a Parquet row
+/// selection: other row groups are not decoded). Every slice read is checked against its hash first.
 pub async fn run(ctx: &Context, dataset: &str, n: usize) -> Result<Output, CommandError> {
     known(ctx, dataset)?;
     let store = ctx.storage.dataset(dataset);
     let chain = store.chain().await?;
     let slices: Vec<_> = chain.data_slices().cloned().collect();
+    let scratch = ctx.scratch(dataset)?;
     let mut batches: Vec<RecordBatch> = Vec::new();
     let mut have = 0usize;
     for s in slices.iter().rev() {
         if have >= n {
             break;
         }
-        let b = data::read_parquet(store.get_file(FileKind::Data, &s.physical_hash).await?)?;
-        have += b.num_rows();
-        batches.insert(0, b);
+        let path = store
+            .stage_file(
+                FileKind::Data,
+                &s.physical_hash,
+                Some(s.size),
+                scratch.path(),
+            )
+            .await?;
+        let mut last = data::read_last_rows(&path, n - have)?;
+        have += last.iter().map(RecordBatch::num_rows).sum::<usize>();
+        last.append(&mut batches);
+        batches = last;
     }
     let Some(first) = batches.first() else {
         return Ok(Output {
@@ -34,15 +52,39 @@ pub async fn run(ctx: &Context, dataset: &str, n: usize) -> Result<Output, Comma
         });
     };
     let all = concat_batches(&first.schema(), &batches).map_err(data::arrow_err("tail"))?;
-    let skip = all.num_rows().saturating_sub(n);
-    let last = all.slice(skip, all.num_rows() - skip);
-    let text = arrow::util::pretty::pretty_format_batches(std::slice::from_ref(&last))
+    let text = arrow::util::pretty::pretty_format_batches(&[shortened(&all)?])
         .map_err(data::arrow_err("tail"))?
         .to_string();
     Ok(Output {
         text,
-        json: json!({ "dataset": dataset, "records": to_json_rows(&last)? }),
+        json: json!({ "dataset": dataset, "records": to_json_rows(&all)? }),
     })
+}
+
+/// The batch as text columns with every value cut to [`MAX_CELL_CHARS`], so the table costs the same
+/// whatever the values' size.
+fn shortened(b: &RecordBatch) -> Result<RecordBatch, CommandError> {
+    let opts = FormatOptions::default().with_null("");
+    let mut fields = Vec::with_capacity(b.num_columns());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(b.num_columns());
+    for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+        let formatter =
+            ArrayFormatter::try_new(c.as_ref(), &opts).map_err(data::arrow_err("formatting"))?;
+        let values: StringArray = (0..b.num_rows())
+            .map(|r| Some(cut(&formatter.value(r).to_string())))
+            .collect();
+        fields.push(Field::new(f.name(), DataType::Utf8, true));
+        columns.push(Arc::new(values));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| data::arrow_err("formatting")(e).into())
+}
+
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(MAX_CELL_CHARS) {
+        None => text.to_owned(),
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
+    }
 }
 
 /// Rows as JSON objects, values in their display form (numbers as numbers when they parse).
@@ -72,4 +114,18 @@ pub fn to_json_rows(b: &RecordBatch) -> Result<Vec<serde_json::Value>, CommandEr
             serde_json::Value::Object(obj)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_values_are_cut_at_a_character_boundary_with_their_length() {
+        let long = "é".repeat(MAX_CELL_CHARS + 5);
+        let shown = cut(&long);
+        assert!(shown.starts_with(&"é".repeat(MAX_CELL_CHARS)));
+        assert!(shown.ends_with(&format!("… ({} bytes)", long.len())));
+        assert_eq!(cut("short"), "short");
+    }
 }

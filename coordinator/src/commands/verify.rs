@@ -6,7 +6,6 @@ use serde_json::json;
 
 use super::{Output, known};
 use crate::chain::store::{Chain, FileKind};
-use crate::data;
 use crate::engine::identity::{self, EngineIdentity};
 use crate::engine::{EngineFailure, EngineHandle, compat};
 use crate::error::CommandError;
@@ -144,17 +143,13 @@ pub async fn replay(
                 block.system_time,
             )
             .await?;
-        let replayed = match &run.output {
-            Some(o) if o.num_rows() > 0 => {
-                let h = data::logical_hash(std::slice::from_ref(o))?;
-                Some((
-                    plan.next_offset(),
-                    plan.next_offset() + o.num_rows() as u64 - 1,
-                    h,
-                ))
-            }
-            _ => None,
-        };
+        let replayed = run.output.as_ref().map(|o| {
+            (
+                plan.next_offset(),
+                plan.next_offset() + o.rows - 1,
+                o.logical_hash,
+            )
+        });
         let step = ReplayedStep {
             dataset: dataset.to_string(),
             sequence_number: block.sequence_number,

@@ -75,7 +75,105 @@ pub enum ContractViolation {
     WatermarkRegressed,
 }
 
-/// Checks a Success against the written data file (`None` when no file exists).
+/// The contract's checks of an engine's data file, fed one record batch at a time, so a file of any size is
+/// checked in bounded memory: [`OutputCheck::start`] with what the file's footer says, [`OutputCheck::batch`]
+/// for every batch in file order, [`OutputCheck::finish`] at the end.
+#[derive(Debug, Clone)]
+pub struct OutputCheck {
+    next_offset: u64,
+    expected: u64,
+    rows: u64,
+    vocab: DatasetVocabulary,
+}
+
+impl OutputCheck {
+    /// Checks what is known before reading records: the claimed interval against `next_offset` and the
+    /// file's row count, and the file's schema (system columns normalised) against the previous output's.
+    /// `Ok(None)` when there is nothing to read: no records claimed and none in the file.
+    pub fn start(
+        next_offset: u64,
+        claimed: Option<OffsetInterval>,
+        file_rows: Option<u64>,
+        file_schema: Option<&SchemaRef>,
+        previous_schema: Option<&SchemaRef>,
+        vocab: &DatasetVocabulary,
+    ) -> Result<Option<Self>, ContractViolation> {
+        let Some(interval) = claimed else {
+            if let Some(found) = file_rows
+                && found > 0
+            {
+                return Err(ContractViolation::RecordCountMismatch { claimed: 0, found });
+            }
+            return Ok(None);
+        };
+        let (Some(found), Some(schema)) = (file_rows, file_schema) else {
+            return Err(ContractViolation::ClaimsRowsButNoFile { interval });
+        };
+        if interval.start != next_offset {
+            return Err(ContractViolation::WrongStartOffset {
+                expected: next_offset,
+                found: interval.start,
+            });
+        }
+        if interval.end < interval.start || found != interval.len() {
+            return Err(ContractViolation::RecordCountMismatch {
+                claimed: interval.end.saturating_sub(interval.start) + 1,
+                found,
+            });
+        }
+        if let Some(prev) = previous_schema {
+            let now = data::normalized_schema(schema, vocab);
+            if !data::same_logical_columns(prev, &now) {
+                return Err(ContractViolation::SchemaChanged {
+                    previous: data::schema_text(prev),
+                    found: data::schema_text(&now),
+                });
+            }
+        }
+        Ok(Some(Self {
+            next_offset,
+            expected: found,
+            rows: 0,
+            vocab: vocab.clone(),
+        }))
+    }
+
+    /// Checks the next batch of the file: its offsets continue the previous batch's.
+    pub fn batch(&mut self, batch: &RecordBatch) -> Result<(), ContractViolation> {
+        let offsets = data::offset_values(batch, &self.vocab).map_err(|e| {
+            ContractViolation::BadDataFile {
+                message: e.to_string(),
+            }
+        })?;
+        for (i, o) in offsets.iter().enumerate() {
+            let index = self.rows + i as u64;
+            let expected = self.next_offset + index;
+            if *o != expected {
+                return Err(ContractViolation::NonContiguousOffsets {
+                    index: usize::try_from(index).unwrap_or(usize::MAX),
+                    expected,
+                    found: *o,
+                });
+            }
+        }
+        self.rows += offsets.len() as u64;
+        Ok(())
+    }
+
+    /// The records read: the file must have held as many as its footer and the engine said.
+    pub fn finish(self) -> Result<u64, ContractViolation> {
+        if self.rows != self.expected {
+            return Err(ContractViolation::RecordCountMismatch {
+                claimed: self.expected,
+                found: self.rows,
+            });
+        }
+        Ok(self.rows)
+    }
+}
+
+/// Checks a Success against the written data file held as one batch (`None` when no file exists): the
+/// checks of [`OutputCheck`] in one call.
 ///
 /// ```
 /// use odf::{OffsetInterval, DatasetVocabulary};
@@ -90,56 +188,18 @@ pub fn check_transform_output(
     previous_schema: Option<&SchemaRef>,
     vocab: &DatasetVocabulary,
 ) -> Result<(), ContractViolation> {
-    let Some(interval) = claimed else {
-        if let Some(b) = file
-            && b.num_rows() > 0
-        {
-            return Err(ContractViolation::RecordCountMismatch {
-                claimed: 0,
-                found: b.num_rows() as u64,
-            });
-        }
-        return Ok(());
-    };
-    let batch = file.ok_or(ContractViolation::ClaimsRowsButNoFile { interval })?;
-    if interval.start != next_offset {
-        return Err(ContractViolation::WrongStartOffset {
-            expected: next_offset,
-            found: interval.start,
-        });
-    }
-    if interval.end < interval.start || batch.num_rows() as u64 != interval.len() {
-        return Err(ContractViolation::RecordCountMismatch {
-            claimed: interval.end.saturating_sub(interval.start) + 1,
-            found: batch.num_rows() as u64,
-        });
-    }
-    let offsets =
-        data::offset_values(batch, vocab).map_err(|e| ContractViolation::BadDataFile {
-            message: e.to_string(),
-        })?;
-    for (i, o) in offsets.iter().enumerate() {
-        let expected = next_offset + i as u64;
-        if *o != expected {
-            return Err(ContractViolation::NonContiguousOffsets {
-                index: i,
-                expected,
-                found: *o,
-            });
-        }
-    }
-    if let Some(prev) = previous_schema {
-        let now = data::normalize_system_columns(batch, vocab)
-            .map_err(|e| ContractViolation::BadDataFile {
-                message: e.to_string(),
-            })?
-            .schema();
-        if !data::same_logical_columns(prev, &now) {
-            return Err(ContractViolation::SchemaChanged {
-                previous: data::schema_text(prev),
-                found: data::schema_text(&now),
-            });
-        }
+    let schema = file.map(RecordBatch::schema);
+    let check = OutputCheck::start(
+        next_offset,
+        claimed,
+        file.map(|b| b.num_rows() as u64),
+        schema.as_ref(),
+        previous_schema,
+        vocab,
+    )?;
+    if let (Some(mut check), Some(batch)) = (check, file) {
+        check.batch(batch)?;
+        check.finish()?;
     }
     Ok(())
 }

@@ -1,10 +1,12 @@
 //! What the coordinator asks of an engine, independent of how the engine runs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
+use engine_contract::model::{RawQueryRequest, Transform, TransformRequest, TransformRequestInput};
+use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
 
-use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql};
+use super::identity::without_engine;
 
 /// One input of a transform job.
 #[derive(Debug, Clone)]
@@ -23,8 +25,8 @@ pub struct TransformJobInput {
     pub data_paths: Vec<PathBuf>,
     /// A Parquet file with the input's schema.
     pub schema_file: PathBuf,
-    /// (system time, event time) watermarks of the input in this interval.
-    pub explicit_watermarks: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Watermarks of the input in this interval.
+    pub explicit_watermarks: Vec<Watermark>,
 }
 
 /// One ExecuteTransform.
@@ -70,4 +72,72 @@ pub struct RawQueryJob {
     pub transform: TransformSql,
     /// Output file.
     pub output_data_path: PathBuf,
+}
+
+/// What the engine is given to run: the queries alone, in the form ODF stores. `version` holds the engine
+/// identity Weir records, not something the engine is asked to be.
+fn engine_transform(sql: &TransformSql) -> Transform {
+    Transform::Sql(without_engine(sql).normalize())
+}
+
+impl TransformJob {
+    /// The request for this job, with every file path as `path` says the engine sees it.
+    pub fn request<E>(
+        &self,
+        path: impl Fn(&Path) -> Result<String, E>,
+    ) -> Result<TransformRequest, E> {
+        Ok(TransformRequest {
+            dataset_id: self.dataset_id,
+            dataset_alias: self.dataset_alias.clone(),
+            system_time: self.system_time,
+            vocab: self.vocab.clone(),
+            transform: engine_transform(&self.transform),
+            query_inputs: self
+                .inputs
+                .iter()
+                .map(|i| {
+                    Ok(TransformRequestInput {
+                        dataset_id: i.dataset_id,
+                        dataset_alias: i.dataset_alias.clone(),
+                        query_alias: i.query_alias.clone(),
+                        vocab: i.vocab.clone(),
+                        offset_interval: i.offset_interval,
+                        data_paths: i
+                            .data_paths
+                            .iter()
+                            .map(|p| path(p))
+                            .collect::<Result<_, _>>()?,
+                        schema_file: path(&i.schema_file)?,
+                        explicit_watermarks: i.explicit_watermarks.clone(),
+                    })
+                })
+                .collect::<Result<_, E>>()?,
+            next_offset: self.next_offset,
+            prev_checkpoint_path: self
+                .prev_checkpoint_path
+                .as_deref()
+                .map(&path)
+                .transpose()?,
+            new_checkpoint_path: path(&self.new_checkpoint_path)?,
+            new_data_path: path(&self.new_data_path)?,
+        })
+    }
+}
+
+impl RawQueryJob {
+    /// The request for this job, with every file path as `path` says the engine sees it.
+    pub fn request<E>(
+        &self,
+        path: impl Fn(&Path) -> Result<String, E>,
+    ) -> Result<RawQueryRequest, E> {
+        Ok(RawQueryRequest {
+            input_data_paths: self
+                .input_data_paths
+                .iter()
+                .map(|p| path(p))
+                .collect::<Result<_, _>>()?,
+            transform: engine_transform(&self.transform),
+            output_data_path: path(&self.output_data_path)?,
+        })
+    }
 }

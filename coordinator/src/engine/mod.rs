@@ -6,6 +6,7 @@ pub mod contract;
 mod embedded;
 pub mod identity;
 pub mod job;
+pub mod output;
 mod runtime;
 
 use std::time::Duration;

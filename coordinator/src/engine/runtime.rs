@@ -7,11 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use engine_contract::ClientError;
-use engine_contract::model::{
-    DatasetId as WireId, DatasetVocabulary, OffsetInterval as WireInterval, RawQueryRequest,
-    SqlQueryStep, Transform, TransformRequest, TransformRequestInput, TransformSql as WireSql,
-    Watermark,
-};
 use engine_runtime::{
     ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineEndpoint, EngineRuntime,
     OperationFolders, OperationId, ProcessEngine, ProcessRuntime, RuntimeConfig, RuntimeError,
@@ -21,7 +16,6 @@ use engine_runtime::{
 use super::EngineFailure;
 use super::contract::ContractViolation;
 use super::job::{RawQueryJob, TransformJob, TransformReport};
-use odf::{OffsetInterval, TransformSql};
 
 /// How to get the runtime.
 #[derive(Debug, Clone)]
@@ -193,57 +187,13 @@ impl RuntimeEngine {
         inputs.extend(job.inputs.iter().map(|i| i.schema_file.clone()));
         inputs.extend(job.prev_checkpoint_path.iter().cloned());
         let started = self.start(engine, &inputs, &out_dir).await?;
-        let map = |p: &Path| started.engine_path(p);
-        let request = TransformRequest {
-            dataset_id: WireId::from_public_key(*job.dataset_id.key()),
-            dataset_alias: job.dataset_alias.clone(),
-            system_time: job.system_time,
-            vocab: vocab(&job.vocab),
-            transform: sql(&job.transform),
-            query_inputs: job
-                .inputs
-                .iter()
-                .map(|i| {
-                    Ok(TransformRequestInput {
-                        dataset_id: WireId::from_public_key(*i.dataset_id.key()),
-                        dataset_alias: i.dataset_alias.clone(),
-                        query_alias: i.query_alias.clone(),
-                        vocab: vocab(&i.vocab),
-                        offset_interval: i.offset_interval.map(|o| WireInterval {
-                            start: o.start,
-                            end: o.end,
-                        }),
-                        data_paths: i
-                            .data_paths
-                            .iter()
-                            .map(|p| map(p))
-                            .collect::<Result<_, _>>()?,
-                        schema_file: map(&i.schema_file)?,
-                        explicit_watermarks: i
-                            .explicit_watermarks
-                            .iter()
-                            .map(|(s, e)| Watermark {
-                                system_time: *s,
-                                event_time: *e,
-                            })
-                            .collect(),
-                    })
-                })
-                .collect::<Result<_, EngineFailure>>()?,
-            next_offset: job.next_offset,
-            prev_checkpoint_path: job.prev_checkpoint_path.as_deref().map(map).transpose()?,
-            new_checkpoint_path: map(&job.new_checkpoint_path)?,
-            new_data_path: map(&job.new_data_path)?,
-        };
+        let request = job.request(|p| started.engine_path(p))?;
         let Started { handle, .. } = started;
         let result = handle.execute_transform(&request, |_| {}).await;
         let _ = handle.stop().await;
         let success = result.map_err(|e| failure(engine, e))?;
         Ok(TransformReport {
-            new_offset_interval: success.new_offset_interval.map(|o| OffsetInterval {
-                start: o.start,
-                end: o.end,
-            }),
+            new_offset_interval: success.new_offset_interval,
             new_watermark: success.new_watermark,
         })
     }
@@ -259,16 +209,7 @@ impl RuntimeEngine {
             .unwrap_or(Path::new("."))
             .to_path_buf();
         let started = self.start(engine, &job.input_data_paths, &out_dir).await?;
-        let map = |p: &Path| started.engine_path(p);
-        let request = RawQueryRequest {
-            input_data_paths: job
-                .input_data_paths
-                .iter()
-                .map(|p| map(p))
-                .collect::<Result<_, _>>()?,
-            transform: sql(&job.transform),
-            output_data_path: map(&job.output_data_path)?,
-        };
+        let request = job.request(|p| started.engine_path(p))?;
         let Started { handle, .. } = started;
         let result = handle.execute_raw_query(&request, |_| {}).await;
         let _ = handle.stop().await;
@@ -293,36 +234,6 @@ impl Started {
             .map(|p| p.to_string_lossy().into_owned())
             .map_err(|e| failure(&self.engine, e))
     }
-}
-
-fn vocab(v: &odf::DatasetVocabulary) -> DatasetVocabulary {
-    DatasetVocabulary {
-        offset_column: v.offset_column.clone(),
-        operation_type_column: v.operation_type_column.clone(),
-        system_time_column: v.system_time_column.clone(),
-        event_time_column: v.event_time_column.clone(),
-    }
-}
-
-fn sql(t: &TransformSql) -> Transform {
-    // The engine gets the queries alone: `version` holds the engine identity Weir records, not something
-    // the engine is asked to be.
-    let n = t.clone().normalize();
-    Transform::Sql(WireSql {
-        engine: n.engine,
-        version: None,
-        query: None,
-        queries: n
-            .queries
-            .unwrap_or_default()
-            .into_iter()
-            .map(|q| SqlQueryStep {
-                alias: q.alias,
-                query: q.query,
-            })
-            .collect(),
-        temporal_tables: vec![],
-    })
 }
 
 fn chain_text(e: &dyn std::error::Error) -> String {

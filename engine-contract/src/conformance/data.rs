@@ -195,7 +195,7 @@ fn prepare(
             Vec::new()
         };
         query_inputs.push(TransformRequestInput {
-            dataset_id: DatasetId::from_public_key([0x10 + i as u8; 32]),
+            dataset_id: DatasetId::from_key([0x10 + i as u8; 32]),
             dataset_alias: input.alias.to_owned(),
             query_alias: input.alias.to_owned(),
             vocab: DatasetVocabulary::default(),
@@ -206,7 +206,7 @@ fn prepare(
         });
     }
     let request = TransformRequest {
-        dataset_id: DatasetId::from_public_key([0x0F; 32]),
+        dataset_id: DatasetId::from_key([0x0F; 32]),
         dataset_alias: "conformance".into(),
         system_time: request_system_time(),
         vocab: DatasetVocabulary::default(),
@@ -624,7 +624,7 @@ mod tests {
 
     fn request(next_offset: u64) -> TransformRequest {
         TransformRequest {
-            dataset_id: DatasetId::from_public_key([0; 32]),
+            dataset_id: DatasetId::from_key([0; 32]),
             dataset_alias: "out".into(),
             system_time: request_system_time(),
             vocab: DatasetVocabulary::default(),

@@ -39,13 +39,13 @@ fn raw_query(engine: &str, query: &str) -> RawQueryRequest {
 
 fn transform_request(engine: &str, query: &str) -> TransformRequest {
     TransformRequest {
-        dataset_id: DatasetId::from_public_key([0xC0; 32]),
+        dataset_id: DatasetId::from_key([0xC0; 32]),
         dataset_alias: "conformance".into(),
         system_time: chrono::DateTime::UNIX_EPOCH,
         vocab: DatasetVocabulary::default(),
         transform: sql(engine, query),
         query_inputs: vec![TransformRequestInput {
-            dataset_id: DatasetId::from_public_key([0xC1; 32]),
+            dataset_id: DatasetId::from_key([0xC1; 32]),
             dataset_alias: "cities".into(),
             query_alias: "cities".into(),
             vocab: DatasetVocabulary::default(),

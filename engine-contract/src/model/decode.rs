@@ -4,9 +4,9 @@
 use chrono::{DateTime, Utc};
 use flatbuffers::{Follow, ForwardsUOffset, Vector, Verifiable, VerifierOptions};
 
-use super::dataset_id::{DatasetId, DatasetIdError};
 use super::timestamp::{TimestampError, WireTimestamp};
 use crate::generated as fb;
+use odf::{DatasetId, DatasetIdError};
 
 /// Why bytes are not a valid message of the expected root.
 ///

@@ -3,17 +3,17 @@
 use chrono::{DateTime, Utc};
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
-use super::dataset_id::DatasetId;
 use super::decode::{
     DecodeError, dataset_id, optional_string, required, required_string, tables, timestamp,
 };
-use super::offset_interval::OffsetInterval;
+use super::offset_interval::{OffsetInterval, OffsetIntervalWire};
 use super::response::{EngineResponse, request_wire, response_wire};
 use super::timestamp::to_fb;
-use super::transform::Transform;
+use super::transform::{Transform, TransformWire};
 use super::transform_request::TransformRequestInput;
-use super::vocabulary::DatasetVocabulary;
+use super::vocabulary::{DatasetVocabulary, VocabularyWire};
 use crate::generated as fb;
+use odf::DatasetId;
 
 /// Explain output records by the input records that contributed to them.
 ///

@@ -5,7 +5,6 @@
 //! / `decode`): decoding verifies untrusted bytes first and returns a
 //! specific [`DecodeError`]; it never panics.
 
-mod dataset_id;
 pub(crate) mod decode;
 mod derive_provenance;
 mod migrate_query;
@@ -21,12 +20,12 @@ mod validate_query;
 mod vocabulary;
 mod watermark;
 
-pub use dataset_id::{DatasetId, DatasetIdError, ED25519_MULTICODEC, Multibase};
 pub use decode::{DecodeError, WireMessage};
 pub use derive_provenance::{
     DeriveProvenanceRequest, DeriveProvenanceResponse, DeriveProvenanceSuccess, InputProvenance,
 };
 pub use migrate_query::{MigrateQueryRequest, MigrateQueryResponse, MigrateQuerySuccess};
+pub use odf::{DatasetId, DatasetIdError};
 pub use offset_interval::OffsetInterval;
 pub use operation_type::{OperationType, UnknownOperationType};
 pub use raw_query::{RawQueryRequest, RawQueryResponse, RawQuerySuccess};

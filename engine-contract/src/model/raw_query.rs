@@ -5,7 +5,7 @@ use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::decode::{DecodeError, required_string, strings};
 use super::response::{EngineResponse, request_wire, response_wire};
-use super::transform::Transform;
+use super::transform::{Transform, TransformWire};
 use crate::generated as fb;
 
 /// Run a query over Parquet files and write the result to one file.

@@ -3,17 +3,17 @@
 use chrono::{DateTime, Utc};
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
-use super::dataset_id::DatasetId;
 use super::decode::{
     DecodeError, dataset_id, optional_string, required, required_string, strings, tables, timestamp,
 };
-use super::offset_interval::OffsetInterval;
+use super::offset_interval::{OffsetInterval, OffsetIntervalWire};
 use super::response::request_wire;
 use super::timestamp::to_fb;
-use super::transform::Transform;
-use super::vocabulary::DatasetVocabulary;
-use super::watermark::Watermark;
+use super::transform::{Transform, TransformWire};
+use super::vocabulary::{DatasetVocabulary, VocabularyWire};
+use super::watermark::{Watermark, WatermarkWire};
 use crate::generated as fb;
+use odf::DatasetId;
 
 /// Run one step of a derivative dataset's transformation.
 ///

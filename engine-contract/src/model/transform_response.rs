@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::decode::{DecodeError, optional_timestamp};
-use super::offset_interval::OffsetInterval;
+use super::offset_interval::{OffsetInterval, OffsetIntervalWire};
 use super::response::{EngineResponse, response_wire};
 use super::timestamp::to_fb;
 use crate::generated as fb;

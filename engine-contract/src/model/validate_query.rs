@@ -3,12 +3,12 @@
 
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
-use super::dataset_id::DatasetId;
 use super::decode::{DecodeError, dataset_id, required_string, tables};
 use super::response::{EngineResponse, request_wire, response_wire};
-use super::transform::Transform;
-use super::vocabulary::DatasetVocabulary;
+use super::transform::{Transform, TransformWire};
+use super::vocabulary::{DatasetVocabulary, VocabularyWire};
 use crate::generated as fb;
+use odf::DatasetId;
 
 /// Validate a transform against its inputs' schemas.
 ///

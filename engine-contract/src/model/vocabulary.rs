@@ -1,47 +1,20 @@
-//! [`DatasetVocabulary`]: the names of a dataset's system columns.
+//! [`DatasetVocabulary`] on the wire: ODF's type, with this protocol's FlatBuffers table.
+//!
+//! An absent table or column name reads as ODF's default name, as the reference engine does.
 
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use crate::generated as fb;
+pub use odf::DatasetVocabulary;
 
-/// Names of the system columns of a dataset.
-///
-/// When receiving, any missing name takes its default (some peers omit
-/// them); when sending, all four are always written (some engines crash
-/// without them).
-///
-/// ```
-/// use engine_contract::model::DatasetVocabulary;
-///
-/// let vocab = DatasetVocabulary::default();
-/// assert_eq!(vocab.offset_column, "offset");
-/// assert_eq!(vocab.operation_type_column, "op");
-/// assert_eq!(vocab.system_time_column, "system_time");
-/// assert_eq!(vocab.event_time_column, "event_time");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct DatasetVocabulary {
-    /// Column holding each record's offset (default `offset`).
-    pub offset_column: String,
-    /// Column holding each record's [`OperationType`](crate::model::OperationType) (default `op`).
-    pub operation_type_column: String,
-    /// Column holding the time the record was added (default `system_time`).
-    pub system_time_column: String,
-    /// Column holding the time the event happened (default `event_time`).
-    pub event_time_column: String,
+/// The wire form of [`DatasetVocabulary`].
+pub(crate) trait VocabularyWire: Sized {
+    fn from_fb(vocab: Option<fb::DatasetVocabulary<'_>>) -> Self;
+    fn to_fb<'b>(&self, fbb: &mut FlatBufferBuilder<'b>) -> WIPOffset<fb::DatasetVocabulary<'b>>;
 }
 
-impl DatasetVocabulary {
-    /// Default name of the offset column.
-    pub const DEFAULT_OFFSET_COLUMN: &'static str = "offset";
-    /// Default name of the operation type column.
-    pub const DEFAULT_OPERATION_TYPE_COLUMN: &'static str = "op";
-    /// Default name of the system time column.
-    pub const DEFAULT_SYSTEM_TIME_COLUMN: &'static str = "system_time";
-    /// Default name of the event time column.
-    pub const DEFAULT_EVENT_TIME_COLUMN: &'static str = "event_time";
-
-    pub(crate) fn from_fb(vocab: Option<fb::DatasetVocabulary<'_>>) -> Self {
+impl VocabularyWire for DatasetVocabulary {
+    fn from_fb(vocab: Option<fb::DatasetVocabulary<'_>>) -> Self {
         let name = |value: Option<&str>, default: &str| value.unwrap_or(default).to_owned();
         Self {
             offset_column: name(
@@ -63,10 +36,7 @@ impl DatasetVocabulary {
         }
     }
 
-    pub(crate) fn to_fb<'b>(
-        &self,
-        fbb: &mut FlatBufferBuilder<'b>,
-    ) -> WIPOffset<fb::DatasetVocabulary<'b>> {
+    fn to_fb<'b>(&self, fbb: &mut FlatBufferBuilder<'b>) -> WIPOffset<fb::DatasetVocabulary<'b>> {
         let args = fb::DatasetVocabularyArgs {
             offset_column: Some(fbb.create_string(&self.offset_column)),
             operation_type_column: Some(fbb.create_string(&self.operation_type_column)),
@@ -74,16 +44,5 @@ impl DatasetVocabulary {
             event_time_column: Some(fbb.create_string(&self.event_time_column)),
         };
         fb::DatasetVocabulary::create(fbb, &args)
-    }
-}
-
-impl Default for DatasetVocabulary {
-    fn default() -> Self {
-        Self {
-            offset_column: Self::DEFAULT_OFFSET_COLUMN.to_owned(),
-            operation_type_column: Self::DEFAULT_OPERATION_TYPE_COLUMN.to_owned(),
-            system_time_column: Self::DEFAULT_SYSTEM_TIME_COLUMN.to_owned(),
-            event_time_column: Self::DEFAULT_EVENT_TIME_COLUMN.to_owned(),
-        }
     }
 }

@@ -1,24 +1,20 @@
-//! [`Watermark`]: an explicit watermark of an input.
+//! [`Watermark`] on the wire: ODF's type, with this protocol's FlatBuffers table.
 
-use chrono::{DateTime, Utc};
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::decode::{DecodeError, required, timestamp};
 use super::timestamp::to_fb;
 use crate::generated as fb;
+pub use odf::Watermark;
 
-/// An input's statement that no events older than `event_time` will arrive
-/// after `system_time`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Watermark {
-    /// When the watermark was recorded.
-    pub system_time: DateTime<Utc>,
-    /// The event time the input has reached.
-    pub event_time: DateTime<Utc>,
+/// The wire form of [`Watermark`].
+pub(crate) trait WatermarkWire: Sized {
+    fn from_fb(watermark: fb::Watermark<'_>) -> Result<Self, DecodeError>;
+    fn to_fb<'b>(self, fbb: &mut FlatBufferBuilder<'b>) -> WIPOffset<fb::Watermark<'b>>;
 }
 
-impl Watermark {
-    pub(crate) fn from_fb(watermark: fb::Watermark<'_>) -> Result<Self, DecodeError> {
+impl WatermarkWire for Watermark {
+    fn from_fb(watermark: fb::Watermark<'_>) -> Result<Self, DecodeError> {
         const TABLE: &str = "Watermark";
         Ok(Self {
             system_time: timestamp(
@@ -34,7 +30,7 @@ impl Watermark {
         })
     }
 
-    pub(crate) fn to_fb<'b>(self, fbb: &mut FlatBufferBuilder<'b>) -> WIPOffset<fb::Watermark<'b>> {
+    fn to_fb<'b>(self, fbb: &mut FlatBufferBuilder<'b>) -> WIPOffset<fb::Watermark<'b>> {
         let system_time = to_fb(&self.system_time);
         let event_time = to_fb(&self.event_time);
         fb::Watermark::create(

@@ -35,13 +35,13 @@ pub fn transform(
     next_offset: u64,
 ) -> TransformRequest {
     TransformRequest {
-        dataset_id: DatasetId::from_public_key([7; 32]),
+        dataset_id: DatasetId::from_key([7; 32]),
         dataset_alias: "derived".into(),
         system_time: Default::default(),
         vocab: DatasetVocabulary::default(),
         transform: Transform::Sql(TransformSql::new("test", sql)),
         query_inputs: vec![TransformRequestInput {
-            dataset_id: DatasetId::from_public_key([1; 32]),
+            dataset_id: DatasetId::from_key([1; 32]),
             dataset_alias: "source".into(),
             query_alias: "source".into(),
             vocab: DatasetVocabulary::default(),

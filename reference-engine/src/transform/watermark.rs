@@ -30,7 +30,7 @@ mod tests {
 
     fn input(watermarks: &[(i64, i64)]) -> TransformRequestInput {
         TransformRequestInput {
-            dataset_id: crate::request::DatasetId::from_public_key([0; 32]),
+            dataset_id: crate::request::DatasetId::from_key([0; 32]),
             dataset_alias: "a".into(),
             query_alias: "a".into(),
             vocab: DatasetVocabulary::default(),

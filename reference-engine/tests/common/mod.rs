@@ -222,7 +222,7 @@ impl Fixture {
         interval: Option<(u64, u64)>,
     ) -> TransformRequestInput {
         TransformRequestInput {
-            dataset_id: DatasetId::from_public_key([1; 32]),
+            dataset_id: DatasetId::from_key([1; 32]),
             dataset_alias: alias.to_owned(),
             query_alias: alias.to_owned(),
             vocab: DatasetVocabulary::default(),
@@ -244,7 +244,7 @@ impl Fixture {
         next_offset: u64,
     ) -> TransformRequest {
         TransformRequest {
-            dataset_id: DatasetId::from_public_key([9; 32]),
+            dataset_id: DatasetId::from_key([9; 32]),
             dataset_alias: "bar".to_owned(),
             system_time: system_time(),
             vocab: DatasetVocabulary::default(),

@@ -1,0 +1,158 @@
+//! An engine's data file, read once as a stream of record batches: checked against the contract
+//! ([`OutputCheck`]), hashed with ODF's logical hash on another thread, and kept as the engine wrote it, so
+//! it is stored byte for byte. Only a file whose system columns have another integer type than the stored
+//! one (offset Int64, op Int32) is re-encoded, batch by batch, beside it. No step holds more than a few
+//! batches, whatever the size of the file.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::contract::{ContractViolation, OutputCheck};
+use crate::data;
+use odf::{DatasetVocabulary, Multihash, OffsetInterval};
+
+/// Rows per batch read from an engine's file: enough to keep the hasher and the checks busy, few enough
+/// that a handful in flight stay small.
+pub const BATCH_ROWS: usize = 64 * 1024;
+
+/// Batches queued for the hashing thread: the reader stays at most this far ahead.
+const HASH_QUEUE: usize = 4;
+
+/// An engine output that met the contract.
+#[derive(Debug, Clone)]
+pub struct CheckedOutput {
+    /// The file to store: the engine's own, or its re-encoded copy.
+    pub file: PathBuf,
+    /// The records' schema, system columns normalised.
+    pub schema: SchemaRef,
+    /// How many records.
+    pub rows: u64,
+    /// ODF's logical hash of the records.
+    pub logical_hash: Multihash,
+}
+
+/// Why an output could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The engine broke the contract.
+    #[error(transparent)]
+    Contract(#[from] ContractViolation),
+    /// Reading, hashing or re-encoding failed on this side.
+    #[error(transparent)]
+    Data(#[from] data::DataError),
+}
+
+fn bad_file(e: impl std::fmt::Display) -> OutputError {
+    OutputError::Contract(ContractViolation::BadDataFile {
+        message: e.to_string(),
+    })
+}
+
+/// Checks the file an engine wrote at `path` (absent when it wrote none) against its Success, and hashes
+/// it. `Ok(None)` when there are no records.
+pub fn check(
+    path: &Path,
+    next_offset: u64,
+    claimed: Option<OffsetInterval>,
+    previous_schema: Option<&SchemaRef>,
+    vocab: &DatasetVocabulary,
+) -> Result<Option<CheckedOutput>, OutputError> {
+    let builder = match File::open(path) {
+        Ok(file) => Some(ParquetRecordBatchReaderBuilder::try_new(file).map_err(bad_file)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(bad_file(format!("{}: {e}", path.display()))),
+    };
+    let rows = builder
+        .as_ref()
+        .map(|b| u64::try_from(b.metadata().file_metadata().num_rows()).unwrap_or(0));
+    let file_schema = builder.as_ref().map(|b| b.schema().clone());
+    let Some(mut check) = OutputCheck::start(
+        next_offset,
+        claimed,
+        rows,
+        file_schema.as_ref(),
+        previous_schema,
+        vocab,
+    )?
+    else {
+        return Ok(None);
+    };
+    let (Some(builder), Some(file_schema)) = (builder, file_schema) else {
+        // `start` refuses claimed records without a file.
+        return Ok(None);
+    };
+    let schema = data::normalized_schema(&file_schema, vocab);
+    let reader = builder
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(bad_file)?;
+    let rewrite_to = (schema != file_schema).then(|| path.with_extension("normalized.parquet"));
+    let mut writer = match &rewrite_to {
+        Some(to) => {
+            let file = File::create(to).map_err(|e| data::DataError::Column {
+                message: format!("creating {}: {e}", to.display()),
+            })?;
+            Some(
+                ArrowWriter::try_new(file, schema.clone(), Some(data::writer_properties()))
+                    .map_err(data::parquet_err("re-encoding an engine's output"))?,
+            )
+        }
+        None => None,
+    };
+    let mut hasher =
+        odf::logical_hash::LogicalHasher::new(&schema).map_err(|e| data::DataError::Column {
+            message: e.to_string(),
+        })?;
+    let hashed = std::thread::scope(|scope| -> Result<Multihash, OutputError> {
+        let (queue, batches) = mpsc::sync_channel::<RecordBatch>(HASH_QUEUE);
+        let hashing = scope.spawn(move || {
+            for batch in batches {
+                hasher.update(&batch)?;
+            }
+            Ok::<_, odf::logical_hash::LogicalHashError>(hasher.finish())
+        });
+        let read = (|| -> Result<(), OutputError> {
+            for batch in reader {
+                let batch = batch.map_err(bad_file)?;
+                check.batch(&batch)?;
+                let batch = data::normalize_system_columns(&batch, vocab)?;
+                if let Some(w) = writer.as_mut() {
+                    w.write(&batch)
+                        .map_err(data::parquet_err("re-encoding an engine's output"))?;
+                }
+                if queue.send(batch).is_err() {
+                    // The hasher stopped on an error, which `join` reports.
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        drop(queue);
+        let hash = hashing.join().map_err(|_| data::DataError::Panicked {
+            context: "hashing an engine's output".into(),
+        })?;
+        read?;
+        hash.map_err(|e| {
+            OutputError::Data(data::DataError::Column {
+                message: e.to_string(),
+            })
+        })
+    })?;
+    let rows = check.finish()?;
+    if let Some(w) = writer {
+        w.close()
+            .map_err(data::parquet_err("re-encoding an engine's output"))?;
+    }
+    Ok(Some(CheckedOutput {
+        file: rewrite_to.unwrap_or_else(|| path.to_path_buf()),
+        schema,
+        rows,
+        logical_hash: hashed,
+    }))
+}
