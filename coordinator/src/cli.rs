@@ -17,7 +17,7 @@ pub struct Cli {
     /// Which runtime serves engines.
     #[arg(long = "engine", id = "engine_runtime", global = true, value_enum, default_value_t = EngineRuntimeKind::Embedded)]
     pub engine_runtime: EngineRuntimeKind,
-    /// Commands that write (pull, engine deprecate) wait for another weir process writing the workspace
+    /// Commands that write (pull, engine deprecate, upgrade) wait for another weir process writing the workspace
     /// to finish, instead of failing with exit 9.
     #[arg(long, global = true)]
     pub wait_lock: bool,
@@ -114,6 +114,15 @@ pub enum Command {
     },
     /// The dataset graph (`--format text|dot|json`).
     Lineage,
+    /// Convert datasets written by an older Weir (before its chains were ODF's) to the current format.
+    Upgrade {
+        /// Say what would change for each dataset, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// No progress spinners.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Run the engine-contract conformance kit against an engine.
     Conformance {
         /// Engine name (as used in transforms), served by `--engine`.
@@ -130,6 +139,7 @@ impl Command {
                 | Command::Engine {
                     command: EngineCommand::Deprecate { .. }
                 }
+                | Command::Upgrade { dry_run: false, .. }
         )
     }
 }

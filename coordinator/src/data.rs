@@ -225,6 +225,14 @@ pub fn logical_hash_of_parquet(bytes: Bytes) -> Result<Multihash> {
     Ok(hasher.finish())
 }
 
+/// The Arrow schema a stored Parquet slice's footer records (its records' schema), read from the footer
+/// alone.
+pub fn parquet_schema(bytes: Bytes) -> Result<SchemaRef> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(parquet_err("reading a Parquet footer"))?;
+    Ok(builder.schema().clone())
+}
+
 /// Whether two schemas have the same columns by ODF's logical types (`Utf8`, `LargeUtf8` and `Utf8View`
 /// are one type, see [`odf::arrow_schema::same_type`]), ignoring nullability and metadata: what "the output
 /// schema changed" means.

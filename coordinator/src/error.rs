@@ -1,6 +1,7 @@
 //! The errors `weir` commands end with, their exit codes and hints.
 
 use crate::chain::store::StoreError;
+use crate::chain::upgrade::UpgradeError;
 use crate::data::DataError;
 use crate::engine::EngineFailure;
 use crate::exit;
@@ -89,6 +90,20 @@ pub enum CommandError {
         /// Why.
         message: String,
     },
+    /// `weir upgrade` cannot convert a chain; nothing was written.
+    #[error(transparent)]
+    Upgrade(#[from] UpgradeError),
+    /// `weir upgrade` cannot read a block or file it needs; nothing was written.
+    #[error("dataset `{dataset}`: {what} cannot be read for the upgrade: {source}")]
+    UpgradeRead {
+        /// The dataset.
+        dataset: String,
+        /// The block or file.
+        what: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The conformance kit found failures.
     #[error("{failed} conformance check(s) failed")]
     ConformanceFailed {
@@ -102,9 +117,11 @@ impl CommandError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CommandError::Workspace(_) => exit::INVALID_WORKSPACE,
-            CommandError::Store(_) | CommandError::Data(_) | CommandError::StoredFiles { .. } => {
-                exit::STORAGE
-            }
+            CommandError::Store(_)
+            | CommandError::Data(_)
+            | CommandError::StoredFiles { .. }
+            | CommandError::Upgrade(_)
+            | CommandError::UpgradeRead { .. } => exit::STORAGE,
             CommandError::Transaction(t) => tx_code(t),
             CommandError::Engine(e) => engine_code(e),
             CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => {
@@ -147,6 +164,12 @@ impl CommandError {
                     "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
                 )
             }
+            CommandError::Upgrade(_) | CommandError::UpgradeRead { .. } => Some(
+                "nothing was written: every dataset is as it was; restore or fix what the message names (stored files are named by the hash of their bytes), then run `weir upgrade` again",
+            ),
+            CommandError::Store(StoreError::OldFormat { .. }) => Some(
+                "`weir upgrade` converts every dataset of the workspace, keeping the old chains in the storage's upgrade-backup folder",
+            ),
             CommandError::Store(StoreError::HeadMissing { .. } | StoreError::BadHead { .. }) => {
                 Some("restore the head as the message says, then run `weir validate`")
             }

@@ -40,7 +40,7 @@ Exit codes:
   7  verify / engine deprecate found a mismatch
   8  storage unreadable, a stored file missing or not matching its hash, a lost head, or a metadata chain
      invalid (verify reports every stored file that fails its check this way)
-  9  the workspace is locked: another weir process is writing it (pull, engine deprecate); pass
+  9  the workspace is locked: another weir process is writing it (pull, engine deprecate, upgrade); pass
      --wait-lock to wait for it instead
  10  input data refused: the message names the file, line and column (nothing was committed)
 130  stopped by SIGINT (Ctrl-C), 143 stopped by SIGTERM: transactions in flight are abandoned (their

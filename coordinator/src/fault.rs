@@ -3,7 +3,7 @@
 //!
 //! Steps, in transaction order: `after-read` (source read / engine done), `after-data` (data slice
 //! written), `after-checkpoint` (checkpoint written), `after-blocks` (blocks written, head not moved),
-//! `after-head` (head moved).
+//! `after-head` (head moved). `weir upgrade` has its own ([`UPGRADE_STEPS`]).
 
 /// The steps a transaction passes, in order.
 pub const STEPS: &[&str] = &[
@@ -13,6 +13,10 @@ pub const STEPS: &[&str] = &[
     "after-blocks",
     "after-head",
 ];
+
+/// The steps of `weir upgrade`, per dataset: `upgrade-after-blocks` (its backup and new blocks written, no
+/// head moved yet) and `upgrade-after-head` (its head moved, its old block files not yet removed).
+pub const UPGRADE_STEPS: &[&str] = &["upgrade-after-blocks", "upgrade-after-head"];
 
 /// Aborts the process if `WEIR_FAULT_AT` names this step (and dataset, when one is given).
 pub fn point(step: &str, dataset: &str) {
@@ -24,7 +28,7 @@ pub fn point(step: &str, dataset: &str) {
         None => (spec.as_str(), None),
     };
     if want_step == step && want_dataset.is_none_or(|d| d == dataset) {
-        eprintln!("weir: WEIR_FAULT_AT={spec}: aborting at {step} of a transaction of `{dataset}`");
+        eprintln!("weir: WEIR_FAULT_AT={spec}: aborting at {step} of `{dataset}`");
         std::process::abort();
     }
 }

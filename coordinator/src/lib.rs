@@ -4,7 +4,8 @@
 //!
 //! - [`manifest`]: the workspace and its `DatasetSnapshot` manifests, errors pointing at file:line and field.
 //! - [`chain`]: the chain's rules (sans IO) over [`odf`]'s blocks and events, and its storage in an
-//!   object store (content-addressed blocks, data and checkpoints; the head moved last).
+//!   object store (content-addressed blocks, data and checkpoints; the head moved last); the conversion of
+//!   chains written before they were ODF's (`weir upgrade`).
 //! - [`ingest`]: fetch, read, preprocess and merge (append, ledger, snapshot) for root datasets.
 //! - [`engine`]: engines by name, jobs, deadlines and the contract checks on what they return.
 //! - [`transaction`]: one transaction of one dataset, committed atomically.

@@ -204,6 +204,13 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             num_records,
         } => commands::tail::run(&ctx, dataset, *num_records).await,
         Command::Lineage => commands::lineage::run(&ctx, cli.format),
+        Command::Upgrade { dry_run, quiet } => {
+            let opts = commands::upgrade::UpgradeOptions {
+                dry_run: *dry_run,
+                quiet: *quiet || cli.format == Format::Json,
+            };
+            commands::upgrade::run(&ctx, &opts).await
+        }
         Command::Conformance { engine } => commands::conformance::run(&ctx, engine).await,
     }
 }

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
 
 use crate::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
+use crate::chain::validate::ChainSummary;
 use crate::data::{self, DataError};
 use crate::engine::contract::ContractViolation;
 use crate::engine::identity::{self, EngineIdentity};
@@ -27,9 +28,9 @@ use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
 use odf::Multihash;
 use odf::{
-    AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, ExecuteTransform,
-    ExecuteTransformInput, MergeStrategy, MetadataBlock, MetadataEvent, OffsetInterval, Seed,
-    SetDataSchema, SetTransform, Transform, TransformInput, TransformSql,
+    AddData, Checkpoint, DataSchema, DataSlice, DatasetId, DatasetKind, DatasetVocabulary,
+    ExecuteTransform, ExecuteTransformInput, MergeStrategy, MetadataBlock, MetadataEvent,
+    OffsetInterval, Seed, SetDataSchema, SetTransform, Transform, TransformInput, TransformSql,
 };
 
 /// What a transaction failed with. The dataset keeps its previous head in every case.
@@ -244,7 +245,9 @@ impl Context {
                     watermark = Some(watermark.map_or(w, |p| p.max(w)));
                 }
                 records = out.num_rows() as u64;
-                if let Some(schema) = schema_event(&chain, &out.schema()).map_err(data_err)? {
+                if let Some(schema) =
+                    schema_event(chain.summary.schema.as_ref(), &out.schema()).map_err(data_err)?
+                {
                     events.push(schema);
                 }
                 Some(self.put_slice(&store, &out, first).await?)
@@ -462,7 +465,7 @@ impl Context {
                 })?;
             let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
             let id = chain_dataset_id(&chain, &events);
-            record_engine(&chain, &mut events, engine.identity());
+            record_engine(&chain.summary, &mut events, engine.identity());
             let (step, schema, step_engine_time) = self
                 .execute(&store, &chain, &name, id, plan, &engine, &vocab, now)
                 .await?;
@@ -520,7 +523,8 @@ impl Context {
         let mut schema = None;
         let new_data = match &run.output {
             Some(out) => {
-                schema = schema_event(chain, &out.schema).map_err(data_err)?;
+                schema =
+                    schema_event(chain.summary.schema.as_ref(), &out.schema).map_err(data_err)?;
                 let (physical_hash, size) = store.put_file_from(FileKind::Data, &out.file).await?;
                 Some(DataSlice {
                     logical_hash: out.logical_hash,
@@ -878,16 +882,17 @@ fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
     })
 }
 
-/// A `SetDataSchema` for the records about to be written, when the chain's schema in force is not theirs
-/// (always before the first data).
+/// A `SetDataSchema` for records of Arrow schema `schema` about to be written, when the schema in force
+/// (`in_force`, the chain's last `SetDataSchema`) is not theirs: always before the first data.
 pub(crate) fn schema_event(
-    chain: &Chain,
-    out: &arrow::datatypes::SchemaRef,
+    in_force: Option<&DataSchema>,
+    schema: &arrow::datatypes::Schema,
 ) -> Result<Option<MetadataEvent>, DataError> {
-    let schema = odf::arrow_schema::data_schema_from_arrow(out).map_err(|e| DataError::Column {
-        message: e.to_string(),
-    })?;
-    if chain.summary.schema.as_ref() == Some(&schema) {
+    let schema =
+        odf::arrow_schema::data_schema_from_arrow(schema).map_err(|e| DataError::Column {
+            message: e.to_string(),
+        })?;
+    if in_force == Some(&schema) {
         return Ok(None);
     }
     Ok(Some(MetadataEvent::SetDataSchema(SetDataSchema::new(
@@ -898,7 +903,7 @@ pub(crate) fn schema_event(
 /// Makes the `SetTransform` in force record `engine` before a step runs: the pending one of this
 /// transaction gets it, or, when the chain's records another engine, a copy with the new version is added.
 pub(crate) fn record_engine(
-    chain: &Chain,
+    summary: &ChainSummary,
     events: &mut Vec<MetadataEvent>,
     engine: &EngineIdentity,
 ) {
@@ -911,7 +916,7 @@ pub(crate) fn record_engine(
         set_version(t, version);
         return;
     }
-    if let Some(t) = &chain.summary.transform
+    if let Some(t) = &summary.transform
         && t.transform.sql().version != version
     {
         let mut t = t.clone();
@@ -920,7 +925,8 @@ pub(crate) fn record_engine(
     }
 }
 
-fn set_version(t: &mut SetTransform, version: Option<String>) {
+/// Sets the engine a `SetTransform` records (its `TransformSql.version`).
+pub(crate) fn set_version(t: &mut SetTransform, version: Option<String>) {
     let Transform::Sql(sql) = &mut t.transform;
     sql.version = version;
 }
@@ -1032,15 +1038,16 @@ impl Context {
     }
 }
 
-/// A transaction's blocks with their hashes, linked after the chain's head, numbered on from its last
-/// block and sharing the transaction's system time (as kamu commits a SetDataSchema with its data).
+/// A transaction's blocks with their hashes, linked after the head of the chain `summary` sums up, numbered
+/// on from its last block and sharing the transaction's system time (as kamu commits a SetDataSchema with its
+/// data).
 pub fn link_blocks(
-    chain: &Chain,
+    summary: &ChainSummary,
     events: Vec<MetadataEvent>,
     now: DateTime<Utc>,
 ) -> Vec<(Multihash, MetadataBlock)> {
-    let mut prev = chain.summary.head;
-    let first = chain.summary.last_sequence_number.map_or(0, |s| s + 1);
+    let mut prev = summary.head;
+    let first = summary.last_sequence_number.map_or(0, |s| s + 1);
     let mut out = Vec::with_capacity(events.len());
     for (sequence_number, event) in (first..).zip(events) {
         let block = MetadataBlock {
@@ -1073,7 +1080,7 @@ async fn commit(
         // commit, not a chain whose head was lost.
         store.mark_new().await?;
     }
-    for (hash, block) in link_blocks(chain, events, now) {
+    for (hash, block) in link_blocks(&chain.summary, events, now) {
         let written = store.put_block(&block).await?;
         debug_assert_eq!(written, hash);
         prev = Some(written);

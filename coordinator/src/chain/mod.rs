@@ -1,6 +1,8 @@
-//! The dataset metadata chain: the chain's rules and its storage. The blocks and events themselves are
-//! [`odf`]'s.
+//! The dataset metadata chain: the chain's rules and its storage, and the upgrade of chains written before
+//! they were ODF's. The blocks and events themselves are [`odf`]'s.
+pub mod legacy;
 pub mod store;
+pub mod upgrade;
 pub mod validate;
 
 use chrono::{DateTime, Utc};

@@ -124,7 +124,7 @@ pub enum StoreError {
     },
     /// The chain was written by Weir before it wrote ODF chains.
     #[error(
-        "dataset `{dataset}` was written by an older Weir, before its chains were ODF's ({reason}); it needs `weir upgrade`, which this build does not have yet: keep using the Weir that wrote it"
+        "dataset `{dataset}` was written by an older Weir, before its chains were ODF's ({reason}); run `weir upgrade` to convert the workspace's datasets to the current format (`weir upgrade --dry-run` shows what it would change)"
     )]
     OldFormat {
         /// Dataset name.
@@ -245,6 +245,18 @@ impl Storage {
         }
     }
 
+    /// Where `weir upgrade` keeps a dataset's chain as it was before the upgrade: `upgrade-backup/<name>/`
+    /// under the storage root, with the same layout as a dataset (`blocks/<hash>`, `refs/head`) and no data
+    /// of its own (the old chain references the dataset's data and checkpoint files, which the upgrade
+    /// keeps).
+    pub fn upgrade_backup(&self, name: &str) -> DatasetStore {
+        DatasetStore {
+            storage: self.clone(),
+            name: name.to_string(),
+            prefix: self.prefix.clone().join("upgrade-backup").join(name),
+        }
+    }
+
     /// A workspace-level object (e.g. `engines/compatibility.json`).
     pub fn path(&self, rel: &str) -> Path {
         rel.split('/')
@@ -344,13 +356,12 @@ impl DatasetStore {
 
     /// The local filesystem path of a file, when the storage is local.
     pub fn local_path(&self, kind: FileKind, hash: &Multihash) -> Option<PathBuf> {
-        let root = self.storage.local_root.as_ref()?;
-        Some(
-            root.join("datasets")
-                .join(&self.name)
-                .join(kind.dir())
-                .join(hash.to_string()),
-        )
+        self.storage.local_file(&self.file_path(kind, hash))
+    }
+
+    /// The folder of the dataset's files (or its object-store URL), for messages.
+    pub fn display_root(&self) -> String {
+        self.display(&self.prefix)
     }
 
     /// The object path of a file (for staging from object stores).
@@ -703,6 +714,20 @@ impl DatasetStore {
         Ok((hasher.finish(), n))
     }
 
+    /// Removes a content-addressed file (`weir upgrade` removes the blocks of the chain it replaced, which it
+    /// keeps in the dataset's upgrade backup). A file already gone is not an error.
+    pub async fn remove_file(&self, kind: FileKind, hash: &Multihash) -> Result<(), StoreError> {
+        let path = self.file_path(kind, hash);
+        match self.storage.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(StoreError::Io {
+                operation: "delete",
+                path: self.display(&path),
+                source,
+            }),
+        }
+    }
+
     /// Encodes and writes a block; returns its hash.
     pub async fn put_block(&self, block: &MetadataBlock) -> Result<Multihash, StoreError> {
         self.put_file(FileKind::Block, Bytes::from(block.encode()))
@@ -756,6 +781,15 @@ impl DatasetStore {
         }
         info!(dataset = %self.name, head = %new, "head moved");
         Ok(())
+    }
+
+    /// Writes the head reference without comparing it with the one there: for an upgrade backup
+    /// ([`Storage::upgrade_backup`]), which records the head of the chain it keeps. A dataset's head moves
+    /// only through [`DatasetStore::set_head`].
+    pub async fn record_head(&self, head: Multihash) -> Result<(), StoreError> {
+        self.storage
+            .put(&self.head_path(), Bytes::from(head.to_string()))
+            .await
     }
 
     /// The whole chain, oldest block first, validated.

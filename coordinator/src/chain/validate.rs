@@ -851,7 +851,7 @@ mod tests {
 
         fn commit(chain: &mut Chain, events: Vec<MetadataEvent>, now: DateTime<Utc>) {
             let mut blocks = chain.blocks.clone();
-            blocks.extend(link_blocks(chain, events, now));
+            blocks.extend(link_blocks(&chain.summary, events, now));
             *chain = Chain::from_blocks("x", &blocks).unwrap_or_else(|e| panic!("{e}"));
         }
 
@@ -892,7 +892,7 @@ mod tests {
                                 None
                             } else {
                                 let out = records(n, first, now, &vocab);
-                                events.extend(schema_event(&root, &out.schema()).unwrap());
+                                events.extend(schema_event(root.summary.schema.as_ref(), &out.schema()).unwrap());
                                 Some(slice(&out, first))
                             };
                             events.push(MetadataEvent::AddData(AddData {
@@ -916,7 +916,7 @@ mod tests {
                                     transform: Transform::Sql(sql),
                                 }));
                             }
-                            record_engine(&deriv, &mut events, &engines[engine]);
+                            record_engine(&deriv.summary, &mut events, &engines[engine]);
                             let (prev_block, prev_offset) =
                                 deriv.summary.consumed.get(&root_id).cloned().unwrap_or_default();
                             let first = deriv.summary.last_offset.map_or(0, |o| o + 1);
@@ -924,7 +924,7 @@ mod tests {
                                 None
                             } else {
                                 let out = records(rows, first, now, &vocab);
-                                events.extend(schema_event(&deriv, &out.schema()).unwrap());
+                                events.extend(schema_event(deriv.summary.schema.as_ref(), &out.schema()).unwrap());
                                 Some(slice(&out, first))
                             };
                             events.push(MetadataEvent::ExecuteTransform(ExecuteTransform {

@@ -8,6 +8,7 @@ pub mod log;
 pub mod provenance;
 pub mod pull;
 pub mod tail;
+pub mod upgrade;
 pub mod validate;
 pub mod verify;
 
