@@ -23,6 +23,7 @@ use crate::fault;
 use crate::ingest::check::Checks;
 use crate::ingest::error::{BadData, IngestError, Places, Unit};
 use crate::ingest::read::Placed;
+use crate::ingest::write::SliceWriter;
 use crate::ingest::{self, fetch, merge, read};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
@@ -209,48 +210,82 @@ impl Context {
                 .await
                 .map_err(|e| ingest_err(&name, e))?;
             let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
-            let batch = match &src.preprocess {
-                None => ingest::read_checked(&src.read, file.bytes, &file.name, &mut checks)
-                    .map_err(|e| ingest_err(&name, e))?,
-                Some(pre) => {
-                    let raw = read::read(&src.read, file.bytes, &file.name)
-                        .map_err(|e| ingest_err(&name, e))?;
-                    let out;
-                    (out, engine_time) = self.preprocess(&name, pre.sql(), &raw).await?;
-                    let places = Places::run(Unit::OutputRow, 1, out.num_rows());
-                    checks
-                        .check(&Placed { batch: out, places })
-                        .map_err(|e| ingest_err(&name, e))?
-                }
-            };
-            let needs_prev = !matches!(src.merge, MergeStrategy::Append);
-            let prev = if needs_prev {
-                load_all(&store, &chain)
-                    .await
-                    .map_err(|e| self.tx_err(&name, e))?
-            } else {
-                None
-            };
-            let merged =
-                merge::merge(&src.merge, prev.as_ref(), &batch, &vocab).map_err(data_err)?;
-            fault::point("after-read", &name);
             let first = chain.summary.last_offset.map_or(0, |o| o + 1);
+            let scratch = self.scratch(&name)?;
+            let mut slice =
+                SliceWriter::new(&scratch.path().join("slice.parquet"), first, now, &vocab);
+            match (&src.preprocess, &src.merge) {
+                // Appended as read: each checked batch goes to the slice file, nothing is held.
+                (None, MergeStrategy::Append) => {
+                    ingest::read_checked_each(
+                        &src.read,
+                        file.bytes,
+                        &file.name,
+                        &mut checks,
+                        |b| {
+                            let ops = vec![merge::OP_APPEND; b.num_rows()];
+                            Ok(slice.write(&b, &ops)?)
+                        },
+                    )
+                    .map_err(|e| ingest_err(&name, e))?;
+                }
+                _ => {
+                    let batch = match &src.preprocess {
+                        None => {
+                            ingest::read_checked(&src.read, file.bytes, &file.name, &mut checks)
+                                .map_err(|e| ingest_err(&name, e))?
+                        }
+                        Some(pre) => {
+                            let raw = read::read(&src.read, file.bytes, &file.name)
+                                .map_err(|e| ingest_err(&name, e))?;
+                            let out;
+                            (out, engine_time) = self.preprocess(&name, pre.sql(), &raw).await?;
+                            let places = Places::run(Unit::OutputRow, 1, out.num_rows());
+                            checks
+                                .check(&Placed { batch: out, places })
+                                .map_err(|e| ingest_err(&name, e))?
+                        }
+                    };
+                    let needs_prev = !matches!(src.merge, MergeStrategy::Append);
+                    let prev = if needs_prev {
+                        load_all(&store, &chain)
+                            .await
+                            .map_err(|e| self.tx_err(&name, e))?
+                    } else {
+                        None
+                    };
+                    let merged = merge::merge(&src.merge, prev.as_ref(), &batch, &vocab)
+                        .map_err(data_err)?;
+                    slice.write(&merged.data, &merged.ops).map_err(data_err)?;
+                }
+            }
+            fault::point("after-read", &name);
             let mut watermark = chain.summary.watermark;
-            let new_data = if merged.ops.is_empty() {
-                None
-            } else {
-                let out = data::with_system_columns(&merged.data, &merged.ops, first, now, &vocab)
-                    .map_err(data_err)?;
-                if let Some(w) = data::max_time(&out, &vocab.event_time_column).map_err(data_err)? {
-                    watermark = Some(watermark.map_or(w, |p| p.max(w)));
+            let new_data = match slice.finish().map_err(data_err)? {
+                None => None,
+                Some(written) => {
+                    if let Some(w) = written.max_event_time {
+                        watermark = Some(watermark.map_or(w, |p| p.max(w)));
+                    }
+                    records = written.rows;
+                    if let Some(schema) =
+                        schema_event(chain.summary.schema.as_ref(), &written.schema)
+                            .map_err(data_err)?
+                    {
+                        events.push(schema);
+                    }
+                    let (physical_hash, size) =
+                        store.put_file_from(FileKind::Data, &written.file).await?;
+                    Some(DataSlice {
+                        logical_hash: written.logical_hash,
+                        physical_hash,
+                        offset_interval: OffsetInterval {
+                            start: first,
+                            end: first + written.rows - 1,
+                        },
+                        size,
+                    })
                 }
-                records = out.num_rows() as u64;
-                if let Some(schema) =
-                    schema_event(chain.summary.schema.as_ref(), &out.schema()).map_err(data_err)?
-                {
-                    events.push(schema);
-                }
-                Some(self.put_slice(&store, &out, first).await?)
             };
             fault::point("after-data", &name);
             // Root datasets write no checkpoint; the step exists so every transaction passes the same steps.
@@ -282,31 +317,6 @@ impl Context {
                 source,
             },
         }
-    }
-
-    async fn put_slice(
-        &self,
-        store: &DatasetStore,
-        out: &RecordBatch,
-        first: u64,
-    ) -> Result<DataSlice, TxError> {
-        let data_err = |source| TxError::Data {
-            dataset: store.name().to_string(),
-            source,
-        };
-        let bytes = data::write_parquet(out).map_err(data_err)?;
-        let logical_hash = data::logical_hash_of_parquet(bytes.clone()).map_err(data_err)?;
-        let size = bytes.len() as u64;
-        let physical_hash = store.put_file(FileKind::Data, bytes).await?;
-        Ok(DataSlice {
-            logical_hash,
-            physical_hash,
-            offset_interval: OffsetInterval {
-                start: first,
-                end: first + out.num_rows() as u64 - 1,
-            },
-            size,
-        })
     }
 
     /// Runs the preprocess query on the engine; returns its output and the wall time of the engine call.

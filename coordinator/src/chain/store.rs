@@ -550,7 +550,12 @@ impl DatasetStore {
                 .map_err(|e| std::io::Error::other(e.to_string()))
                 .and_then(|r| r)
                 .map_err(local("write", &shown))?;
-            debug!(dataset = %self.name, path = %shown.display(), size, "stored durably while hashed");
+            debug!(
+                dataset = %self.name,
+                size,
+                path = %shown.display(),
+                "written durably: file and folder fsynced (hashed while copied)"
+            );
             return Ok((hash, size));
         }
         let from = src.to_path_buf();

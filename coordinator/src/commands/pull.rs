@@ -97,6 +97,19 @@ pub struct Done {
     completion: Completion,
     error: Option<(String, u8)>,
     timing: Timing,
+    change: Option<Change>,
+}
+
+/// What a pull changed in one dataset: the records its committed transactions added, and its head before
+/// the first and after the last of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Change {
+    /// Records added.
+    pub records: u64,
+    /// Head before the pull (`None` for a new dataset).
+    pub old_head: Option<String>,
+    /// Head after it.
+    pub new_head: String,
 }
 
 /// Where a dataset's transactions spent their time during a pull.
@@ -121,6 +134,7 @@ struct PendingTransactions {
     datasets: Vec<String>,
     errors: BTreeMap<String, (String, u8)>,
     timings: BTreeMap<String, Timing>,
+    changes: BTreeMap<String, Change>,
     finished: Option<oneshot::Sender<PullReport>>,
 }
 
@@ -133,6 +147,8 @@ pub struct PullReport {
     pub errors: BTreeMap<String, (String, u8)>,
     /// Time spent per dataset (datasets that ran no transaction are absent).
     pub timings: BTreeMap<String, Timing>,
+    /// What changed per dataset (datasets that committed nothing are absent).
+    pub changes: BTreeMap<String, Change>,
 }
 
 impl PendingTransactions {
@@ -151,6 +167,7 @@ impl PendingTransactions {
                 states: self.scheduler.states(),
                 errors: self.errors.clone(),
                 timings: self.timings.clone(),
+                changes: self.changes.clone(),
             });
         }
         tasks
@@ -192,6 +209,17 @@ impl Producer for PendingTransactions {
             self.errors.insert(done.dataset.clone(), e);
         }
         *self.timings.entry(done.dataset.clone()).or_default() += done.timing;
+        if let Some(change) = done.change {
+            match self.changes.get_mut(&done.dataset) {
+                Some(total) => {
+                    total.records += change.records;
+                    total.new_head = change.new_head;
+                }
+                None => {
+                    self.changes.insert(done.dataset.clone(), change);
+                }
+            }
+        }
         self.scheduler.complete(&done.dataset, done.completion);
         Noreply::Emit(self.ready())
     }
@@ -272,8 +300,14 @@ impl Consumer for Worker {
             self.emit(ProgressEvent::Started {
                 dataset: dataset.clone(),
             });
+            let old_head = match self.ctx.storage.dataset(&dataset).head().await {
+                Ok(head) => head.map(|h| h.to_string()),
+                // The transaction itself reports an unreadable head.
+                Err(_) => None,
+            };
             let started = Instant::now();
             let outcome = self.ctx.run_once(&dataset).await;
+            let mut change = None;
             let mut timing = Timing {
                 total: started.elapsed(),
                 engine: Duration::ZERO,
@@ -286,6 +320,11 @@ impl Consumer for Worker {
                     ..
                 }) => {
                     timing.engine = engine_time;
+                    change = Some(Change {
+                        records,
+                        old_head: old_head.clone(),
+                        new_head: head.to_string(),
+                    });
                     (
                         Completion::Committed,
                         ProgressEvent::Committed {
@@ -324,6 +363,7 @@ impl Consumer for Worker {
                 completion,
                 error,
                 timing,
+                change,
             });
         }
         Noreply::none()
@@ -607,6 +647,7 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         datasets: targets.clone(),
         errors: BTreeMap::new(),
         timings: BTreeMap::new(),
+        changes: BTreeMap::new(),
         finished: Some(finished_tx),
     })
     .await
@@ -704,11 +745,23 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             other => format!("{other:?}"),
         };
         let timing = report.timings.get(name).copied().unwrap_or_default();
-        lines.push(format!("{name}: {what}"));
+        let change = report.changes.get(name);
+        match change {
+            Some(c) => lines.push(format!(
+                "{name}: {what}, {} record(s) added, head {} -> {}",
+                c.records,
+                c.old_head.as_deref().map_or("(new)", short_hash),
+                short_hash(&c.new_head)
+            )),
+            None => lines.push(format!("{name}: {what}")),
+        }
         items.push(json!({
             "dataset": name,
             "state": what,
             "transactions": transactions,
+            "recordsAdded": change.map_or(0, |c| c.records),
+            "oldHead": change.and_then(|c| c.old_head.clone()),
+            "newHead": change.map(|c| c.new_head.clone()),
             "millis": millis(timing.total),
             "engineMillis": millis(timing.engine),
         }));
@@ -752,6 +805,11 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             "pluginMetrics": metrics_text,
         }),
     })
+}
+
+/// The end of a block hash, enough to tell heads apart in a summary line (`weir log` shows them whole).
+fn short_hash(hash: &str) -> &str {
+    hash.get(hash.len().saturating_sub(12)..).unwrap_or(hash)
 }
 
 /// Whole milliseconds, for the JSON summary.

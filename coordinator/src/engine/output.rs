@@ -156,3 +156,156 @@ pub fn check(
         logical_hash: hashed,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn write(path: &Path, batches: &[RecordBatch]) {
+        let mut w = ArrowWriter::try_new(
+            File::create(path).unwrap(),
+            batches[0].schema(),
+            Some(data::writer_properties()),
+        )
+        .unwrap();
+        for b in batches {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+    }
+
+    fn batch(offsets: ArrayRef) -> RecordBatch {
+        let n = offsets.len();
+        let schema = Schema::new(vec![
+            Field::new("offset", offsets.data_type().clone(), false),
+            Field::new("city", DataType::Utf8, false),
+        ]);
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![offsets, Arc::new(StringArray::from(vec!["x"; n]))],
+        )
+        .unwrap()
+    }
+
+    fn int64(range: std::ops::Range<i64>) -> RecordBatch {
+        batch(Arc::new(Int64Array::from_iter_values(range)))
+    }
+
+    const V: fn() -> DatasetVocabulary = DatasetVocabulary::default;
+
+    #[test]
+    fn a_file_in_the_stored_form_is_kept_as_written_and_hashed_like_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        // Several row groups and more rows than one read batch: the checks span batch boundaries.
+        let parts: Vec<_> = (0..3)
+            .map(|i| int64(10 + i * 70_000..10 + (i + 1) * 70_000))
+            .collect();
+        write(&path, &parts);
+        let claimed = OffsetInterval::new(10, 10 + 210_000 - 1);
+        let out = check(&path, 10, claimed, None, &V()).unwrap().unwrap();
+        assert_eq!(out.file, path, "stored as written");
+        assert_eq!(out.rows, 210_000);
+        let expected = odf::logical_hash::of_batches(parts[0].schema_ref(), &parts).unwrap();
+        assert_eq!(out.logical_hash, expected);
+    }
+
+    #[test]
+    fn unsigned_offsets_are_re_encoded_beside_the_file_with_the_same_logical_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        write(
+            &path,
+            &[batch(Arc::new(UInt64Array::from(vec![0u64, 1, 2])))],
+        );
+        let out = check(&path, 0, OffsetInterval::new(0, 2), None, &V())
+            .unwrap()
+            .unwrap();
+        assert_ne!(out.file, path);
+        let stored =
+            data::read_parquet(bytes::Bytes::from(std::fs::read(&out.file).unwrap())).unwrap();
+        assert_eq!(stored.schema().field(0).data_type(), &DataType::Int64);
+        assert_eq!(out.logical_hash, data::logical_hash(&[stored]).unwrap());
+        assert_eq!(
+            out.logical_hash,
+            data::logical_hash(&[int64(0..3)]).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_gap_in_a_later_batch_is_a_violation_naming_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        let mut second: Vec<i64> = (BATCH_ROWS as i64..2 * BATCH_ROWS as i64).collect();
+        second[5] += 1;
+        write(
+            &path,
+            &[
+                int64(0..BATCH_ROWS as i64),
+                batch(Arc::new(Int64Array::from(second))),
+            ],
+        );
+        let claimed = OffsetInterval::new(0, 2 * BATCH_ROWS as u64 - 1);
+        match check(&path, 0, claimed, None, &V()) {
+            Err(OutputError::Contract(ContractViolation::NonContiguousOffsets {
+                index,
+                expected,
+                ..
+            })) => {
+                assert_eq!(index, BATCH_ROWS + 5);
+                assert_eq!(expected, BATCH_ROWS as u64 + 5);
+            }
+            other => panic!("expected a gap, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_file_a_miscount_and_garbage_are_violations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        assert!(matches!(
+            check(&path, 0, OffsetInterval::new(0, 1), None, &V()),
+            Err(OutputError::Contract(
+                ContractViolation::ClaimsRowsButNoFile { .. }
+            ))
+        ));
+        assert!(check(&path, 0, None, None, &V()).unwrap().is_none());
+        write(&path, &[int64(0..3)]);
+        assert!(matches!(
+            check(&path, 0, OffsetInterval::new(0, 1), None, &V()),
+            Err(OutputError::Contract(
+                ContractViolation::RecordCountMismatch {
+                    claimed: 2,
+                    found: 3
+                }
+            ))
+        ));
+        std::fs::write(&path, b"not parquet").unwrap();
+        assert!(matches!(
+            check(&path, 0, OffsetInterval::new(0, 1), None, &V()),
+            Err(OutputError::Contract(ContractViolation::BadDataFile { .. }))
+        ));
+    }
+
+    #[test]
+    fn a_changed_schema_is_a_violation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        write(&path, &[int64(0..3)]);
+        let previous = Arc::new(Schema::new(vec![
+            Field::new("offset", DataType::Int64, false),
+            Field::new("town", DataType::Utf8, false),
+        ]));
+        assert!(matches!(
+            check(&path, 0, OffsetInterval::new(0, 2), Some(&previous), &V()),
+            Err(OutputError::Contract(
+                ContractViolation::SchemaChanged { .. }
+            ))
+        ));
+    }
+}

@@ -64,6 +64,12 @@ impl Checks {
         }
     }
 
+    /// The data columns the file's records have once checked: the dataset's, or those of the file's first
+    /// batch before the dataset's first data.
+    pub fn schema(&self) -> Option<SchemaRef> {
+        self.schema.clone()
+    }
+
     /// The event time column's name.
     pub fn event_time(&self) -> &str {
         &self.vocab.event_time_column
