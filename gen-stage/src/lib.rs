@@ -221,6 +221,7 @@ mod reply;
 mod run;
 mod shared;
 mod stage;
+pub mod status;
 mod stream;
 mod subscription;
 
@@ -232,7 +233,10 @@ pub use dispatchers::{
 
 pub use buffer::{BufferKeep, BufferSize};
 pub use consumer::{Consumer, ConsumerContext, start_consumer};
-pub use consumer_supervisor::{ChildExit, ConsumerSupervisor, CountChildren, Restart};
+pub use consumer_supervisor::{
+    ChildExit, ChildId, ChildInfo, ChildType, ChildrenCount, ConsumerSupervisor, CountChildren,
+    Restart, SupervisorInfo,
+};
 pub use context::Context;
 pub use error::Error;
 pub use from_iter::{
@@ -248,6 +252,10 @@ pub use reason::{Cancellation, StopReason};
 pub use reply::{Noreply, Reply, ReplyTo};
 pub use stage::{
     ConsumerStage, ConsumesEvents, ProducerConsumerStage, ProducerStage, ProducesEvents, Stage,
+};
+pub use status::{
+    BufferStatus, ConsumerSubscriptionStatus, ProducerStatus, ProducerSubscriptionStatus,
+    StageKind, StageStatus,
 };
 pub use stream::{EventStream, StreamOptions, stream, stream_with};
 pub use subscription::{CancelMode, ConsumerDemand, SubscribeOptions, Subscription};
