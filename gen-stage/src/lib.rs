@@ -180,6 +180,11 @@
 //!   [`from_iter`] / [`from_stream`] (producers from iterators and streams),
 //!   [`ConsumerSupervisor`] (one task per event), and the raw protocol ends
 //!   in [`protocol`].
+//! - Introspection: [`StageRef::status`] (a [`StageStatus`]) on every
+//!   handle; [`ConsumerSupervisor`]'s
+//!   [`which_children`](StageRef::which_children),
+//!   [`count_children`](StageRef::count_children) and
+//!   [`terminate_child`](StageRef::terminate_child).
 //! - Stop reasons and cancellations: [`StopReason`], [`Cancellation`]; a
 //!   panicking callback stops its stage with [`StopReason::Panicked`].
 //!
@@ -199,6 +204,11 @@
 //!   stops with [`StopReason::Normal`] instead of idling forever.
 //! - Stages are tokio tasks behind typed handles: no names, no links, no
 //!   code reload, no hibernation.
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub mod buffer;
 mod consumer;
