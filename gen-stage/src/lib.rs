@@ -234,6 +234,12 @@ mod stage;
 pub mod status;
 mod stream;
 mod subscription;
+mod sync;
+
+#[cfg(all(test, loom))]
+mod loom_group;
+#[cfg(all(test, loom))]
+mod loom_mailbox;
 
 pub use dispatchers;
 pub use dispatchers::{
