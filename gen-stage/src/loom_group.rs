@@ -83,6 +83,30 @@ fn wakes_from_outside_and_from_a_sibling_during_the_turn_are_not_lost() {
     });
 }
 
+/// Two threads wake two different stages of the group at once, racing
+/// each other for the group's lock and the group task parking: both wakes
+/// reach the ready list and the group task is woken for them.
+#[test]
+fn two_outside_wakes_racing_each_other_and_the_group_parking_are_both_seen() {
+    check(|| {
+        let group = StageGroup::new();
+        let (to_a, rx_a) = channel::<u8>();
+        let (to_b, rx_b) = channel::<u8>();
+        let (a, b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let task = group
+            .spawn_in_model(receiver(rx_a, a.clone()))
+            .expect("the group's first stage");
+        assert!(group.spawn_in_model(receiver(rx_b, b.clone())).is_none());
+        drop(group);
+        let first = thread::spawn(move || to_a.send(1).expect("open"));
+        let second = thread::spawn(move || to_b.send(2).expect("open"));
+        block_on(task);
+        first.join().expect("the first thread");
+        second.join().expect("the second thread");
+        assert_eq!((a.load(Ordering::SeqCst), b.load(Ordering::SeqCst)), (1, 1));
+    });
+}
+
 /// A stage started from another thread while the group task runs or
 /// parks: it reaches the group through the inbox and wakes the group task,
 /// and the last handle's drop (on that thread too) lets the group end.
