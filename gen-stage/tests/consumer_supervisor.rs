@@ -166,43 +166,54 @@ async fn blocked_children(
     restart: Restart,
 ) -> (
     gen_stage::ProducerRef<u64>,
-    gen_stage::StageRef<
-        gen_stage::ConsumerStage<
-            ConsumerSupervisor<
-                u64,
-                impl Fn(
-                    u64,
-                ) -> std::pin::Pin<
-                    Box<dyn std::future::Future<Output = Result<(), Infallible>> + Send>,
-                > + Send
-                + Sync
-                + 'static,
-            >,
-        >,
-    >,
+    gen_stage::StageRef<gen_stage::ConsumerStage<ConsumerSupervisor<u64, ChildFn>>>,
+    mpsc::UnboundedReceiver<u64>,
+) {
+    blocked_children_with(restart, 2, 0).await
+}
+
+/// The child function of [`blocked_children_with`].
+type ChildFn = Box<
+    dyn Fn(
+            u64,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Infallible>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// [`blocked_children`] with these demand bounds.
+async fn blocked_children_with(
+    restart: Restart,
+    max_demand: usize,
+    min_demand: usize,
+) -> (
+    gen_stage::ProducerRef<u64>,
+    gen_stage::StageRef<gen_stage::ConsumerStage<ConsumerSupervisor<u64, ChildFn>>>,
     mpsc::UnboundedReceiver<u64>,
 ) {
     let (started_tx, started) = mpsc::unbounded_channel();
     let jobs = gen_stage::from_iter(0..10u64).await.expect("producer");
-    let supervisor = ConsumerSupervisor::new(move |n: u64| {
+    let child: ChildFn = Box::new(move |n: u64| {
         let started = started_tx.clone();
         Box::pin(async move {
             let _ = started.send(n);
             std::future::pending::<()>().await;
             Ok::<(), Infallible>(())
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>
-    })
-    .restart(restart)
-    .subscribe_to(
-        &jobs,
-        SubscribeOptions::new()
-            .max_demand(2)
-            .min_demand(0)
-            .cancel(CancelMode::Transient),
-    )
-    .start()
-    .await
-    .expect("supervisor");
+        })
+    });
+    let supervisor = ConsumerSupervisor::new(child)
+        .restart(restart)
+        .subscribe_to(
+            &jobs,
+            SubscribeOptions::new()
+                .max_demand(max_demand)
+                .min_demand(min_demand)
+                .cancel(CancelMode::Transient),
+        )
+        .start()
+        .await
+        .expect("supervisor");
     (jobs, supervisor, started)
 }
 
@@ -231,7 +242,7 @@ async fn which_children_lists_each_running_task_with_the_event_a_transient_child
             .iter()
             .all(|child| child.subscription == subscription)
     );
-    assert!(children[0].function.contains("consumer_supervisor"));
+    assert_eq!(children[0].function, std::any::type_name::<ChildFn>());
 }
 
 #[tokio::test]
@@ -330,4 +341,37 @@ async fn a_stopped_supervisor_answers_not_alive() {
             stage: supervisor.id()
         })
     );
+}
+
+#[tokio::test]
+async fn terminated_children_give_their_demand_back_once_min_demand_slots_are_free() {
+    // max_demand 3, min_demand 2: one free slot is not enough to ask.
+    let (jobs, supervisor, mut started) = blocked_children_with(Restart::Temporary, 3, 2).await;
+    for _ in 0..3 {
+        recv(&mut started).await;
+    }
+    let children = supervisor.which_children().await.expect("children");
+    assert_eq!(children.len(), 3);
+
+    supervisor
+        .terminate_child(children[0].id)
+        .await
+        .expect("terminated");
+    let count = supervisor.count_children().await.expect("count");
+    assert_eq!((count.active, count.workers), (2, 2));
+    // Nothing asked yet: the producer owes the supervisor nothing.
+    assert_eq!(jobs.status().await.expect("status").consumers[0].demand, 0);
+    assert!(started.try_recv().is_err());
+
+    // The second free slot makes min_demand: both are asked for at once and
+    // the producer sends the next two events.
+    supervisor
+        .terminate_child(children[1].id)
+        .await
+        .expect("terminated");
+    let mut next = vec![recv(&mut started).await, recv(&mut started).await];
+    next.sort_unstable();
+    assert_eq!(next, vec![3, 4]);
+    let count = supervisor.count_children().await.expect("count");
+    assert_eq!((count.active, count.workers), (3, 3));
 }
