@@ -94,6 +94,8 @@ pub struct Buffer<T> {
     /// Infos with the absolute position they wait for: released once `head`
     /// reaches it. Positions never decrease along the queue.
     infos: VecDeque<(u64, InfoId)>,
+    /// Events dropped to respect the size, ever.
+    discarded: u64,
 }
 
 impl<T> Buffer<T> {
@@ -105,6 +107,7 @@ impl<T> Buffer<T> {
             keep,
             head: 0,
             infos: VecDeque::new(),
+            discarded: 0,
         }
     }
 
@@ -128,6 +131,17 @@ impl<T> Buffer<T> {
         self.size
     }
 
+    /// Which events a full buffer keeps.
+    pub fn keep(&self) -> BufferKeep {
+        self.keep
+    }
+
+    /// Events dropped to respect the size since the buffer was made (the
+    /// sum of every [`Stored::discarded`]).
+    pub fn discarded(&self) -> u64 {
+        self.discarded
+    }
+
     /// Store events that could not be dispatched. `held_elsewhere` events
     /// held by the dispatcher (partition queues) count toward the size.
     pub fn store(&mut self, incoming: Vec<T>, held_elsewhere: usize) -> Stored {
@@ -143,6 +157,7 @@ impl<T> Buffer<T> {
                 let free = room.saturating_sub(self.events.len());
                 let discarded = incoming.len().saturating_sub(free);
                 self.events.extend(incoming.into_iter().take(free));
+                self.discarded += discarded as u64;
                 Stored {
                     discarded,
                     released: Vec::new(),
@@ -153,6 +168,7 @@ impl<T> Buffer<T> {
                 let discarded = self.events.len().saturating_sub(room);
                 self.events.drain(..discarded);
                 self.head += discarded as u64;
+                self.discarded += discarded as u64;
                 Stored {
                     discarded,
                     released: self.release_reached(),
@@ -380,6 +396,7 @@ mod tests {
             prop_assert!(released.windows(2).all(|w| w[0] < w[1]));
             // Conservation: stored = taken + discarded + still buffered.
             prop_assert_eq!(next as usize, taken_log.len() + discarded_total + buffer.len());
+            prop_assert_eq!(buffer.discarded(), discarded_total as u64);
             // Unreleased infos are exactly those still waiting, each behind an event
             // stored before it.
             prop_assert_eq!(released.len() + buffer.waiting_infos(), next_info as usize);

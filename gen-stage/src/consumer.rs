@@ -6,7 +6,7 @@ use std::future::Future;
 use dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
-use crate::shared::StageKind;
+use crate::shared::Kind;
 use crate::stage::{Callbacks, ConsumerStage, ConsumesEvents, Stage, unhandled};
 use crate::{
     Cancellation, ConsumerDemand, ConsumerOptions, Context, Error, Noreply, Reply, ReplyTo,
@@ -184,7 +184,7 @@ impl<C: Consumer> Stage for ConsumerStage<C> {
 impl<C: Consumer> ConsumesEvents for ConsumerStage<C> {}
 
 impl<C: Consumer> Callbacks for ConsumerStage<C> {
-    const KIND: StageKind = StageKind::Consumer;
+    const KIND: Kind = Kind::Consumer;
 
     fn type_name(&self) -> &'static str {
         std::any::type_name::<C>()

@@ -7,14 +7,16 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures::FutureExt;
+use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::handle::answer;
 use crate::ids::IdMap;
 use crate::{
     AsProducer, Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions,
-    ConsumerStage, Error, Noreply, ProducerRef, Reply, ReplyTo, StageRef, StopReason,
-    SubscribeOptions, Subscription, SubscriptionId,
+    ConsumerStage, DEFAULT_TIMEOUT, Error, Noreply, ProducerRef, Reply, ReplyTo, StageRef,
+    StopReason, SubscribeOptions, Subscription, SubscriptionId,
 };
 
 /// Which failed tasks a [`ConsumerSupervisor`] runs again.
@@ -31,13 +33,107 @@ pub enum Restart {
 /// A task finished; sent by the task itself to its supervisor.
 #[derive(Debug)]
 pub struct ChildExit {
-    child: u64,
+    child: ChildId,
     outcome: Result<(), String>,
 }
 
 /// A [`ConsumerSupervisor`] request: how many tasks are running.
+///
+/// `supervisor.call(CountChildren, timeout)` answers the number of children
+/// (a plain `usize`); [`count_children`](StageRef::count_children) answers
+/// the counts as Elixir's `count_children/1` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountChildren;
+
+/// A child of a [`ConsumerSupervisor`]: one task, started for one event
+/// (Elixir identifies it by its pid). Never reused: a task restarted by
+/// [`Restart::Transient`] is a new child with a new id, as a restarted
+/// process has a new pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChildId(pub u64);
+
+impl fmt::Display for ChildId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "child#{}", self.0)
+    }
+}
+
+/// What a child is (Elixir's `:worker | :supervisor`). A
+/// [`ConsumerSupervisor`]'s children are tasks: always workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ChildType {
+    /// A task doing the work for one event.
+    Worker,
+}
+
+/// One child, as [`which_children`](StageRef::which_children) lists it
+/// (Elixir's `{id, pid, type, modules}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChildInfo<T> {
+    /// The child (Elixir's pid; its `id` is always `:undefined` in a
+    /// ConsumerSupervisor).
+    pub id: ChildId,
+    /// Its task is still running. `false` for a task that has finished but
+    /// whose exit the supervisor has not handled yet.
+    pub alive: bool,
+    /// Always [`ChildType::Worker`].
+    pub child_type: ChildType,
+    /// The subscription whose event started it.
+    pub subscription: SubscriptionId,
+    /// The event it was started for, when the supervisor keeps it: with
+    /// [`Restart::Transient`] (for a restart); `None` with
+    /// [`Restart::Temporary`], which hands the event to the task and keeps
+    /// nothing (Elixir keeps the arguments of non-temporary children only).
+    pub event: Option<T>,
+    /// The type name of the function that starts children (Elixir's
+    /// `modules`).
+    pub function: &'static str,
+}
+
+/// The children of a [`ConsumerSupervisor`], counted as Elixir's
+/// `count_children/1` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ChildrenCount {
+    /// Child specifications: always 1 (the function that starts a task per
+    /// event).
+    pub specs: usize,
+    /// Children whose task is still running.
+    pub active: usize,
+    /// Children that are supervisors: always 0.
+    pub supervisors: usize,
+    /// Children that are workers: every child the supervisor holds.
+    pub workers: usize,
+}
+
+/// A message to a [`ConsumerSupervisor`]'s `handle_info`: a child's exit, or
+/// a request from [`which_children`](StageRef::which_children),
+/// [`count_children`](StageRef::count_children) or
+/// [`terminate_child`](StageRef::terminate_child). Only the supervisor and
+/// its children make them.
+pub struct SupervisorInfo<T>(Request<T>);
+
+enum Request<T> {
+    Exit(ChildExit),
+    WhichChildren(oneshot::Sender<Vec<ChildInfo<T>>>),
+    CountChildren(oneshot::Sender<ChildrenCount>),
+    TerminateChild(ChildId, oneshot::Sender<Result<(), Error>>),
+}
+
+impl<T> fmt::Debug for SupervisorInfo<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Request::Exit(exit) => f.debug_tuple("Exit").field(exit).finish(),
+            Request::WhichChildren(_) => f.write_str("WhichChildren"),
+            Request::CountChildren(_) => f.write_str("CountChildren"),
+            Request::TerminateChild(child, _) => {
+                f.debug_tuple("TerminateChild").field(child).finish()
+            }
+        }
+    }
+}
 
 struct ProducerDemand {
     /// Tasks running for this producer.
@@ -64,6 +160,11 @@ struct Child<T> {
 /// they run again with the same event, and more than `max_restarts` restarts
 /// within `max_seconds` stop the supervisor with `Shutdown`. Stopping the
 /// supervisor aborts its tasks.
+///
+/// Its handle lists its children ([`which_children`](StageRef::which_children)),
+/// counts them ([`count_children`](StageRef::count_children)) and stops one
+/// ([`terminate_child`](StageRef::terminate_child)), as Elixir's
+/// `ConsumerSupervisor` functions of the same names do.
 ///
 /// ```
 /// use gen_stage::{CancelMode, ConsumerSupervisor, SubscribeOptions};
@@ -101,7 +202,7 @@ pub struct ConsumerSupervisor<T, F> {
     max_seconds: Duration,
     subscribe_to: Vec<(ProducerRef<T>, SubscribeOptions<T>)>,
     producers: IdMap<SubscriptionId, ProducerDemand>,
-    children: HashMap<u64, Child<T>>,
+    children: HashMap<ChildId, Child<T>>,
     next_child: u64,
     /// Restart times, in whole seconds since `clock` (as OTP counts them).
     restarts: VecDeque<u64>,
@@ -173,7 +274,7 @@ where
         event: T,
         me: StageRef<ConsumerStage<Self>>,
     ) {
-        let id = self.next_child;
+        let id = ChildId(self.next_child);
         self.next_child += 1;
         let keep = match self.restart {
             Restart::Transient => Some(event.clone()),
@@ -186,7 +287,10 @@ where
                 Ok(Err(error)) => Err(error.to_string()),
                 Err(panic) => Err(StopReason::from_panic(&*panic).to_string()),
             };
-            let _ = me.send_info(ChildExit { child: id, outcome });
+            let _ = me.send_info(SupervisorInfo(Request::Exit(ChildExit {
+                child: id,
+                outcome,
+            })));
         });
         self.children.insert(
             id,
@@ -209,6 +313,57 @@ where
                 demand.pending = 0;
             }
         }
+    }
+
+    /// The children, in the order they were started.
+    fn which_children(&self) -> Vec<ChildInfo<T>> {
+        let mut children: Vec<ChildInfo<T>> = self
+            .children
+            .iter()
+            .map(|(&id, child)| ChildInfo {
+                id,
+                alive: !child.handle.is_finished(),
+                child_type: ChildType::Worker,
+                subscription: child.subscription,
+                event: child.event.clone(),
+                function: std::any::type_name::<F>(),
+            })
+            .collect();
+        children.sort_by_key(|child| child.id);
+        children
+    }
+
+    fn count_children(&self) -> ChildrenCount {
+        ChildrenCount {
+            specs: 1,
+            active: self
+                .children
+                .values()
+                .filter(|child| !child.handle.is_finished())
+                .count(),
+            supervisors: 0,
+            workers: self.children.len(),
+        }
+    }
+
+    /// Stops a child's task; its slot is freed as when a child exits, so
+    /// its demand goes back to the producer (Elixir's `terminate_child/2`).
+    /// A transient child is not restarted.
+    fn terminate_child(
+        &mut self,
+        id: ChildId,
+        ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Result<(), Error> {
+        let Some(child) = self.children.remove(&id) else {
+            return Err(Error::UnknownChild {
+                stage: ctx.id(),
+                child: id,
+            });
+        };
+        child.handle.abort();
+        tracing::debug!(child = %id, "child terminated");
+        self.child_done(child.subscription, ctx);
+        Ok(())
     }
 
     /// Records a restart; `false` once the limit is exceeded.
@@ -238,7 +393,7 @@ where
     type Call = CountChildren;
     type Reply = usize;
     type Cast = ();
-    type Info = ChildExit;
+    type Info = SupervisorInfo<T>;
 
     async fn init(
         &mut self,
@@ -318,9 +473,26 @@ where
 
     async fn handle_info(
         &mut self,
-        exit: ChildExit,
+        info: SupervisorInfo<T>,
         ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
+        let exit = match info.0 {
+            Request::Exit(exit) => exit,
+            Request::WhichChildren(reply) => {
+                let _ = reply.send(self.which_children());
+                return Noreply::none();
+            }
+            Request::CountChildren(reply) => {
+                let _ = reply.send(self.count_children());
+                return Noreply::none();
+            }
+            Request::TerminateChild(child, reply) => {
+                let _ = reply.send(self.terminate_child(child, ctx));
+                return Noreply::none();
+            }
+        };
+        // A child terminated by `terminate_child` is gone: its exit, if it
+        // sent one before it was aborted, finds nothing.
         let Some(child) = self.children.remove(&exit.child) else {
             return Noreply::none();
         };
@@ -335,7 +507,7 @@ where
             (Restart::Transient, Some(event)) => {
                 if !self.add_restart() {
                     tracing::error!(
-                        child = exit.child,
+                        child = %exit.child,
                         %error,
                         max_restarts = self.max_restarts,
                         "consumer supervisor reached its maximum restart intensity; shutting down"
@@ -343,14 +515,14 @@ where
                     self.child_done(child.subscription, ctx);
                     return Noreply::Stop(StopReason::Shutdown);
                 }
-                tracing::warn!(child = exit.child, %error, "child failed; restarting it");
+                tracing::warn!(child = %exit.child, %error, "child failed; restarting it");
                 match ctx.stage_ref() {
                     Some(me) => self.spawn_child(child.subscription, event, me),
                     None => self.child_done(child.subscription, ctx),
                 }
             }
             _ => {
-                tracing::warn!(child = exit.child, %error, "child failed");
+                tracing::warn!(child = %exit.child, %error, "child failed");
                 self.child_done(child.subscription, ctx);
             }
         }
@@ -372,5 +544,46 @@ impl<T, F> fmt::Debug for ConsumerSupervisor<T, F> {
             .field("max_seconds", &self.max_seconds)
             .field("children", &self.children.len())
             .finish()
+    }
+}
+
+impl<T, F, Fut, E> StageRef<ConsumerStage<ConsumerSupervisor<T, F>>>
+where
+    T: Clone + Send + 'static,
+    F: Fn(T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: fmt::Display + Send + 'static,
+{
+    async fn supervisor_request<A>(
+        &self,
+        request: impl FnOnce(oneshot::Sender<A>) -> Request<T>,
+    ) -> Result<A, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send_info(SupervisorInfo(request(tx)))?;
+        answer(self.shared(), rx, DEFAULT_TIMEOUT).await
+    }
+
+    /// The supervisor's children, oldest first (Elixir's
+    /// `ConsumerSupervisor.which_children/1`). Answered by the supervisor
+    /// between two callbacks, like [`status`](StageRef::status).
+    pub async fn which_children(&self) -> Result<Vec<ChildInfo<T>>, Error> {
+        self.supervisor_request(Request::WhichChildren).await
+    }
+
+    /// The supervisor's children counted as Elixir's
+    /// `ConsumerSupervisor.count_children/1` does: one spec, the children
+    /// still running (`active`), and every child as a worker.
+    pub async fn count_children(&self) -> Result<ChildrenCount, Error> {
+        self.supervisor_request(Request::CountChildren).await
+    }
+
+    /// Stops `child`'s task (Elixir's `ConsumerSupervisor.terminate_child/2`):
+    /// it is aborted, not restarted, and its slot is freed as when a child
+    /// exits, so its demand goes back to the producer (asked for once
+    /// `min_demand` slots are free). [`Error::UnknownChild`] if the
+    /// supervisor has no such child (it has finished, or never was).
+    pub async fn terminate_child(&self, child: ChildId) -> Result<(), Error> {
+        self.supervisor_request(|reply| Request::TerminateChild(child, reply))
+            .await?
     }
 }

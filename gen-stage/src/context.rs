@@ -77,9 +77,10 @@ impl<S: Stage> Context<'_, S> {
     /// Manual demand: ask the producer of `subscription` for `n` more events
     /// (GenStage's `ask/3`). `0` does nothing.
     pub fn ask(&mut self, subscription: SubscriptionId, n: usize) -> Result<(), Error> {
-        match self.upstream.get(&subscription) {
+        match self.upstream.get_mut(&subscription) {
             Some(upstream) => {
                 if n > 0 {
+                    upstream.manual_demand = upstream.manual_demand.saturating_add(n);
                     upstream.producer.ask(subscription, n);
                 }
                 Ok(())

@@ -93,6 +93,15 @@ pub enum Error {
         /// The subscription named.
         subscription: SubscriptionId,
     },
+    /// A [`ConsumerSupervisor`](crate::ConsumerSupervisor) has no such child
+    /// (it has finished, was terminated, or never was).
+    #[error("{stage} has no child {child}")]
+    UnknownChild {
+        /// The supervisor.
+        stage: StageId,
+        /// The child named.
+        child: crate::ChildId,
+    },
     /// The operation only applies to another kind of stage (e.g. setting the
     /// demand mode of a consumer).
     #[error("{stage} is a {kind}: {operation} is only for {expected}")]

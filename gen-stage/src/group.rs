@@ -21,10 +21,10 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 
-use parking_lot::Mutex;
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Mutex, coop};
 
 use crate::stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
 use crate::{Consumer, Error, Producer, ProducerConsumer, StageRef};
@@ -32,7 +32,8 @@ use crate::{Consumer, Error, Producer, ProducerConsumer, StageRef};
 /// The most stage polls in one poll of the group task: a stage that wakes
 /// itself without spending tokio's budget (a hand-written yield, a spin on
 /// a flag) cannot keep the group from yielding to its worker's other tasks.
-pub(crate) const POLLS_PER_TURN: usize = 128;
+/// (3 under loom, so that small models reach it.)
+pub(crate) const POLLS_PER_TURN: usize = if cfg!(loom) { 3 } else { 128 };
 
 /// A stage's task, as the group holds it.
 pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -256,24 +257,9 @@ impl StageGroup {
     /// this is its first stage.
     pub(crate) fn spawn(&self, task: StageTask) -> Result<(), Error> {
         let shared = &self.handle.shared;
-        let mut spawn_on = None;
-        let waker = {
-            let mut state = shared.state.lock();
-            if state.closed {
-                return Err(Error::GroupClosed);
-            }
-            if !state.spawned {
-                let runtime =
-                    tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-                spawn_on = Some(runtime);
-                state.spawned = true;
-                // The task about to be spawned takes the inbox when polled.
-                state.busy = true;
-            }
-            state.inbox.push(task);
-            shared.outside.store(true, Ordering::Release);
-            state.claim_wake()
-        };
+        let (spawn_on, waker) = shared.push_stage(task, || {
+            tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)
+        })?;
         // Spawned outside the lock: a runtime that is shutting down drops
         // the task inside `spawn`, and its drop takes the lock (it closes
         // the group and drops the inbox, so the stage's start sees it gone).
@@ -284,6 +270,52 @@ impl StageGroup {
             waker.wake();
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Puts a stage's task in the inbox, under the lock. The group's first
+    /// stage also gets what `first` returns (where to spawn the group task,
+    /// which is then counted as running: it takes the inbox when polled);
+    /// the others, the group task's waker if it must be woken.
+    fn push_stage<R>(
+        &self,
+        task: StageTask,
+        first: impl FnOnce() -> Result<R, Error>,
+    ) -> Result<(Option<R>, Option<Waker>), Error> {
+        let mut state = self.state.lock();
+        if state.closed {
+            return Err(Error::GroupClosed);
+        }
+        let mut spawn_on = None;
+        if !state.spawned {
+            spawn_on = Some(first()?);
+            state.spawned = true;
+            // The task about to be spawned takes the inbox when polled.
+            state.busy = true;
+        }
+        state.inbox.push(task);
+        self.outside.store(true, Ordering::Release);
+        Ok((spawn_on, state.claim_wake()))
+    }
+}
+
+/// For the loom models (`loom_group.rs`), which have no tokio runtime and run
+/// the group task themselves.
+#[cfg(all(test, loom))]
+impl StageGroup {
+    /// [`spawn`](Self::spawn), returning the group task to run when `task`
+    /// is the group's first stage.
+    pub(crate) fn spawn_in_model(
+        &self,
+        task: StageTask,
+    ) -> Option<impl Future<Output = ()> + use<>> {
+        let shared = &self.handle.shared;
+        let (first, waker) = shared.push_stage(task, || Ok(())).ok()?;
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        first.map(|()| GroupTask::new(shared.clone()))
     }
 }
 
@@ -318,10 +350,10 @@ impl Wake for StageWaker {
         if self.queued.swap(true, Ordering::AcqRel) {
             return;
         }
-        if RUNNING.get() == Arc::as_ptr(&self.shared) as usize {
+        if RUNNING.with(Cell::get) == Arc::as_ptr(&self.shared) as usize {
             // Woken by a sibling while the group task runs on this thread:
             // onto the running turn, without the lock.
-            TURN.with_borrow_mut(|turn| turn.push_back((self.slot, self.generation)));
+            with_turn(|turn| turn.push_back((self.slot, self.generation)));
             return;
         }
         let waker = {
@@ -336,13 +368,24 @@ impl Wake for StageWaker {
     }
 }
 
-thread_local! {
+crate::sync::const_thread_local! {
     /// The group whose task is being polled on this thread (the address of
     /// its [`Shared`]), or 0.
-    static RUNNING: Cell<usize> = const { Cell::new(0) };
+    static RUNNING: Cell<usize> = Cell::new(0);
     /// That group's turn: the stages to poll, in wake order. A sibling's
     /// wake lands here without taking the group's lock.
-    static TURN: RefCell<VecDeque<(u32, u32)>> = const { RefCell::new(VecDeque::new()) };
+    static TURN: RefCell<VecDeque<(u32, u32)>> = RefCell::new(VecDeque::new());
+}
+
+/// [`TURN`], mutably (`LocalKey::with_borrow_mut`, spelled so that loom's
+/// thread-locals have it too).
+fn with_turn<R>(f: impl FnOnce(&mut VecDeque<(u32, u32)>) -> R) -> R {
+    TURN.with(|turn| f(&mut turn.borrow_mut()))
+}
+
+/// [`TURN`], shared.
+fn with_turn_ref<R>(f: impl FnOnce(&VecDeque<(u32, u32)>) -> R) -> R {
+    TURN.with(|turn| f(&turn.borrow()))
 }
 
 /// Makes a group the running one on this thread for one poll of its task:
@@ -355,16 +398,16 @@ struct Running<'a> {
 
 impl<'a> Running<'a> {
     fn enter(shared: &Arc<Shared>, turn: &'a mut VecDeque<(u32, u32)>) -> Self {
-        let previous = RUNNING.replace(Arc::as_ptr(shared) as usize);
-        TURN.with_borrow_mut(|running| std::mem::swap(running, turn));
+        let previous = RUNNING.with(|running| running.replace(Arc::as_ptr(shared) as usize));
+        with_turn(|running| std::mem::swap(running, turn));
         Running { turn, previous }
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        TURN.with_borrow_mut(|running| std::mem::swap(running, self.turn));
-        RUNNING.set(self.previous);
+        with_turn(|running| std::mem::swap(running, self.turn));
+        RUNNING.with(|running| running.set(self.previous));
     }
 }
 
@@ -480,7 +523,7 @@ impl Future for GroupTask {
             let admitted = {
                 let mut state = shared.state.lock();
                 shared.outside.store(false, Ordering::Relaxed);
-                TURN.with_borrow_mut(|turn| {
+                with_turn(|turn| {
                     if turn.is_empty() {
                         std::mem::swap(turn, &mut state.ready);
                     } else {
@@ -488,7 +531,7 @@ impl Future for GroupTask {
                     }
                 });
                 let admitted = std::mem::take(&mut state.inbox);
-                if TURN.with_borrow(VecDeque::is_empty) && admitted.is_empty() {
+                if with_turn_ref(VecDeque::is_empty) && admitted.is_empty() {
                     if stages.live() == 0 && state.orphaned {
                         state.closed = true;
                         return Poll::Ready(());
@@ -504,7 +547,7 @@ impl Future for GroupTask {
             };
             for task in admitted {
                 let first = stages.admit(shared, task);
-                TURN.with_borrow_mut(|turn| turn.push_back(first));
+                with_turn(|turn| turn.push_back(first));
             }
             // Passes over the turn: each polls the stages on it when it
             // starts (their wakes of each other queue up for the next
@@ -512,17 +555,17 @@ impl Future for GroupTask {
             // taken in (under the lock) as soon as there are any, so
             // siblings busy with each other cannot hold them back.
             loop {
-                let pass = TURN.with_borrow(VecDeque::len);
+                let pass = with_turn_ref(VecDeque::len);
                 if pass == 0 {
                     break;
                 }
                 for _ in 0..pass {
-                    let Some((slot, generation)) = TURN.with_borrow_mut(VecDeque::pop_front) else {
+                    let Some((slot, generation)) = with_turn(VecDeque::pop_front) else {
                         break;
                     };
                     stages.poll(slot, generation);
                     polls += 1;
-                    if polls >= POLLS_PER_TURN || !tokio::task::coop::has_budget_remaining() {
+                    if polls >= POLLS_PER_TURN || !coop::has_budget_remaining() {
                         // Yield to the worker's other tasks; what is left
                         // of this turn runs first when tokio polls the
                         // group again.

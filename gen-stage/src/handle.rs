@@ -19,7 +19,7 @@ use crate::mailbox::Sender;
 use crate::message::{Msg, SubscribeRequest, SubscribeTo};
 use crate::shared::StageShared;
 use crate::stage::{ConsumesEvents, ProducesEvents, Stage};
-use crate::{DemandMode, Error, ReplyTo, StageId, StopReason, SubscribeOptions};
+use crate::{DemandMode, Error, ReplyTo, StageId, StageStatus, StopReason, SubscribeOptions};
 
 /// How long the handle operations without an explicit timeout wait for the
 /// stage (GenStage's default of 5 000 ms).
@@ -37,6 +37,8 @@ pub(crate) trait ProducerEndpoint<T>: Send + Sync {
         reply: Option<oneshot::Sender<Result<DemandMode, Error>>>,
     ) -> bool;
     fn estimate_buffered_count(&self, reply: oneshot::Sender<Result<usize, Error>>) -> bool;
+    /// Ask for a [`StageStatus`]; refused by ends that are not stages.
+    fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error>;
     fn stop(&self, reason: StopReason) -> bool;
 }
 
@@ -54,6 +56,8 @@ pub(crate) trait ConsumerEndpoint<T>: Send + Sync {
         n: usize,
         reply: Option<oneshot::Sender<Result<(), Error>>>,
     ) -> bool;
+    /// Ask for a [`StageStatus`]; refused by ends that are not stages.
+    fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error>;
     fn stop(&self, reason: StopReason) -> bool;
 }
 
@@ -77,6 +81,34 @@ impl<S: Stage> Mailbox<S> {
     pub(crate) fn send(&self, msg: Msg<S>) -> bool {
         self.tx.send(msg).is_ok()
     }
+
+    fn send_status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error> {
+        if self.send(Msg::Status { reply }) {
+            Ok(())
+        } else {
+            Err(not_alive(&self.shared))
+        }
+    }
+}
+
+/// A stage's answer to a status request.
+async fn status(
+    shared: &StageShared,
+    send: impl FnOnce(oneshot::Sender<StageStatus>) -> Result<(), Error>,
+) -> Result<StageStatus, Error> {
+    let (tx, rx) = oneshot::channel();
+    send(tx)?;
+    answer(shared, rx, DEFAULT_TIMEOUT).await
+}
+
+/// What raw protocol ends answer to a status request: they are not stages.
+pub(crate) fn no_status(shared: &StageShared) -> Result<(), Error> {
+    Err(Error::WrongKind {
+        stage: shared.id(),
+        kind: shared.kind().name(),
+        operation: "status",
+        expected: "stages (producers, producer_consumers and consumers)",
+    })
 }
 
 impl<S: Stage> ProducerEndpoint<S::Out> for Mailbox<S> {
@@ -101,6 +133,9 @@ impl<S: Stage> ProducerEndpoint<S::Out> for Mailbox<S> {
     }
     fn estimate_buffered_count(&self, reply: oneshot::Sender<Result<usize, Error>>) -> bool {
         self.send(Msg::EstimateBufferedCount { reply })
+    }
+    fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error> {
+        self.send_status(reply)
     }
     fn stop(&self, reason: StopReason) -> bool {
         self.send(Msg::Stop { reason })
@@ -138,6 +173,9 @@ impl<S: Stage> ConsumerEndpoint<S::In> for Mailbox<S> {
         reply: Option<oneshot::Sender<Result<(), Error>>>,
     ) -> bool {
         self.send(Msg::AskUpstream { sub, n, reply })
+    }
+    fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error> {
+        self.send_status(reply)
     }
     fn stop(&self, reason: StopReason) -> bool {
         self.send(Msg::Stop { reason })
@@ -249,6 +287,11 @@ impl<T> ProducerRef<T> {
         }
     }
 
+    /// A snapshot of the producer (see [`StageRef::status`]).
+    pub async fn status(&self) -> Result<StageStatus, Error> {
+        status(self.shared(), |reply| self.inner.status(reply)).await
+    }
+
     /// Events buffered by the producer, including those its dispatcher holds
     /// (GenStage's `estimate_buffered_count`).
     pub async fn estimate_buffered_count(&self) -> Result<usize, Error> {
@@ -348,6 +391,11 @@ impl<T> ConsumerRef<T> {
     /// Stop the consumer with `reason` and wait until it has stopped.
     pub async fn stop(&self, reason: StopReason) -> Result<(), Error> {
         stop_and_wait(self.shared(), self.inner.stop(reason)).await
+    }
+
+    /// A snapshot of the consumer (see [`StageRef::status`]).
+    pub async fn status(&self) -> Result<StageStatus, Error> {
+        status(self.shared(), |reply| self.inner.status(reply)).await
     }
 
     fn send_subscribe(
@@ -490,7 +538,7 @@ impl<S: Stage> fmt::Debug for StageRef<S> {
 }
 
 impl<S: Stage> StageRef<S> {
-    fn shared(&self) -> &StageShared {
+    pub(crate) fn shared(&self) -> &StageShared {
         &self.mailbox.shared
     }
 
@@ -524,6 +572,36 @@ impl<S: Stage> StageRef<S> {
     /// from a callback instead: awaiting its own `stop` would wait forever.
     pub async fn stop(&self, reason: StopReason) -> Result<(), Error> {
         stop_and_wait(self.shared(), self.mailbox.send(Msg::Stop { reason })).await
+    }
+
+    /// A snapshot of the stage (GenStage's `:sys.get_state` /
+    /// `format_status`): its kind, the consumers subscribed to it with the
+    /// demand each has given, its subscriptions to producers with the demand
+    /// pending on each, its dispatcher, demand mode and buffer.
+    ///
+    /// The request is queued behind the messages already sent to the stage
+    /// and answered by the stage's own task between two callbacks, so the
+    /// snapshot is consistent. A stage that has stopped answers
+    /// [`Error::NotAlive`] ([`Error::Stopped`] if it stopped with the
+    /// request queued); one that does not answer within
+    /// [`DEFAULT_TIMEOUT`] (a callback running for long), [`Error::Timeout`].
+    ///
+    /// ```
+    /// use gen_stage::{StageKind, SubscribeOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), gen_stage::Error> {
+    /// let numbers = gen_stage::from_iter(0..u64::MAX).await?;
+    /// let status = numbers.status().await?;
+    /// assert_eq!(status.kind, StageKind::Producer);
+    /// assert!(status.consumers.is_empty());
+    /// let producer = status.producer.expect("a producer side");
+    /// assert_eq!(producer.dispatcher, "demand");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn status(&self) -> Result<StageStatus, Error> {
+        status(self.shared(), |reply| self.mailbox.send_status(reply)).await
     }
 
     /// Call the stage's `handle_call` and wait up to `timeout` for the reply

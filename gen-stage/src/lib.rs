@@ -180,6 +180,11 @@
 //!   [`from_iter`] / [`from_stream`] (producers from iterators and streams),
 //!   [`ConsumerSupervisor`] (one task per event), and the raw protocol ends
 //!   in [`protocol`].
+//! - Introspection: [`StageRef::status`] (a [`StageStatus`]) on every
+//!   handle; [`ConsumerSupervisor`]'s
+//!   [`which_children`](StageRef::which_children),
+//!   [`count_children`](StageRef::count_children) and
+//!   [`terminate_child`](StageRef::terminate_child).
 //! - Stop reasons and cancellations: [`StopReason`], [`Cancellation`]; a
 //!   panicking callback stops its stage with [`StopReason::Panicked`].
 //!
@@ -199,6 +204,11 @@
 //!   stops with [`StopReason::Normal`] instead of idling forever.
 //! - Stages are tokio tasks behind typed handles: no names, no links, no
 //!   code reload, no hibernation.
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub mod buffer;
 mod consumer;
@@ -221,8 +231,15 @@ mod reply;
 mod run;
 mod shared;
 mod stage;
+pub mod status;
 mod stream;
 mod subscription;
+mod sync;
+
+#[cfg(all(test, loom))]
+mod loom_group;
+#[cfg(all(test, loom))]
+mod loom_mailbox;
 
 pub use dispatchers;
 pub use dispatchers::{
@@ -232,7 +249,10 @@ pub use dispatchers::{
 
 pub use buffer::{BufferKeep, BufferSize};
 pub use consumer::{Consumer, ConsumerContext, start_consumer};
-pub use consumer_supervisor::{ChildExit, ConsumerSupervisor, CountChildren, Restart};
+pub use consumer_supervisor::{
+    ChildExit, ChildId, ChildInfo, ChildType, ChildrenCount, ConsumerSupervisor, CountChildren,
+    Restart, SupervisorInfo,
+};
 pub use context::Context;
 pub use error::Error;
 pub use from_iter::{
@@ -248,6 +268,10 @@ pub use reason::{Cancellation, StopReason};
 pub use reply::{Noreply, Reply, ReplyTo};
 pub use stage::{
     ConsumerStage, ConsumesEvents, ProducerConsumerStage, ProducerStage, ProducesEvents, Stage,
+};
+pub use status::{
+    BufferStatus, ConsumerSubscriptionStatus, ProducerStatus, ProducerSubscriptionStatus,
+    StageKind, StageStatus,
 };
 pub use stream::{EventStream, StreamOptions, stream, stream_with};
 pub use subscription::{CancelMode, ConsumerDemand, SubscribeOptions, Subscription};

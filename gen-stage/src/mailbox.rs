@@ -27,10 +27,10 @@
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use parking_lot::{Mutex, MutexGuard};
 use std::task::{Poll, Waker};
+
+use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::{Mutex, MutexGuard, coop};
 
 struct Chan<M> {
     state: Mutex<State<M>>,
@@ -74,7 +74,8 @@ impl<M> State<M> {
 /// task's cooperative budget, as tokio's `recv_many` does, so this bounds the
 /// messages a stage handles before it yields to the other tasks of its
 /// worker, as the stage loop's `recv_many(_, 128)` on a tokio channel did.
-pub(crate) const RECV_LIMIT: usize = 128;
+/// (2 under loom, so that small models reach the limit.)
+pub(crate) const RECV_LIMIT: usize = if cfg!(loom) { 2 } else { 128 };
 
 /// A new mailbox.
 pub(crate) fn channel<M>() -> (Sender<M>, Receiver<M>) {
@@ -189,7 +190,7 @@ impl<M> Receiver<M> {
             state.parked = false;
             let n = state.queue.len();
             if n > RECV_LIMIT {
-                let coop = match tokio::task::coop::poll_proceed(cx) {
+                let coop = match coop::poll_proceed(cx) {
                     Poll::Ready(coop) => coop,
                     Poll::Pending => return Poll::Pending,
                 };
@@ -202,7 +203,7 @@ impl<M> Receiver<M> {
                 // Budget is only spent (and checked) when there is mail: a
                 // stage about to park costs nothing here. Out of budget,
                 // the mail stays queued and the task is woken again.
-                let coop = match tokio::task::coop::poll_proceed(cx) {
+                let coop = match coop::poll_proceed(cx) {
                     Poll::Ready(coop) => coop,
                     Poll::Pending => return Poll::Pending,
                 };
@@ -249,7 +250,7 @@ impl<M> Drop for Receiver<M> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

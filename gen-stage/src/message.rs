@@ -5,7 +5,9 @@ use dispatchers::{SubscriptionId, SubscriptionOptions};
 use tokio::sync::oneshot;
 
 use crate::stage::Stage;
-use crate::{ConsumerRef, DemandMode, Error, ProducerRef, ReplyTo, StopReason, SubscribeOptions};
+use crate::{
+    ConsumerRef, DemandMode, Error, ProducerRef, ReplyTo, StageStatus, StopReason, SubscribeOptions,
+};
 
 /// One message to a stage. The protocol variants are small (the event path
 /// moves one `Vec` and two words); rare, large ones are boxed.
@@ -86,6 +88,10 @@ pub(crate) enum Msg<S: Stage> {
     },
     EstimateBufferedCount {
         reply: oneshot::Sender<Result<usize, Error>>,
+    },
+    /// A snapshot of the stage.
+    Status {
+        reply: oneshot::Sender<StageStatus>,
     },
     Stop {
         reason: StopReason,

@@ -6,7 +6,7 @@ use std::future::Future;
 use dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
-use crate::shared::StageKind;
+use crate::shared::Kind;
 use crate::stage::{Callbacks, ProducerStage, ProducesEvents, Stage, unhandled};
 use crate::{
     Cancellation, ConsumerDemand, Context, Error, Noreply, ProducerOptions, Reply, ReplyTo,
@@ -186,7 +186,7 @@ impl<P: Producer> Stage for ProducerStage<P> {
 impl<P: Producer> ProducesEvents for ProducerStage<P> {}
 
 impl<P: Producer> Callbacks for ProducerStage<P> {
-    const KIND: StageKind = StageKind::Producer;
+    const KIND: Kind = Kind::Producer;
 
     fn type_name(&self) -> &'static str {
         std::any::type_name::<P>()

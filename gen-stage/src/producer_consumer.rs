@@ -6,7 +6,7 @@ use std::future::Future;
 use dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
-use crate::shared::StageKind;
+use crate::shared::Kind;
 use crate::stage::{
     Callbacks, ConsumesEvents, ProducerConsumerStage, ProducesEvents, Stage, unhandled,
 };
@@ -208,7 +208,7 @@ impl<P: ProducerConsumer> ProducesEvents for ProducerConsumerStage<P> {}
 impl<P: ProducerConsumer> ConsumesEvents for ProducerConsumerStage<P> {}
 
 impl<P: ProducerConsumer> Callbacks for ProducerConsumerStage<P> {
-    const KIND: StageKind = StageKind::ProducerConsumer;
+    const KIND: Kind = Kind::ProducerConsumer;
 
     fn type_name(&self) -> &'static str {
         std::any::type_name::<P>()

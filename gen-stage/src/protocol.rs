@@ -38,7 +38,7 @@ use tokio::sync::oneshot;
 use crate::handle::{ConsumerEndpoint, ProducerEndpoint};
 use crate::ids::IdMap;
 use crate::message::{SubscribeRequest, SubscribeTo};
-use crate::shared::{MonitorId, StageKind, StageShared};
+use crate::shared::{Kind, MonitorId, StageShared};
 use crate::{AsProducer, ConsumerRef, DemandMode, Error, ProducerRef, StageId, StopReason};
 
 /// What a producer sends to a [`RawConsumer`].
@@ -120,6 +120,9 @@ impl<T: Send + 'static> ConsumerEndpoint<T> for RawConsumerEnd<T> {
     ) -> bool {
         false
     }
+    fn status(&self, _reply: oneshot::Sender<crate::StageStatus>) -> Result<(), Error> {
+        crate::handle::no_status(&self.shared)
+    }
     fn stop(&self, _reason: StopReason) -> bool {
         false
     }
@@ -141,7 +144,7 @@ impl<T: Send + 'static> RawConsumer<T> {
     /// A consumer with no subscriptions.
     pub fn new() -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(StageShared::new(StageKind::RawConsumer));
+        let shared = Arc::new(StageShared::new(Kind::RawConsumer));
         Self {
             rx,
             end: Arc::new(RawConsumerEnd { tx, shared }),
@@ -359,6 +362,9 @@ impl<T: Send + 'static> ProducerEndpoint<T> for RawProducerEnd<T> {
         let _ = reply.send(Ok(0));
         self.shared.is_alive()
     }
+    fn status(&self, _reply: oneshot::Sender<crate::StageStatus>) -> Result<(), Error> {
+        crate::handle::no_status(&self.shared)
+    }
     fn stop(&self, _reason: StopReason) -> bool {
         false
     }
@@ -397,7 +403,7 @@ impl<T: Send + 'static> RawProducer<T> {
     /// A producer with no consumers.
     pub fn new() -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(StageShared::new(StageKind::RawProducer));
+        let shared = Arc::new(StageShared::new(Kind::RawProducer));
         Self {
             rx,
             end: Arc::new(RawProducerEnd { tx, shared }),

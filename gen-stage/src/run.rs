@@ -28,9 +28,9 @@ use crate::handle::Mailbox;
 use crate::ids::IdMap;
 use crate::mailbox::{self, Receiver, WeakSender};
 use crate::message::{Msg, SubscribeTo};
-use crate::shared::{DeadOnDrop, StageKind, StageShared};
+use crate::shared::{DeadOnDrop, Kind, StageShared};
 use crate::stage::Callbacks;
-use crate::{Error, Noreply, Reply, ReplyTo, StageRef, StopReason};
+use crate::{Error, Noreply, Reply, ReplyTo, StageRef, StageStatus, StopReason};
 
 /// `Err(reason)`: the stage stops with `reason`.
 pub(crate) type Flow = Result<(), StopReason>;
@@ -299,6 +299,10 @@ impl<S: Callbacks> Core<S> {
                 let _ = reply.send(self.estimate_buffered_count());
                 Ok(())
             }
+            Msg::Status { reply } => {
+                let _ = reply.send(self.status());
+                Ok(())
+            }
             Msg::Stop { reason } => Err(reason),
         }
     }
@@ -312,7 +316,7 @@ impl<S: Callbacks> Core<S> {
                         self.noreply(result)?;
                     }
                 }
-                Pending::Ask(sub, n) => self.on_ask(sub, n, None).await?,
+                Pending::Ask(sub, n) => self.on_dispatcher_ask(sub, n).await?,
             }
         }
         Ok(())
@@ -367,10 +371,10 @@ impl<S: Callbacks> Core<S> {
         self.next_info += 1;
         self.infos.insert(id, info);
         match S::KIND {
-            StageKind::ProducerConsumer if !self.pc_queue.is_empty() => {
+            Kind::ProducerConsumer if !self.pc_queue.is_empty() => {
                 self.pc_queue.push_back(Queued::Info(id));
             }
-            StageKind::Producer | StageKind::ProducerConsumer => self.buffer_or_dispatch_info(id),
+            Kind::Producer | Kind::ProducerConsumer => self.buffer_or_dispatch_info(id),
             _ => self.pending.push_back(Pending::Info(id)),
         }
     }
@@ -420,13 +424,13 @@ impl<S: Callbacks> Core<S> {
         reply: Option<oneshot::Sender<Result<crate::DemandMode, Error>>>,
     ) -> Flow {
         let result = match S::KIND {
-            StageKind::Producer => {
+            Kind::Producer => {
                 if let Some(mode) = set {
                     self.set_demand_mode(mode).await?;
                 }
                 Ok(self.current_demand_mode())
             }
-            StageKind::ProducerConsumer => match set {
+            Kind::ProducerConsumer => match set {
                 Some(crate::DemandMode::Accumulate) => {
                     tracing::error!(
                         "demand mode can only be set for producers; this stage is a producer_consumer"
@@ -449,6 +453,26 @@ impl<S: Callbacks> Core<S> {
             kind: S::KIND.name(),
             operation,
             expected,
+        }
+    }
+
+    /// A snapshot of this stage, between two callbacks.
+    fn status(&self) -> StageStatus {
+        let (consumers, producer) = match &self.producer {
+            Some(producer) => {
+                let (consumers, status) = producer.status();
+                (consumers, Some(status))
+            }
+            None => (Vec::new(), None),
+        };
+        let (producers, queued_events) = self.consumer_status();
+        StageStatus {
+            id: self.shared.id(),
+            kind: S::KIND.public(),
+            consumers,
+            producers,
+            producer,
+            queued_events,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::{StageId, StopReason};
 
 /// The kinds of stage, for logs and errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StageKind {
+pub(crate) enum Kind {
     Producer,
     ProducerConsumer,
     Consumer,
@@ -22,19 +22,29 @@ pub(crate) enum StageKind {
     RawProducer,
 }
 
-impl StageKind {
+impl Kind {
+    /// The public kind of a stage run by the runtime (the raw ends never
+    /// are: they have no task to ask).
+    pub(crate) fn public(self) -> crate::StageKind {
+        match self {
+            Kind::Producer | Kind::RawProducer => crate::StageKind::Producer,
+            Kind::ProducerConsumer => crate::StageKind::ProducerConsumer,
+            Kind::Consumer | Kind::RawConsumer => crate::StageKind::Consumer,
+        }
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
-            StageKind::Producer => "producer",
-            StageKind::ProducerConsumer => "producer_consumer",
-            StageKind::Consumer => "consumer",
-            StageKind::RawConsumer => "raw consumer",
-            StageKind::RawProducer => "raw producer",
+            Kind::Producer => "producer",
+            Kind::ProducerConsumer => "producer_consumer",
+            Kind::Consumer => "consumer",
+            Kind::RawConsumer => "raw consumer",
+            Kind::RawProducer => "raw producer",
         }
     }
 }
 
-impl fmt::Display for StageKind {
+impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -63,13 +73,13 @@ enum Life {
 /// and to die, never on the event path.
 pub(crate) struct StageShared {
     id: StageId,
-    kind: StageKind,
+    kind: Kind,
     life: Mutex<Life>,
     stopped: watch::Sender<Option<StopReason>>,
 }
 
 impl StageShared {
-    pub(crate) fn new(kind: StageKind) -> Self {
+    pub(crate) fn new(kind: Kind) -> Self {
         Self {
             id: StageId::next(),
             kind,
@@ -85,7 +95,7 @@ impl StageShared {
         self.id
     }
 
-    pub(crate) fn kind(&self) -> StageKind {
+    pub(crate) fn kind(&self) -> Kind {
         self.kind
     }
 
@@ -196,7 +206,7 @@ mod tests {
 
     #[test]
     fn monitors_run_once_with_the_reason() {
-        let shared = StageShared::new(StageKind::Producer);
+        let shared = StageShared::new(Kind::Producer);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         shared.monitor(Box::new(move |r| log.lock().expect("lock").push(r.clone())));
@@ -208,7 +218,7 @@ mod tests {
 
     #[test]
     fn monitoring_a_dead_stage_reports_noproc_at_once() {
-        let shared = StageShared::new(StageKind::Consumer);
+        let shared = StageShared::new(Kind::Consumer);
         shared.mark_dead(StopReason::Normal);
         let seen = Arc::new(Mutex::new(None));
         let log = seen.clone();
@@ -221,7 +231,7 @@ mod tests {
 
     #[test]
     fn removed_monitors_do_not_run() {
-        let shared = StageShared::new(StageKind::Consumer);
+        let shared = StageShared::new(Kind::Consumer);
         let count = Arc::new(AtomicUsize::new(0));
         let c = count.clone();
         let id = shared

@@ -14,7 +14,7 @@ use std::future::Future;
 use dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
-use crate::shared::StageKind;
+use crate::shared::Kind;
 use crate::{
     Cancellation, ConsumerDemand, Context, Noreply, Reply, ReplyTo, StopReason, SubscribeOptions,
     Subscription,
@@ -81,7 +81,7 @@ impl<C> sealed::Sealed for ConsumerStage<C> {}
 /// What the run loop calls. Each adapter forwards to its user trait; the
 /// callbacks a kind does not have are never called for it.
 pub(crate) trait Callbacks: Stage {
-    const KIND: StageKind;
+    const KIND: Kind;
 
     /// The user type's name, for logs.
     fn type_name(&self) -> &'static str;

@@ -11,8 +11,9 @@ const HELP: &str = "\
 cargo xtask <TASK> [ARGS...]
 
 Tasks:
-  ci        What CI runs: fmt check, clippy -D warnings, the whole test suite
-  test      The whole test suite only (cargo test --workspace --all-targets)
+  ci        What CI runs: fmt check, clippy -D warnings, the whole test suite, the loom models
+  test      The whole test suite only (cargo test --workspace --all-targets), then the loom models
+  loom      gen-stage's loom models (mailbox, group executor) only, under --cfg loom in target/loom
   lint      fmt check and clippy -D warnings only
   bench     Criterion benchmarks: [--quick] [-p CRATE]... [FILTER] [-- ARGS]
             (figures tables go to target/bench-reports/, see docs/benchmarks.md)
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "ci" => lint().and_then(|()| test()),
         "test" => test(),
+        "loom" => loom(),
         "lint" => lint(),
         "bench" => bench(&rest),
         "build" => build(&rest),
@@ -98,7 +100,39 @@ fn test() -> Result<(), String> {
     // odf's optional features (the logical hash over kamu's vectors, the serde spelling) are tested on
     // their own, whichever features the rest of the workspace happens to enable.
     cargo(&["test", "-p", "odf", "--all-features", "--all-targets"])?;
-    cargo(&["test", "--workspace", "--doc"])
+    cargo(&["test", "--workspace", "--doc"])?;
+    loom()
+}
+
+/// `cargo xtask loom`: gen-stage's loom models of its hand-written concurrency (the mailbox and the group
+/// executor, `gen-stage/src/loom_*.rs`), built with `--cfg loom` so that those cores run on loom's lock,
+/// atomics and thread-locals (`gen-stage/src/sync.rs`). Release mode (loom runs each model thousands of
+/// times) in its own target directory (`$CARGO_TARGET_DIR/loom` or `target/loom`), since a changed RUSTFLAGS
+/// would otherwise rebuild the main build's whole cache. Each model's preemption bound is 3 unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise.
+fn loom() -> Result<(), String> {
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(|dir| PathBuf::from(dir).join("loom"))
+        .unwrap_or_else(|| root().join("target").join("loom"));
+    let target = target.to_string_lossy().into_owned();
+    let rustflags = match env::var("RUSTFLAGS") {
+        Ok(flags) if !flags.trim().is_empty() => format!("{flags} --cfg loom"),
+        _ => "--cfg loom".to_owned(),
+    };
+    cargo_with_env(
+        &[
+            "test",
+            "-p",
+            "gen-stage",
+            "--release",
+            "--lib",
+            "--target-dir",
+            &target,
+            "--",
+            "loom_",
+        ],
+        &[("RUSTFLAGS".to_owned(), rustflags)],
+    )
 }
 
 /// `cargo xtask bench [--quick] [-p CRATE]... [FILTER] [-- ARGS]`: every

@@ -11,8 +11,9 @@ use super::{Core, Flow, ctx};
 use crate::demand::AutomaticDemand;
 use crate::handle::Mailbox;
 use crate::message::{Msg, SubscribeRequest, SubscribeTo};
-use crate::shared::{MonitorId, StageKind};
+use crate::shared::{Kind, MonitorId};
 use crate::stage::Callbacks;
+use crate::status::ProducerSubscriptionStatus;
 use crate::{
     CancelMode, Cancellation, ConsumerDemand, ConsumerRef, Error, ProducerRef, StopReason,
     Subscription, new_subscription_id,
@@ -29,6 +30,12 @@ pub(crate) struct Upstream<T> {
     /// Sync subscribe: answered on the producer's ack or cancel.
     pending_reply: Option<oneshot::Sender<Result<SubscriptionId, Error>>>,
     span: tracing::Span,
+    max_demand: usize,
+    min_demand: usize,
+    /// The producer acknowledged the subscription.
+    acknowledged: bool,
+    /// Manual demand: asks made minus events received.
+    pub(crate) manual_demand: usize,
 }
 
 /// What waits in a producer_consumer's queue for downstream demand.
@@ -137,6 +144,10 @@ impl<S: Callbacks> Core<S> {
                 monitor,
                 pending_reply: reply,
                 span: span.clone(),
+                max_demand: options.get_max_demand(),
+                min_demand: options.get_min_demand(),
+                acknowledged: false,
+                manual_demand: 0,
             },
         );
         let mode = self
@@ -156,13 +167,48 @@ impl<S: Callbacks> Core<S> {
 
     /// The producer accepted: answer a sync subscribe.
     pub(super) fn on_ack(&mut self, sub: SubscriptionId) {
-        if let Some(reply) = self
-            .upstream
-            .get_mut(&sub)
-            .and_then(|upstream| upstream.pending_reply.take())
-        {
+        let Some(upstream) = self.upstream.get_mut(&sub) else {
+            return;
+        };
+        upstream.acknowledged = true;
+        if let Some(reply) = upstream.pending_reply.take() {
             let _ = reply.send(Ok(sub));
         }
+    }
+
+    /// The consumer side's part of [`StageStatus`](crate::StageStatus): its
+    /// subscriptions to producers, in id order, and the events a
+    /// producer_consumer holds for downstream demand.
+    pub(super) fn consumer_status(&self) -> (Vec<ProducerSubscriptionStatus>, usize) {
+        let mut producers: Vec<ProducerSubscriptionStatus> = self
+            .upstream
+            .values()
+            .map(|upstream| ProducerSubscriptionStatus {
+                subscription: upstream.subscription,
+                mode: match upstream.demand {
+                    Some(_) => ConsumerDemand::Automatic,
+                    None => ConsumerDemand::Manual,
+                },
+                pending_demand: match &upstream.demand {
+                    Some(demand) => demand.outstanding(),
+                    None => upstream.manual_demand,
+                },
+                max_demand: upstream.max_demand,
+                min_demand: upstream.min_demand,
+                cancel: upstream.cancel,
+                acknowledged: upstream.acknowledged,
+            })
+            .collect();
+        producers.sort_by_key(|p| p.subscription.id.0);
+        let queued = self
+            .pc_queue
+            .iter()
+            .map(|queued| match queued {
+                Queued::Events { events, .. } => events.len(),
+                Queued::Info(_) | Queued::Cancel { .. } => 0,
+            })
+            .sum();
+        (producers, queued)
     }
 
     /// Events arrived from a producer.
@@ -174,7 +220,7 @@ impl<S: Callbacks> Core<S> {
     ) -> Flow {
         // A producer_consumer hands events over at once only when nothing
         // waits before them and downstream asked; otherwise they queue.
-        let direct = S::KIND != StageKind::ProducerConsumer
+        let direct = S::KIND != Kind::ProducerConsumer
             || (self.pc_queue.is_empty()
                 && self.producer.as_ref().is_some_and(|p| p.pc_demand > 0));
         // One look-up of the subscription for the whole event path.
@@ -220,6 +266,7 @@ impl<S: Callbacks> Core<S> {
             ..
         } = upstream
         else {
+            upstream.manual_demand = upstream.manual_demand.saturating_sub(count);
             return Pieces::Manual;
         };
         let (pieces, excess) = if count > 0 && count <= demand.piece_size() {
@@ -332,7 +379,7 @@ impl<S: Callbacks> Core<S> {
                 cancellation: cancellation.clone(),
             }));
         }
-        if S::KIND == StageKind::ProducerConsumer && !self.pc_queue.is_empty() {
+        if S::KIND == Kind::ProducerConsumer && !self.pc_queue.is_empty() {
             self.pc_queue.push_back(Queued::Cancel {
                 mode: upstream.cancel,
                 cancellation,
@@ -384,9 +431,10 @@ impl<S: Callbacks> Core<S> {
         n: usize,
         reply: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
-        let result = match self.upstream.get(&sub) {
+        let result = match self.upstream.get_mut(&sub) {
             Some(upstream) => {
                 if n > 0 {
+                    upstream.manual_demand = upstream.manual_demand.saturating_add(n);
                     upstream.producer.ask(sub, n);
                 }
                 Ok(())

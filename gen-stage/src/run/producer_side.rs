@@ -8,8 +8,9 @@ use crate::buffer::Buffer;
 use crate::ids::IdMap;
 use crate::message::{Msg, SubscribeRequest};
 use crate::options::ProducerSetup;
-use crate::shared::{MonitorId, StageKind};
+use crate::shared::{Kind, MonitorId};
 use crate::stage::Callbacks;
+use crate::status::{BufferStatus, ConsumerSubscriptionStatus, ProducerStatus};
 use crate::{Cancellation, ConsumerRef, DemandMode, StopReason, Subscription};
 
 /// One consumer's subscription to this stage.
@@ -18,6 +19,9 @@ struct Downstream<T> {
     subscription: Subscription,
     monitor: Option<MonitorId>,
     span: tracing::Span,
+    /// Demand the consumer has given and not been sent events for (its
+    /// asks minus the events dispatched to it), for [`StageStatus`](crate::StageStatus).
+    demand: usize,
 }
 
 /// Recorded while accumulating (GenStage's `events` list in accumulate
@@ -70,6 +74,36 @@ impl<T: 'static> ProducerSide<T> {
         self.buffer.len() + self.dispatcher.buffered()
     }
 
+    /// The producer side's part of [`StageStatus`](crate::StageStatus): its
+    /// consumers' subscriptions (in id order) and its dispatcher and buffer.
+    pub(super) fn status(&self) -> (Vec<ConsumerSubscriptionStatus>, ProducerStatus) {
+        let mut consumers: Vec<ConsumerSubscriptionStatus> = self
+            .consumers
+            .values()
+            .map(|downstream| ConsumerSubscriptionStatus {
+                subscription: downstream.subscription,
+                demand: downstream.demand,
+            })
+            .collect();
+        consumers.sort_by_key(|c| c.subscription.id.0);
+        let producer = ProducerStatus {
+            dispatcher: self.dispatcher.name().to_owned(),
+            demand_mode: match self.accumulated {
+                Some(_) => DemandMode::Accumulate,
+                None => DemandMode::Forward,
+            },
+            buffer: BufferStatus {
+                len: self.buffer.len(),
+                held_by_dispatcher: self.dispatcher.buffered(),
+                waiting_infos: self.buffer.waiting_infos(),
+                size: self.buffer.size(),
+                keep: self.buffer.keep(),
+                discarded: self.buffer.discarded(),
+            },
+        };
+        (consumers, producer)
+    }
+
     pub(super) fn demonitor_all(&mut self) {
         for downstream in self.consumers.values_mut() {
             if let Some(monitor) = downstream.monitor.take() {
@@ -100,8 +134,9 @@ impl<S: Callbacks> Core<S> {
         } = producer;
         for emit in outbox.drain() {
             match emit {
-                Emit::Events { to, events } => match consumers.get(&to) {
+                Emit::Events { to, events } => match consumers.get_mut(&to) {
                     Some(downstream) => {
+                        downstream.demand = downstream.demand.saturating_sub(events.len());
                         downstream.consumer.inner.events(to, events, None);
                     }
                     None => tracing::warn!(
@@ -136,7 +171,7 @@ impl<S: Callbacks> Core<S> {
         }
         let count = events.len();
         let leftover = producer.dispatcher.dispatch(events, &mut producer.outbox);
-        if S::KIND == StageKind::ProducerConsumer {
+        if S::KIND == Kind::ProducerConsumer {
             producer.pc_demand = producer.pc_demand.saturating_sub(count - leftover.len());
         }
         self.flush();
@@ -227,7 +262,7 @@ impl<S: Callbacks> Core<S> {
             return Upstream::Served;
         };
         let buffered = !producer.buffer.is_empty();
-        if S::KIND == StageKind::ProducerConsumer {
+        if S::KIND == Kind::ProducerConsumer {
             producer.pc_demand += counter;
             let demand = producer.pc_demand;
             if buffered {
@@ -265,7 +300,7 @@ impl<S: Callbacks> Core<S> {
             tracing::error!(subscription = %sub, "a consumer received an ask");
             return Ok(());
         };
-        if !producer.consumers.contains_key(&sub) {
+        let Some(downstream) = producer.consumers.get_mut(&sub) else {
             match from {
                 Some(consumer) => {
                     consumer.inner.cancel(sub, StopReason::UnknownSubscription);
@@ -273,7 +308,8 @@ impl<S: Callbacks> Core<S> {
                 None => tracing::debug!(subscription = %sub, "ask for an unknown subscription"),
             }
             return Ok(());
-        }
+        };
+        downstream.demand = downstream.demand.saturating_add(n);
         let counter = producer.dispatcher.ask(sub, n, &mut producer.outbox);
         self.flush();
         // `after_upstream_demand`, spelled out: on the event path its own
@@ -286,6 +322,22 @@ impl<S: Callbacks> Core<S> {
             }
             Upstream::TakeQueued => self.take_pc_events().await,
         }
+    }
+
+    /// The dispatcher asks again on a consumer's behalf ([`Emit::Ask`]: a
+    /// Broadcast selector rejected events, which must not consume demand).
+    /// Unlike [`on_ask`](Self::on_ask), this is no new demand from the
+    /// consumer: the events were never sent to it.
+    pub(super) async fn on_dispatcher_ask(&mut self, sub: SubscriptionId, n: usize) -> Flow {
+        let Some(producer) = self.producer.as_mut() else {
+            return Ok(());
+        };
+        if !producer.consumers.contains_key(&sub) {
+            return Ok(());
+        }
+        let counter = producer.dispatcher.ask(sub, n, &mut producer.outbox);
+        self.flush();
+        self.after_upstream_demand(counter).await
     }
 
     /// A consumer subscribes.
@@ -345,6 +397,7 @@ impl<S: Callbacks> Core<S> {
                     subscription,
                     monitor,
                     span: span.clone(),
+                    demand: 0,
                 },
             );
         }
