@@ -403,6 +403,14 @@ fn table(runs: &[Run], rows: u64) -> String {
     out
 }
 
+/// The process's peak resident set (`VmHWM` of `/proc/self/status`, Linux), in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test` does not.
     let smoke = !std::env::args().any(|arg| arg == "--bench");
@@ -442,7 +450,13 @@ fn main() {
     if smoke || runs.is_empty() {
         return;
     }
-    let table = table(&runs, rows);
+    let mut table = table(&runs, rows);
+    if let Some(peak) = peak_rss_mib() {
+        let _ = writeln!(
+            table,
+            "\npeak RSS of the bench process over all runs (VmHWM): {peak:.0} MiB"
+        );
+    }
     println!("\n## coordinator figures (medians of the timed runs)\n\n{table}");
     if let Some(dir) = std::env::var_os("WEIR_BENCH_REPORT_DIR") {
         let dir = PathBuf::from(dir);

@@ -110,3 +110,55 @@ fn log_lineage_validate_and_provenance_describe_the_pulled_workspace() {
         .unwrap();
     assert_eq!(out.status.code(), Some(4));
 }
+
+#[test]
+fn the_pull_summary_says_what_each_dataset_gained_and_its_old_and_new_head() {
+    let ws = workspace();
+    let first: serde_json::Value = serde_json::from_str(&ok(
+        ws.path(),
+        &["--format", "json", "pull", "--all", "--quiet"],
+    ))
+    .unwrap();
+    let entry = |summary: &serde_json::Value, name: &str| {
+        summary["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["dataset"] == name)
+            .unwrap_or_else(|| panic!("{name} in {summary}"))
+            .clone()
+    };
+    let readings = entry(&first, "readings");
+    let (head, records) = head_and_records(ws.path(), "readings");
+    assert_eq!(readings["recordsAdded"].as_u64(), Some(records));
+    assert_eq!(
+        readings["oldHead"],
+        serde_json::Value::Null,
+        "a new dataset"
+    );
+    assert_eq!(readings["newHead"], head);
+
+    // A fourth day: the root gains that day's records, from the head it had to a new one.
+    let day3 = std::fs::read_to_string(ws.path().join("data/readings/2024-06-03.csv")).unwrap();
+    std::fs::write(
+        ws.path().join("data/readings/2024-06-04.csv"),
+        day3.replace("2024-06-03", "2024-06-04"),
+    )
+    .unwrap();
+    let second: serde_json::Value =
+        serde_json::from_str(&ok(ws.path(), &["--format", "json", "pull", "readings"])).unwrap();
+    let readings = entry(&second, "readings");
+    let (new_head, now) = head_and_records(ws.path(), "readings");
+    assert_eq!(readings["recordsAdded"].as_u64(), Some(now - records));
+    assert_eq!(readings["oldHead"], head);
+    assert_eq!(readings["newHead"], new_head);
+    assert_ne!(head, new_head);
+
+    // The text summary says the same.
+    let text = ok(ws.path(), &["pull", "readings", "--quiet"]);
+    assert!(text.contains("readings: up to date"), "{text}");
+    assert!(
+        !text.contains("record(s) added"),
+        "nothing new, nothing added: {text}"
+    );
+}

@@ -79,10 +79,15 @@ impl<S> EngineResponse<S> {
 }
 
 /// The InvalidQuery message for an operation whose wire form has no
-/// structured errors: the message, then one line per error.
+/// structured errors: the message, then one line per error that says
+/// something the message does not already (an engine that repeats its
+/// message as its only error is not shown it twice).
 pub(crate) fn message_with_errors(message: &str, errors: &[ValidationError]) -> String {
     let mut text = message.to_owned();
     for error in errors {
+        if message.contains(error.message.as_str()) {
+            continue;
+        }
         text.push('\n');
         if let Some(alias) = &error.query_alias {
             text.push_str(alias);
@@ -338,3 +343,31 @@ macro_rules! request_wire {
 }
 
 pub(crate) use request_wire;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(alias: Option<&str>, message: &str) -> ValidationError {
+        ValidationError {
+            query_alias: alias.map(str::to_owned),
+            message: message.to_owned(),
+        }
+    }
+
+    #[test]
+    fn an_error_repeating_the_message_is_not_folded_in_twice() {
+        let message = "column `x` not found";
+        assert_eq!(
+            message_with_errors(message, &[error(Some("step1"), message)]),
+            message
+        );
+        assert_eq!(
+            message_with_errors(
+                "2 problems",
+                &[error(Some("a"), "bad a"), error(None, "bad b")]
+            ),
+            "2 problems\na: bad a\nbad b"
+        );
+    }
+}
