@@ -717,16 +717,16 @@ impl Context {
                 violation,
             },
         };
-        let previous_schema =
-            match chain.data_slices().last() {
-                Some(s) => Some(previous_output_schema(store, s, vocab).await.map_err(
-                    |source| TxError::Data {
-                        dataset: name.into(),
-                        source,
-                    },
-                )?),
-                None => None,
-            };
+        // The previous output's schema, normalised, from the footer of its last slice.
+        let previous_schema = match chain.data_slices().last() {
+            Some(s) => Some(data::normalized_schema(
+                &ingest::schema::slice_schema(store, s)
+                    .await
+                    .map_err(|e| ingest_err(name, e))?,
+                vocab,
+            )),
+            None => None,
+        };
         let data_path = job.new_data_path.clone();
         let next_offset = plan.next_offset();
         let claimed = report.new_offset_interval;
@@ -766,40 +766,6 @@ impl Context {
             _files: dir,
         })
     }
-}
-
-/// The schema of a dataset's stored output, normalised, read from the Parquet footer of its last slice
-/// alone (the records are not read).
-async fn previous_output_schema(
-    store: &DatasetStore,
-    slice: &DataSlice,
-    vocab: &DatasetVocabulary,
-) -> Result<arrow::datatypes::SchemaRef, DataError> {
-    let context = "reading the schema of the previous output";
-    let schema = match store.local_path(FileKind::Data, &slice.physical_hash) {
-        Some(path) => {
-            let file = std::fs::File::open(&path).map_err(|e| DataError::Column {
-                message: format!("{context}: {}: {e}", path.display()),
-            })?;
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(data::parquet_err(context))?
-                .schema()
-                .clone()
-        }
-        None => {
-            let bytes = store
-                .get_file(FileKind::Data, &slice.physical_hash)
-                .await
-                .map_err(|e| DataError::Column {
-                    message: format!("{context}: {e}"),
-                })?;
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .map_err(data::parquet_err(context))?
-                .schema()
-                .clone()
-        }
-    };
-    Ok(data::normalized_schema(&schema, vocab))
 }
 
 /// What an engine produced for one step.

@@ -12,9 +12,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::chain::store::{Chain, DatasetStore, FileKind};
-use crate::data::{arrow_err, parquet_err};
+use crate::data::{DataError, arrow_err, parquet_err};
 use crate::ingest::error::{BadData, ChangedType, IngestError};
-use odf::DatasetVocabulary;
+use odf::{DataSlice, DatasetVocabulary};
 
 /// The data columns (all but offset, op and system time) a root dataset's records have, or `None` before
 /// its first data. Today that is the schema of its first data slice; it is the one place to read it from
@@ -27,26 +27,53 @@ pub async fn dataset_schema(
     let Some(first) = chain.data_slices().next() else {
         return Ok(None);
     };
-    let bytes = store
-        .get_file(FileKind::Data, &first.physical_hash)
-        .await
-        .map_err(IngestError::Store)?;
-    // Only the footer is decoded.
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(parquet_err("reading the dataset's schema"))?;
+    let schema = slice_schema(store, first).await?;
     let system = [
         &vocab.offset_column,
         &vocab.operation_type_column,
         &vocab.system_time_column,
     ];
-    let fields: Vec<Field> = builder
-        .schema()
+    let fields: Vec<Field> = schema
         .fields()
         .iter()
         .filter(|f| !system.contains(&f.name()))
         .map(|f| f.as_ref().clone())
         .collect();
     Ok(Some(Arc::new(Schema::new(fields))))
+}
+
+/// The Arrow schema of a stored slice, from its Parquet footer alone: on a local disk only the footer is
+/// read (records are neither read nor hashed: nothing of the file is handed on, and a footer that does not
+/// parse is an error); on an object store the file is fetched and checked against its hash.
+pub async fn slice_schema(
+    store: &DatasetStore,
+    slice: &DataSlice,
+) -> Result<SchemaRef, IngestError> {
+    let context = "reading the schema of a stored slice";
+    let schema = match store.local_path(FileKind::Data, &slice.physical_hash) {
+        Some(path) => {
+            let file = std::fs::File::open(&path).map_err(|e| {
+                IngestError::Data(DataError::Column {
+                    message: format!("{context}: {}: {e}", path.display()),
+                })
+            })?;
+            ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(parquet_err(context))?
+                .schema()
+                .clone()
+        }
+        None => {
+            let bytes = store
+                .get_file(FileKind::Data, &slice.physical_hash)
+                .await
+                .map_err(IngestError::Store)?;
+            ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .map_err(parquet_err(context))?
+                .schema()
+                .clone()
+        }
+    };
+    Ok(schema)
 }
 
 /// Checks `batch` (data columns with the event time) against the dataset's schema and returns it with the
