@@ -22,6 +22,16 @@
 //! cargo xtask bench -p coordinator            # N = 10 000 000 (WEIR_BENCH_ROWS overrides, --quick: N / 10)
 //! ```
 //!
+//! Before every timed pull, outside its clock, the **floor** runs: the root's source file read and written
+//! again as one Snappy Parquet file through arrow/parquet directly, the least any ingest of those rows costs
+//! on this machine. Each pull's summary also gives the time every dataset spent per phase (fetch, ingest,
+//! stage, engine, check, commit: `phaseMillis` of `weir pull --format json`).
+//!
+//! **Memory curve**: with `WEIR_BENCH_CURVE=1000000,10000000,100000000` (rows, comma-separated), each size
+//! is pulled once more in a child process of its own (this binary, `WEIR_BENCH_CHILD=N`), whose peak RSS
+//! (`VmHWM`) is the point of the curve: the child does nothing but that one pull, so its peak is the pull's.
+//! The curve is drawn as `pull_memory.svg` next to the figures.
+//!
 //! At the end the figures table for `docs/benchmarks.md` is printed, and written to
 //! `$WEIR_BENCH_REPORT_DIR/coordinator.md` when that is set (`cargo xtask bench` sets it). Without
 //! `--bench` (as under `cargo test --all-targets`) the pull runs once over 20 000 rows, as a smoke test.
@@ -250,7 +260,12 @@ struct Run {
     engine: Duration,
     /// Per dataset, in chain order.
     datasets: Vec<DatasetRun>,
+    /// The floor measured just before this pull.
+    floor: Duration,
 }
+
+/// The phases of a transaction, as `phaseMillis` names them.
+const PHASES: [&str; 6] = ["fetch", "ingest", "stage", "engine", "check", "commit"];
 
 /// One dataset's share of a timed pull (the pull summary's figures).
 #[derive(Debug, Clone)]
@@ -259,6 +274,43 @@ struct DatasetRun {
     transactions: u64,
     total: Duration,
     engine: Duration,
+    /// Time per phase, in the order of [`PHASES`].
+    phases: [Duration; 6],
+}
+
+/// The floor: the root's source read and written again as one Snappy Parquet file by arrow/parquet alone.
+fn floor_once(source: &Path) -> Duration {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let out = source.with_extension("floor.parquet");
+    let started = Instant::now();
+    let file = std::fs::File::open(source).expect("source");
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("source footer")
+        .with_batch_size(8192)
+        .build()
+        .expect("reader");
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut writer = None;
+    for batch in reader {
+        let batch = batch.expect("batch");
+        let w = writer.get_or_insert_with(|| {
+            ArrowWriter::try_new(
+                std::fs::File::create(&out).expect("floor file"),
+                batch.schema(),
+                Some(properties.clone()),
+            )
+            .expect("writer")
+        });
+        w.write(&batch).expect("write");
+    }
+    if let Some(w) = writer {
+        w.close().expect("close");
+    }
+    let elapsed = started.elapsed();
+    let _ = std::fs::remove_file(&out);
+    elapsed
 }
 
 /// One `weir pull --all` into a fresh storage folder; checks the record counts afterwards.
@@ -279,6 +331,7 @@ fn pull_once(
         dispatcher_plugin: None,
         quiet: true,
     };
+    let floor = floor_once(&root.join("data/readings.parquet"));
     let started = Instant::now();
     let output = runtime.block_on(async {
         let ctx = commands::open(root, EngineRuntimeKind::Embedded, Duration::from_secs(3600))
@@ -291,11 +344,14 @@ fn pull_once(
     let summary = &output.json;
     let mut datasets = Vec::new();
     for item in summary["datasets"].as_array().expect("datasets") {
+        let phase =
+            |p: &str| Duration::from_millis(item["phaseMillis"][p].as_u64().unwrap_or_default());
         datasets.push(DatasetRun {
             name: item["dataset"].as_str().expect("name").to_owned(),
             transactions: item["transactions"].as_u64().expect("transactions"),
             total: ms(&item["millis"]),
             engine: ms(&item["engineMillis"]),
+            phases: PHASES.map(phase),
         });
     }
     check_records(runtime, root, rows, expected);
@@ -303,6 +359,7 @@ fn pull_once(
         total,
         engine: ms(&summary["engineMillis"]),
         datasets,
+        floor,
     }
 }
 
@@ -400,7 +457,118 @@ fn table(runs: &[Run], rows: u64) -> String {
             "| {name} | {transactions} | {total:.2} s | {engine:.2} s | {own:.2} s | {ratio} |"
         );
     }
+
+    // Where each dataset's time went, by phase.
+    let _ = writeln!(out);
+    let _ = writeln!(out, "| dataset | {} |", PHASES.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---:|".repeat(PHASES.len()));
+    for (i, DatasetRun { name, .. }) in first.datasets.iter().enumerate() {
+        let cells: Vec<String> = (0..PHASES.len())
+            .map(|p| {
+                let v = median(
+                    runs.iter()
+                        .filter_map(|r| r.datasets.get(i))
+                        .map(|d| d.phases[p].as_secs_f64())
+                        .collect(),
+                );
+                format!("{v:.2} s")
+            })
+            .collect();
+        let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
+    }
+
+    // The root's ingest against the floor, pull by pull.
+    let floor = secs(&|r| r.floor);
+    let root = median(
+        runs.iter()
+            .filter_map(|r| r.datasets.first())
+            .map(|d| d.total.as_secs_f64())
+            .collect(),
+    );
+    let ratio = median(
+        runs.iter()
+            .filter_map(|r| {
+                r.datasets
+                    .first()
+                    .map(|d| d.total.as_secs_f64() / r.floor.as_secs_f64().max(1e-9))
+            })
+            .collect(),
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| root ingest | floor (arrow/parquet read + write) | ingest / floor | ingest rows/s | floor rows/s |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| {root:.2} s | {floor:.2} s | {ratio:.2}x | {:.2} M | {:.2} M |",
+        rows as f64 / root / 1e6,
+        rows as f64 / floor / 1e6
+    );
     out
+}
+
+/// One pull of `rows` in a child process of this binary; returns its peak RSS in MiB.
+fn child_peak_rss(rows: u64) -> Option<f64> {
+    let exe = std::env::current_exe().ok()?;
+    let out = std::process::Command::new(exe)
+        .arg("--bench")
+        .env("WEIR_BENCH_CHILD", rows.to_string())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!("the {rows}-row child pull failed: {:?}", out.status);
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("peak_rss_mib="))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Draws rows against peak RSS as an SVG file.
+fn plot_memory(points: &[(u64, f64)], path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (720, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let max_rows = points.iter().map(|p| p.0).max().unwrap_or(1) as f64 / 1e6;
+    let max_mib = points.iter().map(|p| p.1).fold(1024.0, f64::max) * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "weir pull: peak RSS against rows pulled",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..max_rows * 1.05, 0f64..max_mib)?;
+    chart
+        .configure_mesh()
+        .x_desc("rows (millions)")
+        .y_desc("peak RSS (MiB)")
+        .draw()?;
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, 1024.0), (max_rows * 1.05, 1024.0)],
+            RED.stroke_width(1),
+        ))?
+        .label("1 GiB target")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+    let series: Vec<(f64, f64)> = points.iter().map(|&(r, m)| (r as f64 / 1e6, m)).collect();
+    chart
+        .draw_series(LineSeries::new(series.clone(), BLUE.stroke_width(2)))?
+        .label("peak RSS")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+    chart.draw_series(series.iter().map(|&p| Circle::new(p, 4, BLUE.filled())))?;
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 /// The process's peak resident set (`VmHWM` of `/proc/self/status`, Linux), in MiB.
@@ -414,13 +582,27 @@ fn peak_rss_mib() -> Option<f64> {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test` does not.
     let smoke = !std::env::args().any(|arg| arg == "--bench");
-    let rows = rows(smoke);
-    let root = workspace(rows);
-    let expected = expected_records(rows);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
+    if let Some(child) = std::env::var_os("WEIR_BENCH_CHILD") {
+        // One point of the memory curve: one pull, then this process's peak RSS.
+        let rows: u64 = child
+            .to_string_lossy()
+            .parse()
+            .expect("WEIR_BENCH_CHILD rows");
+        let root = workspace(rows);
+        let run = pull_once(&runtime, &root, rows, expected_records(rows));
+        println!("total_secs={:.2}", run.total.as_secs_f64());
+        if let Some(peak) = peak_rss_mib() {
+            println!("peak_rss_mib={peak:.0}");
+        }
+        return;
+    }
+    let rows = rows(smoke);
+    let root = workspace(rows);
+    let expected = expected_records(rows);
     let runs: Mutex<Vec<Run>> = Mutex::new(Vec::new());
 
     let mut criterion = Criterion::default().configure_from_args();
@@ -456,6 +638,34 @@ fn main() {
             table,
             "\npeak RSS of the bench process over all runs (VmHWM): {peak:.0} MiB"
         );
+    }
+    let curve: Vec<u64> = std::env::var("WEIR_BENCH_CURVE")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .filter_map(|n| n.trim().replace('_', "").parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !curve.is_empty() {
+        let points: Vec<(u64, f64)> = curve
+            .iter()
+            .filter_map(|&n| child_peak_rss(n).map(|m| (n, m)))
+            .collect();
+        let _ = writeln!(table, "\n| rows | peak RSS of a process doing one pull |");
+        let _ = writeln!(table, "|---:|---:|");
+        for (n, m) in &points {
+            let _ = writeln!(table, "| {n} | {m:.0} MiB |");
+        }
+        let dir = std::env::var_os("WEIR_BENCH_REPORT_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(bench_dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let svg = dir.join("pull_memory.svg");
+        match plot_memory(&points, &svg) {
+            Ok(()) => println!("memory curve drawn in {}", svg.display()),
+            Err(e) => eprintln!("cannot draw {}: {e}", svg.display()),
+        }
     }
     println!("\n## coordinator figures (medians of the timed runs)\n\n{table}");
     if let Some(dir) = std::env::var_os("WEIR_BENCH_REPORT_DIR") {

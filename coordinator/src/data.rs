@@ -86,6 +86,33 @@ pub fn read_parquet(bytes: Bytes) -> Result<RecordBatch> {
     concat_batches(&schema, &batches).map_err(arrow_err("reading Parquet"))
 }
 
+/// The named columns of a Parquet file, a batch at a time (only their pages are read and decoded).
+pub fn read_columns(
+    path: &std::path::Path,
+    columns: &[String],
+) -> Result<impl Iterator<Item = Result<RecordBatch>> + use<>> {
+    use parquet::arrow::ProjectionMask;
+    let context = format!("reading {}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| DataError::Column {
+        message: format!("{context}: {e}"),
+    })?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(context.clone()))?;
+    let schema = builder.schema().clone();
+    if let Some(missing) = columns.iter().find(|c| schema.index_of(c).is_err()) {
+        return Err(DataError::Column {
+            message: format!("{context}: the data has no column `{missing}`"),
+        });
+    }
+    let mask =
+        ProjectionMask::columns(builder.parquet_schema(), columns.iter().map(String::as_str));
+    let reader = builder
+        .with_projection(mask)
+        .build()
+        .map_err(parquet_err(context.clone()))?;
+    Ok(reader.map(move |b| b.map_err(arrow_err(context.clone()))))
+}
+
 /// The last `n` records of a Parquet file, reading only the row groups that hold them.
 pub fn read_last_rows(path: &std::path::Path, n: usize) -> Result<Vec<RecordBatch>> {
     use parquet::arrow::arrow_reader::{RowSelection, RowSelector};

@@ -8,7 +8,8 @@
 //!   chains written before they were ODF's (`weir upgrade`).
 //! - [`ingest`]: fetch, read, preprocess and merge (append, ledger, snapshot) for root datasets.
 //! - [`engine`]: engines by name, jobs, deadlines and the contract checks on what they return.
-//! - [`transaction`]: one transaction of one dataset, committed atomically.
+//! - [`transaction`]: one transaction of one dataset, committed atomically; it reports its phase and counts
+//!   through [`progress`].
 //! - [`scheduler`] and [`commands::pull`]: the pull pipeline on gen-stage.
 //!
 //! # Example
@@ -33,6 +34,7 @@ pub mod exit;
 pub mod fault;
 pub mod ingest;
 pub mod manifest;
+pub mod progress;
 pub mod scheduler;
 pub mod scratch;
 pub mod transaction;

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
 
@@ -21,12 +20,12 @@ use crate::engine::output;
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use crate::fault;
 use crate::ingest::check::Checks;
-use crate::ingest::error::{BadData, IngestError, Places, Unit};
-use crate::ingest::read::Placed;
+use crate::ingest::error::{BadData, IngestError, Unit};
 use crate::ingest::write::SliceWriter;
 use crate::ingest::{self, fetch, merge, read};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
+use crate::progress::{Phase, Progress, Report};
 use odf::Multihash;
 use odf::{
     AddData, Checkpoint, DataSchema, DataSlice, DatasetId, DatasetKind, DatasetVocabulary,
@@ -135,9 +134,19 @@ pub struct Context {
     pub storage: Storage,
     /// Engines.
     pub engines: EngineResolver,
+    /// Where transactions report how far they are (nobody by default).
+    pub progress: Progress,
 }
 
 impl Context {
+    /// The same context, its transactions reporting to `progress`.
+    pub fn with_progress(&self, progress: Progress) -> Self {
+        Self {
+            progress,
+            ..self.clone()
+        }
+    }
+
     /// Runs the next transaction of `dataset`.
     pub async fn run_once(&self, dataset: &str) -> Result<TxOutcome, TxError> {
         let m = self
@@ -195,65 +204,86 @@ impl Context {
             MetadataEvent::AddData(a) => a.new_source_state.clone(),
             _ => None,
         });
-        let next = fetch::next_pending(&self.workspace.root, &src.fetch, state.as_ref())
-            .await
-            .map_err(|source| TxError::Fetch {
-                dataset: name.clone(),
-                source,
-            })?;
+        let scratch = self.scratch(&name)?;
+        let progress = &self.progress;
+        let next = fetch::next_pending(
+            &self.workspace.root,
+            &src.fetch,
+            state.as_ref(),
+            scratch.path(),
+            progress,
+        )
+        .await
+        .map_err(|source| TxError::Fetch {
+            dataset: name.clone(),
+            source,
+        })?;
         let mut records = 0;
         let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
-            info!(dataset = %name, file = %file.name, "ingesting");
+            info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
             // Every check of the file's data runs before anything is written.
             let schema = ingest::schema::dataset_schema(&store, &chain, &vocab)
                 .await
                 .map_err(|e| ingest_err(&name, e))?;
             let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
             let first = chain.summary.last_offset.map_or(0, |o| o + 1);
-            let scratch = self.scratch(&name)?;
             let mut slice =
                 SliceWriter::new(&scratch.path().join("slice.parquet"), first, now, &vocab);
-            match (&src.preprocess, &src.merge) {
+            let source = read::Source::File(file.path.clone());
+            // The records that reach the checks: the file's, or the preprocess query's output.
+            let (batches, total_bytes) = match &src.preprocess {
+                None => (
+                    read::read_batches(&src.read, &source, &file.name, Some(checks.event_time()))
+                        .map_err(|e| ingest_err(&name, e))?,
+                    Some(file.size),
+                ),
+                Some(pre) => {
+                    let (out, time) = self
+                        .preprocess(
+                            &name,
+                            pre.sql(),
+                            &src.read,
+                            &source,
+                            &file.name,
+                            scratch.path(),
+                        )
+                        .await?;
+                    engine_time = time;
+                    (out, None)
+                }
+            };
+            progress.phase(Phase::Ingest);
+            match &src.merge {
                 // Appended as read: each checked batch goes to the slice file, nothing is held.
-                (None, MergeStrategy::Append) => {
-                    ingest::read_checked_each(
-                        &src.read,
-                        file.bytes,
-                        &file.name,
-                        &mut checks,
-                        |b| {
-                            let ops = vec![merge::OP_APPEND; b.num_rows()];
-                            Ok(slice.write(&b, &ops)?)
-                        },
-                    )
+                MergeStrategy::Append => {
+                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                        let ops = vec![merge::OP_APPEND; b.num_rows()];
+                        Ok(slice.write(&b, &ops)?)
+                    })
                     .map_err(|e| ingest_err(&name, e))?;
                 }
-                _ => {
-                    let batch = match &src.preprocess {
-                        None => {
-                            ingest::read_checked(&src.read, file.bytes, &file.name, &mut checks)
-                                .map_err(|e| ingest_err(&name, e))?
-                        }
-                        Some(pre) => {
-                            let raw = read::read(&src.read, file.bytes, &file.name)
-                                .map_err(|e| ingest_err(&name, e))?;
-                            let out;
-                            (out, engine_time) = self.preprocess(&name, pre.sql(), &raw).await?;
-                            let places = Places::run(Unit::OutputRow, 1, out.num_rows());
-                            checks
-                                .check(&Placed { batch: out, places })
-                                .map_err(|e| ingest_err(&name, e))?
-                        }
-                    };
-                    let needs_prev = !matches!(src.merge, MergeStrategy::Append);
-                    let prev = if needs_prev {
-                        load_all(&store, &chain)
+                // Only the history's keys are held (see `LedgerIndex`).
+                MergeStrategy::Ledger(ledger) => {
+                    let mut index =
+                        ledger_index(&store, &chain, &ledger.primary_key, scratch.path())
                             .await
-                            .map_err(|e| self.tx_err(&name, e))?
-                    } else {
-                        None
-                    };
+                            .map_err(|e| self.tx_err(&name, e))?;
+                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                        let kept = index.keep(&b)?;
+                        let ops = vec![merge::OP_APPEND; kept.num_rows()];
+                        Ok(slice.write(&kept, &ops)?)
+                    })
+                    .map_err(|e| ingest_err(&name, e))?;
+                }
+                // A snapshot is diffed against the state the whole changelog adds up to.
+                _ => {
+                    let batch =
+                        ingest::check_all(batches, &file.name, &mut checks, progress, total_bytes)
+                            .map_err(|e| ingest_err(&name, e))?;
+                    let prev = load_all(&store, &chain)
+                        .await
+                        .map_err(|e| self.tx_err(&name, e))?;
                     let merged = merge::merge(&src.merge, prev.as_ref(), &batch, &vocab)
                         .map_err(data_err)?;
                     slice.write(&merged.data, &merged.ops).map_err(data_err)?;
@@ -306,6 +336,7 @@ impl Context {
         let more = events
             .iter()
             .any(|e| matches!(e, MetadataEvent::AddData(_)));
+        progress.phase(Phase::Commit);
         commit(&store, &chain, events, now, records, more, engine_time).await
     }
 
@@ -319,17 +350,18 @@ impl Context {
         }
     }
 
-    /// Runs the preprocess query on the engine; returns its output and the wall time of the engine call.
+    /// Runs the preprocess query on the engine over the source file's records (streamed into the engine's
+    /// input file as they are read); returns the engine's output, to be read a batch at a time with its
+    /// records numbered as output rows, and the wall time of the engine call.
     async fn preprocess(
         &self,
         dataset: &str,
         sql: &TransformSql,
-        batch: &RecordBatch,
-    ) -> Result<(RecordBatch, Duration), TxError> {
-        let data_err = |source| TxError::Data {
-            dataset: dataset.to_string(),
-            source,
-        };
+        read_step: &odf::ReadStep,
+        source: &read::Source,
+        file: &str,
+        dir: &Path,
+    ) -> Result<(read::Batches, Duration), TxError> {
         let engine = self
             .engines
             .resolve(&sql.engine)
@@ -337,52 +369,73 @@ impl Context {
                 dataset: dataset.into(),
                 source,
             })?;
-        let dir = self.scratch(dataset)?;
-        let input = dir.path().join("input.parquet");
-        let output = dir.path().join("output.parquet");
-        let bytes = data::write_parquet(batch).map_err(data_err)?;
-        std::fs::write(&input, &bytes).map_err(|e| TxError::Scratch {
-            dataset: dataset.into(),
-            message: e.to_string(),
-        })?;
+        let input = dir.join("input.parquet");
+        let output = dir.join("output.parquet");
+        self.progress.phase(Phase::Ingest);
+        let raw = read::read_batches(read_step, source, file, None)
+            .map_err(|e| ingest_err(dataset, e))?;
+        let total = source.size();
+        let progress = self.progress.clone();
+        let path = input.clone();
+        let read_rows =
+            tokio::task::spawn_blocking(move || write_raw(raw, &path, &progress, total))
+                .await
+                .map_err(|_| TxError::Data {
+                    dataset: dataset.into(),
+                    source: DataError::Panicked {
+                        context: "reading the source for the preprocess query".into(),
+                    },
+                })?
+                .map_err(|e| ingest_err(dataset, e))?;
         let job = RawQueryJob {
             input_data_paths: vec![input],
             transform: sql.clone(),
             output_data_path: output.clone(),
         };
+        self.progress.finish(
+            Report::new(Phase::Engine)
+                .detail("preprocess")
+                .total_rows(Some(read_rows)),
+        );
         let started = Instant::now();
         let n = engine
-            .raw_query(&job)
+            .raw_query(&job, &self.progress)
             .await
             .map_err(|source| TxError::Engine {
                 dataset: dataset.into(),
                 source,
             })?;
         let engine_time = started.elapsed();
-        let out = std::fs::read(&output).map_err(|_| TxError::Engine {
+        let violation = |violation| TxError::Engine {
             dataset: dataset.into(),
             source: EngineFailure::Contract {
                 engine: sql.engine.clone(),
-                violation: ContractViolation::ClaimsRowsButNoFile {
-                    interval: OffsetInterval {
-                        start: 0,
-                        end: n.saturating_sub(1),
-                    },
-                },
+                violation,
             },
-        })?;
-        let out = data::read_parquet(Bytes::from(out)).map_err(data_err)?;
-        if out.num_rows() as u64 != n {
-            return Err(TxError::Engine {
-                dataset: dataset.into(),
-                source: EngineFailure::Contract {
-                    engine: sql.engine.clone(),
-                    violation: ContractViolation::RecordCountMismatch {
-                        claimed: n,
-                        found: out.num_rows() as u64,
-                    },
+        };
+        if !output.is_file() {
+            return Err(violation(ContractViolation::ClaimsRowsButNoFile {
+                interval: OffsetInterval {
+                    start: 0,
+                    end: n.saturating_sub(1),
                 },
-            });
+            }));
+        }
+        let out = read::read_batches(
+            &odf::ReadStep::Parquet(odf::ReadStepParquet::default()),
+            &read::Source::File(output),
+            "the preprocess query's output",
+            None,
+        )
+        .map_err(|e| ingest_err(dataset, e))?
+        .placed_as(Unit::OutputRow);
+        // The footer's count is checked now; the reader refuses a file whose pages hold another.
+        let found = out.total_rows.unwrap_or(0);
+        if found != n {
+            return Err(violation(ContractViolation::RecordCountMismatch {
+                claimed: n,
+                found,
+            }));
         }
         Ok((out, engine_time))
     }
@@ -490,6 +543,7 @@ impl Context {
         if events.is_empty() {
             return Ok(TxOutcome::UpToDate { dataset: name });
         }
+        self.progress.phase(Phase::Commit);
         commit(
             &store,
             &chain,
@@ -600,6 +654,8 @@ impl Context {
         system_time: DateTime<Utc>,
     ) -> Result<EngineRun, TxError> {
         let dir = self.scratch(name)?;
+        let progress = &self.progress;
+        progress.phase(Phase::Stage);
         let mut inputs = Vec::new();
         for i in &plan.inputs {
             let in_store = self.storage.dataset(&i.name);
@@ -700,9 +756,10 @@ impl Context {
             new_checkpoint_path: out_dir.join("checkpoint"),
             new_data_path: out_dir.join("data"),
         };
+        progress.phase(Phase::Engine);
         let started = Instant::now();
         let report = engine
-            .transform(&job)
+            .transform(&job, progress)
             .await
             .map_err(|source| TxError::Engine {
                 dataset: name.into(),
@@ -731,6 +788,8 @@ impl Context {
         let next_offset = plan.next_offset();
         let claimed = report.new_offset_interval;
         let output_vocab = vocab.clone();
+        progress.phase(Phase::Check);
+        let check_progress = progress.clone();
         let output = tokio::task::spawn_blocking(move || {
             output::check(
                 &data_path,
@@ -738,6 +797,7 @@ impl Context {
                 claimed,
                 previous_schema.as_ref(),
                 &output_vocab,
+                &check_progress,
             )
         })
         .await
@@ -1087,6 +1147,84 @@ pub enum LoadError {
     Store(StoreError),
     /// Parquet failed.
     Data(DataError),
+}
+
+/// The primary keys of a dataset's records (all of them, retracted or not: a Ledger never retracts), read
+/// slice by slice, each slice checked against its hash first and only its key columns decoded.
+pub async fn ledger_index(
+    store: &DatasetStore,
+    chain: &Chain,
+    primary_key: &[String],
+    dir: &Path,
+) -> Result<merge::LedgerIndex, LoadError> {
+    let mut index = merge::LedgerIndex::new(primary_key);
+    for s in chain.data_slices() {
+        let path = store
+            .stage_file(FileKind::Data, &s.physical_hash, Some(s.size), dir)
+            .await
+            .map_err(LoadError::Store)?;
+        let columns = primary_key.to_vec();
+        let staged = path.clone();
+        index = tokio::task::spawn_blocking(move || {
+            let mut index = index;
+            for batch in data::read_columns(&staged, &columns)? {
+                index.add_history(&batch?)?;
+            }
+            Ok::<_, DataError>(index)
+        })
+        .await
+        .map_err(|_| {
+            LoadError::Data(DataError::Panicked {
+                context: "reading a Ledger's keys".into(),
+            })
+        })?
+        .map_err(LoadError::Data)?;
+        // A copy staged from an object store goes once read; a local slice is read in place.
+        if path.starts_with(dir) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    Ok(index)
+}
+
+/// Reads a preprocess query's input as the read step says and writes it to `path`, a batch at a time;
+/// returns the records written.
+fn write_raw(
+    raw: read::Batches,
+    path: &Path,
+    progress: &Progress,
+    total_bytes: Option<u64>,
+) -> Result<u64, IngestError> {
+    let file = std::fs::File::create(path).map_err(|e| {
+        IngestError::Data(DataError::Column {
+            message: format!("writing the preprocess query's input: {e}"),
+        })
+    })?;
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        file,
+        raw.schema.clone(),
+        Some(data::writer_properties()),
+    )
+    .map_err(|e| IngestError::Data(data::parquet_err("writing the preprocess query's input")(e)))?;
+    let mut rows = 0u64;
+    let mut raw = raw;
+    while let Some(placed) = raw.next() {
+        let placed = placed?;
+        rows += placed.batch.num_rows() as u64;
+        writer.write(&placed.batch).map_err(|e| {
+            IngestError::Data(data::parquet_err("writing the preprocess query's input")(e))
+        })?;
+        progress.report(
+            Report::new(Phase::Ingest)
+                .rows(rows)
+                .bytes(raw.bytes_read())
+                .total_bytes(total_bytes),
+        );
+    }
+    writer.close().map_err(|e| {
+        IngestError::Data(data::parquet_err("writing the preprocess query's input")(e))
+    })?;
+    Ok(rows)
 }
 
 /// All records of a dataset, in offset order (`None` when it has none).

@@ -137,6 +137,14 @@ fn the_pull_summary_says_what_each_dataset_gained_and_its_old_and_new_head() {
         "a new dataset"
     );
     assert_eq!(readings["newHead"], head);
+    // Its time by phase: every phase named, together no more than the transactions' wall time.
+    let phases = readings["phaseMillis"].as_object().unwrap();
+    let names: Vec<&str> = phases.keys().map(String::as_str).collect();
+    for p in ["fetch", "ingest", "stage", "engine", "check", "commit"] {
+        assert!(names.contains(&p), "{p} in {phases:?}");
+    }
+    let spent: u64 = phases.values().map(|v| v.as_u64().unwrap()).sum();
+    assert!(spent <= readings["millis"].as_u64().unwrap(), "{readings}");
 
     // A fourth day: the root gains that day's records, from the head it had to a new one.
     let day3 = std::fs::read_to_string(ws.path().join("data/readings/2024-06-03.csv")).unwrap();

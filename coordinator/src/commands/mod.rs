@@ -59,6 +59,7 @@ pub fn open(
         workspace: Arc::new(workspace),
         storage,
         engines,
+        progress: crate::progress::Progress::none(),
     })
 }
 

@@ -33,6 +33,7 @@ use tracing::{info, warn};
 use super::{Output, known};
 use crate::error::{CommandError, tx_code};
 use crate::exit;
+use crate::progress::{Phase, PhaseTimes, Progress, Report};
 use crate::scheduler::{Completion, DatasetState, Scheduler};
 use crate::transaction::{Context, TxOutcome};
 
@@ -65,6 +66,14 @@ pub enum ProgressEvent {
         /// Of which inside the engine.
         engine_millis: u128,
     },
+    /// How far a running transaction is.
+    Working {
+        /// The dataset.
+        dataset: String,
+        /// Its phase and counts.
+        #[serde(flatten)]
+        report: Report,
+    },
     /// Nothing to do.
     UpToDate {
         /// The dataset.
@@ -83,6 +92,7 @@ impl ProgressEvent {
     fn dataset(&self) -> &str {
         match self {
             ProgressEvent::Started { dataset }
+            | ProgressEvent::Working { dataset, .. }
             | ProgressEvent::Committed { dataset, .. }
             | ProgressEvent::UpToDate { dataset }
             | ProgressEvent::Failed { dataset, .. } => dataset,
@@ -119,12 +129,15 @@ pub struct Timing {
     pub total: Duration,
     /// Of which inside engine operations (preprocess Raw queries, ExecuteTransform).
     pub engine: Duration,
+    /// The same wall time by phase, as the transactions reported them.
+    pub phases: PhaseTimes,
 }
 
 impl std::ops::AddAssign for Timing {
     fn add_assign(&mut self, other: Timing) {
         self.total += other.total;
         self.engine += other.engine;
+        self.phases.add(&other.phases);
     }
 }
 
@@ -306,11 +319,36 @@ impl Consumer for Worker {
                 Err(_) => None,
             };
             let started = Instant::now();
-            let outcome = self.ctx.run_once(&dataset).await;
+            let hub = self.progress.clone();
+            let emitted = self.emitted.clone();
+            let reporting = dataset.clone();
+            let clock = Arc::new(Mutex::new(PhaseTimes::default()));
+            let ticking = clock.clone();
+            let progress = Progress::new(move |report: Report| {
+                if let Ok(mut c) = ticking.lock() {
+                    c.saw(report.phase);
+                }
+                let event = ProgressEvent::Working {
+                    dataset: reporting.clone(),
+                    report,
+                };
+                if hub.cast(event).is_ok() {
+                    emitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+            let outcome = self.ctx.with_progress(progress).run_once(&dataset).await;
             let mut change = None;
+            let phases = match clock.lock() {
+                Ok(mut c) => {
+                    c.stop();
+                    *c
+                }
+                Err(_) => PhaseTimes::default(),
+            };
             let mut timing = Timing {
                 total: started.elapsed(),
                 engine: Duration::ZERO,
+                phases,
             };
             let (completion, event, error) = match outcome {
                 Ok(TxOutcome::Committed {
@@ -427,9 +465,9 @@ impl Producer for ProgressHub {
     }
 }
 
-/// Progress bars, one per dataset.
+/// Progress bars, one per dataset, with the phase each shows.
 struct Renderer {
-    bars: BTreeMap<String, indicatif::ProgressBar>,
+    bars: BTreeMap<String, (indicatif::ProgressBar, Option<crate::progress::Phase>)>,
     multi: indicatif::MultiProgress,
     log: Arc<Mutex<Vec<ProgressEvent>>>,
 }
@@ -448,34 +486,43 @@ impl Consumer for Renderer {
         _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         for e in events {
-            let bar = self
-                .bars
-                .entry(e.dataset().to_string())
-                .or_insert_with(|| {
-                    let style =
-                        indicatif::ProgressStyle::with_template("{spinner} {prefix:<24} {msg}")
-                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
-                    let b = self
-                        .multi
-                        .add(indicatif::ProgressBar::new_spinner().with_style(style));
-                    b.set_prefix(e.dataset().to_string());
-                    b
-                })
-                .clone();
+            let line = self.bars.entry(e.dataset().to_string()).or_insert_with(|| {
+                let b = self.multi.add(indicatif::ProgressBar::new_spinner());
+                b.set_style(spinner_style());
+                b.set_prefix(e.dataset().to_string());
+                b.enable_steady_tick(Duration::from_millis(120));
+                (b, None)
+            });
+            let (bar, shown) = (line.0.clone(), &mut line.1);
+            let phase_changed = match &e {
+                ProgressEvent::Working { report, .. } => {
+                    shown.replace(report.phase) != Some(report.phase)
+                }
+                _ => {
+                    *shown = None;
+                    false
+                }
+            };
             match &e {
-                ProgressEvent::Started { .. } => bar.set_message("running..."),
+                ProgressEvent::Started { .. } => bar.set_message("starting"),
+                ProgressEvent::Working { report, .. } => show(&bar, report, phase_changed),
                 ProgressEvent::Committed {
                     records,
                     millis,
                     engine_millis,
                     ..
                 } => {
+                    bar.set_style(spinner_style());
                     bar.set_message(format!(
                         "committed {records} record(s) in {millis} ms (engine {engine_millis} ms)"
                     ));
                 }
-                ProgressEvent::UpToDate { .. } => bar.finish_with_message("up to date"),
+                ProgressEvent::UpToDate { .. } => {
+                    bar.set_style(spinner_style());
+                    bar.finish_with_message("up to date")
+                }
                 ProgressEvent::Failed { message, .. } => {
+                    bar.set_style(spinner_style());
                     bar.finish_with_message(format!("FAILED: {message}"))
                 }
             }
@@ -485,6 +532,63 @@ impl Consumer for Renderer {
         }
         Noreply::none()
     }
+}
+
+/// A dataset's line while its size is unknown: a spinner and what it is doing.
+fn spinner_style() -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template("{spinner} {prefix:<24} {msg}")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner())
+}
+
+/// A dataset's line once the phase knows how much it has to do: a bar, the count, the rate and an ETA.
+fn bar_style(bytes: bool) -> indicatif::ProgressStyle {
+    let counts = if bytes {
+        "{binary_bytes}/{binary_total_bytes} ({binary_bytes_per_sec}, eta {eta})"
+    } else {
+        "{human_pos}/{human_len} records (eta {eta})"
+    };
+    indicatif::ProgressStyle::with_template(&format!(
+        "{{spinner}} {{prefix:<24}} {{msg}} [{{bar:20}}] {counts}"
+    ))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+}
+
+/// Shows one report on a dataset's line: the phase (and the engine's own words), then a bar with an ETA when
+/// the phase's size is known, the counts so far otherwise.
+fn show(bar: &indicatif::ProgressBar, report: &Report, phase_changed: bool) {
+    let mut msg = report.phase.as_str().to_string();
+    if let Some(d) = &report.detail {
+        msg.push_str(&format!(" ({d})"));
+    }
+    match report.done_of() {
+        Some((done, total)) => {
+            let bytes = report.total_bytes.is_some_and(|t| t > 0) && report.bytes.is_some();
+            if phase_changed || bar.length() != Some(total) {
+                bar.set_style(bar_style(bytes));
+                bar.set_length(total);
+                bar.reset_eta();
+            }
+            if bytes && let Some(rows) = report.rows {
+                msg.push_str(&format!(", {rows} records"));
+            }
+            bar.set_position(done);
+        }
+        None => {
+            if phase_changed || bar.length().is_some() {
+                bar.set_style(spinner_style());
+                bar.unset_length();
+            }
+            match (report.rows, report.bytes) {
+                (Some(r), Some(b)) => {
+                    msg.push_str(&format!(", {r} records, {}", indicatif::BinaryBytes(b)))
+                }
+                (Some(r), None) => msg.push_str(&format!(", {r} records")),
+                (None, Some(b)) => msg.push_str(&format!(", {}", indicatif::BinaryBytes(b))),
+                (None, None) => {}
+            }
+        }
+    }
+    bar.set_message(msg);
 }
 
 /// Forwards progress through the plugin's dispatcher.
@@ -764,6 +868,10 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             "newHead": change.map(|c| c.new_head.clone()),
             "millis": millis(timing.total),
             "engineMillis": millis(timing.engine),
+            "phaseMillis": Phase::ALL
+                .iter()
+                .map(|p| (p.as_str().to_string(), json!(millis(timing.phases.times[p.index()]))))
+                .collect::<serde_json::Map<_, _>>(),
         }));
     }
     lines.push(format!(

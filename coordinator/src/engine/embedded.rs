@@ -4,7 +4,9 @@ use std::path::Path;
 
 use std::convert::Infallible;
 
-use reference_engine::{EngineError, ErrorKind, NoProgress, ReferenceEngine};
+use reference_engine::{EngineError, ErrorKind, ReferenceEngine};
+
+use crate::progress::Progress;
 
 use super::EngineFailure;
 use super::identity::EngineIdentity;
@@ -48,11 +50,16 @@ impl Embedded {
         &self,
         engine: &str,
         job: &TransformJob,
+        progress: &Progress,
     ) -> Result<TransformReport, EngineFailure> {
         let Ok(request) = job.request(path);
+        let total = Some(job.input_records());
+        let sink = |p: reference_engine::Progress| {
+            progress.engine(Some(p.phase.as_str()), p.rows_read, p.rows_written, total)
+        };
         let outcome = self
             .engine
-            .execute_transform(&request, &NoProgress)
+            .execute_transform(&request, &sink)
             .await
             .map_err(|e| failure(engine, e))?;
         Ok(TransformReport {
@@ -65,11 +72,15 @@ impl Embedded {
         &self,
         engine: &str,
         job: &RawQueryJob,
+        progress: &Progress,
     ) -> Result<u64, EngineFailure> {
         let Ok(request) = job.request(path);
+        let sink = |p: reference_engine::Progress| {
+            progress.engine(Some(p.phase.as_str()), p.rows_read, p.rows_written, None)
+        };
         let outcome = self
             .engine
-            .execute_raw_query(&request, &NoProgress)
+            .execute_raw_query(&request, &sink)
             .await
             .map_err(|e| failure(engine, e))?;
         Ok(outcome.num_records)

@@ -81,6 +81,14 @@ fn engine_transform(sql: &TransformSql) -> Transform {
 }
 
 impl TransformJob {
+    /// The input records the engine reads (for the engine's progress).
+    pub fn input_records(&self) -> u64 {
+        self.inputs
+            .iter()
+            .map(|i| i.offset_interval.map_or(0, |iv| iv.len()))
+            .sum()
+    }
+
     /// The request for this job, with every file path as `path` says the engine sees it.
     pub fn request<E>(
         &self,

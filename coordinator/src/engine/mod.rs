@@ -256,23 +256,32 @@ impl EngineHandle {
         }
     }
 
-    /// Runs ExecuteTransform within the deadline.
-    pub async fn transform(&self, job: &TransformJob) -> Result<TransformReport, EngineFailure> {
+    /// Runs ExecuteTransform within the deadline, handing the engine's Progress messages to `progress`.
+    pub async fn transform(
+        &self,
+        job: &TransformJob,
+        progress: &crate::progress::Progress,
+    ) -> Result<TransformReport, EngineFailure> {
         let fut = async {
             match &self.imp {
-                Imp::Embedded(e) => e.transform(&self.identity.name, job).await,
-                Imp::Runtime(r) => r.transform(&self.identity.name, job).await,
+                Imp::Embedded(e) => e.transform(&self.identity.name, job, progress).await,
+                Imp::Runtime(r) => r.transform(&self.identity.name, job, progress).await,
             }
         };
         self.with_deadline(fut).await
     }
 
-    /// Runs ExecuteRawQuery within the deadline; returns the number of records.
-    pub async fn raw_query(&self, job: &RawQueryJob) -> Result<u64, EngineFailure> {
+    /// Runs ExecuteRawQuery within the deadline, handing the engine's Progress messages to `progress`;
+    /// returns the number of records.
+    pub async fn raw_query(
+        &self,
+        job: &RawQueryJob,
+        progress: &crate::progress::Progress,
+    ) -> Result<u64, EngineFailure> {
         let fut = async {
             match &self.imp {
-                Imp::Embedded(e) => e.raw_query(&self.identity.name, job).await,
-                Imp::Runtime(r) => r.raw_query(&self.identity.name, job).await,
+                Imp::Embedded(e) => e.raw_query(&self.identity.name, job, progress).await,
+                Imp::Runtime(r) => r.raw_query(&self.identity.name, job, progress).await,
             }
         };
         self.with_deadline(fut).await

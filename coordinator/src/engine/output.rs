@@ -15,6 +15,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::contract::{ContractViolation, OutputCheck};
 use crate::data;
+use crate::progress::{Phase, Progress, Report};
 use odf::{DatasetVocabulary, Multihash, OffsetInterval};
 
 /// Rows per batch read from an engine's file: enough to keep the hasher and the checks busy, few enough
@@ -62,6 +63,7 @@ pub fn check(
     claimed: Option<OffsetInterval>,
     previous_schema: Option<&SchemaRef>,
     vocab: &DatasetVocabulary,
+    progress: &Progress,
 ) -> Result<Option<CheckedOutput>, OutputError> {
     let builder = match File::open(path) {
         Ok(file) => Some(ParquetRecordBatchReaderBuilder::try_new(file).map_err(bad_file)?),
@@ -118,9 +120,12 @@ pub fn check(
             Ok::<_, odf::logical_hash::LogicalHashError>(hasher.finish())
         });
         let read = (|| -> Result<(), OutputError> {
+            let mut done = 0u64;
             for batch in reader {
                 let batch = batch.map_err(bad_file)?;
                 check.batch(&batch)?;
+                done += batch.num_rows() as u64;
+                progress.report(Report::new(Phase::Check).rows(done).total_rows(rows));
                 let batch = data::normalize_system_columns(&batch, vocab)?;
                 if let Some(w) = writer.as_mut() {
                     w.write(&batch)
@@ -145,6 +150,7 @@ pub fn check(
         })
     })?;
     let rows = check.finish()?;
+    progress.finish(Report::new(Phase::Check).rows(rows).total_rows(Some(rows)));
     if let Some(w) = writer {
         w.close()
             .map_err(data::parquet_err("re-encoding an engine's output"))?;
@@ -208,7 +214,9 @@ mod tests {
             .collect();
         write(&path, &parts);
         let claimed = OffsetInterval::new(10, 10 + 210_000 - 1);
-        let out = check(&path, 10, claimed, None, &V()).unwrap().unwrap();
+        let out = check(&path, 10, claimed, None, &V(), &Progress::none())
+            .unwrap()
+            .unwrap();
         assert_eq!(out.file, path, "stored as written");
         assert_eq!(out.rows, 210_000);
         let expected = odf::logical_hash::of_batches(parts[0].schema_ref(), &parts).unwrap();
@@ -223,9 +231,16 @@ mod tests {
             &path,
             &[batch(Arc::new(UInt64Array::from(vec![0u64, 1, 2])))],
         );
-        let out = check(&path, 0, OffsetInterval::new(0, 2), None, &V())
-            .unwrap()
-            .unwrap();
+        let out = check(
+            &path,
+            0,
+            OffsetInterval::new(0, 2),
+            None,
+            &V(),
+            &Progress::none(),
+        )
+        .unwrap()
+        .unwrap();
         assert_ne!(out.file, path);
         let stored =
             data::read_parquet(bytes::Bytes::from(std::fs::read(&out.file).unwrap())).unwrap();
@@ -251,7 +266,7 @@ mod tests {
             ],
         );
         let claimed = OffsetInterval::new(0, 2 * BATCH_ROWS as u64 - 1);
-        match check(&path, 0, claimed, None, &V()) {
+        match check(&path, 0, claimed, None, &V(), &Progress::none()) {
             Err(OutputError::Contract(ContractViolation::NonContiguousOffsets {
                 index,
                 expected,
@@ -269,15 +284,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.parquet");
         assert!(matches!(
-            check(&path, 0, OffsetInterval::new(0, 1), None, &V()),
+            check(
+                &path,
+                0,
+                OffsetInterval::new(0, 1),
+                None,
+                &V(),
+                &Progress::none()
+            ),
             Err(OutputError::Contract(
                 ContractViolation::ClaimsRowsButNoFile { .. }
             ))
         ));
-        assert!(check(&path, 0, None, None, &V()).unwrap().is_none());
+        assert!(
+            check(&path, 0, None, None, &V(), &Progress::none())
+                .unwrap()
+                .is_none()
+        );
         write(&path, &[int64(0..3)]);
         assert!(matches!(
-            check(&path, 0, OffsetInterval::new(0, 1), None, &V()),
+            check(
+                &path,
+                0,
+                OffsetInterval::new(0, 1),
+                None,
+                &V(),
+                &Progress::none()
+            ),
             Err(OutputError::Contract(
                 ContractViolation::RecordCountMismatch {
                     claimed: 2,
@@ -287,7 +320,14 @@ mod tests {
         ));
         std::fs::write(&path, b"not parquet").unwrap();
         assert!(matches!(
-            check(&path, 0, OffsetInterval::new(0, 1), None, &V()),
+            check(
+                &path,
+                0,
+                OffsetInterval::new(0, 1),
+                None,
+                &V(),
+                &Progress::none()
+            ),
             Err(OutputError::Contract(ContractViolation::BadDataFile { .. }))
         ));
     }
@@ -302,7 +342,14 @@ mod tests {
             Field::new("town", DataType::Utf8, false),
         ]));
         assert!(matches!(
-            check(&path, 0, OffsetInterval::new(0, 2), Some(&previous), &V()),
+            check(
+                &path,
+                0,
+                OffsetInterval::new(0, 2),
+                Some(&previous),
+                &V(),
+                &Progress::none()
+            ),
             Err(OutputError::Contract(
                 ContractViolation::SchemaChanged { .. }
             ))

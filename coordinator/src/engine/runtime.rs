@@ -173,6 +173,7 @@ impl RuntimeEngine {
         &self,
         engine: &str,
         job: &TransformJob,
+        progress: &crate::progress::Progress,
     ) -> Result<TransformReport, EngineFailure> {
         let out_dir = job
             .new_data_path
@@ -189,7 +190,12 @@ impl RuntimeEngine {
         let started = self.start(engine, &inputs, &out_dir).await?;
         let request = job.request(|p| started.engine_path(p))?;
         let Started { handle, .. } = started;
-        let result = handle.execute_transform(&request, |_| {}).await;
+        let total = Some(job.input_records());
+        let result = handle
+            .execute_transform(&request, |p| {
+                progress.engine(p.phase.as_deref(), p.rows_read, p.rows_written, total)
+            })
+            .await;
         let _ = handle.stop().await;
         let success = result.map_err(|e| failure(engine, e))?;
         Ok(TransformReport {
@@ -202,6 +208,7 @@ impl RuntimeEngine {
         &self,
         engine: &str,
         job: &RawQueryJob,
+        progress: &crate::progress::Progress,
     ) -> Result<u64, EngineFailure> {
         let out_dir = job
             .output_data_path
@@ -211,7 +218,11 @@ impl RuntimeEngine {
         let started = self.start(engine, &job.input_data_paths, &out_dir).await?;
         let request = job.request(|p| started.engine_path(p))?;
         let Started { handle, .. } = started;
-        let result = handle.execute_raw_query(&request, |_| {}).await;
+        let result = handle
+            .execute_raw_query(&request, |p| {
+                progress.engine(p.phase.as_deref(), p.rows_read, p.rows_written, None)
+            })
+            .await;
         let _ = handle.stop().await;
         Ok(result.map_err(|e| failure(engine, e))?.num_records)
     }

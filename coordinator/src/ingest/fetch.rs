@@ -1,24 +1,30 @@
 //! Fetching: which source file comes next, given where the source left off.
 
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
+use futures::StreamExt as _;
 
-use odf::Multihash;
-use odf::{FetchStep, SourceState};
+use crate::progress::{Phase, Progress, Report};
+use odf::{FetchStep, Sha3Hasher, SourceState};
 
 /// Source state kind of a glob: the name of the last file ingested.
 pub const STATE_LAST_FILE: &str = "weir/last-file";
 /// Source state kind of a URL: the hash of the content ingested.
 pub const STATE_ETAG: &str = "odf/etag";
 
-/// A source file to ingest.
+/// A source file to ingest: a local file, read in place or as copied to scratch space.
+///
+/// Nothing is held in memory: the readers open [`Fetched::path`] and read it a batch at a time.
 #[derive(Debug, Clone)]
 pub struct Fetched {
     /// Its name, for messages.
     pub name: String,
-    /// Its bytes.
-    pub bytes: Bytes,
+    /// Where its bytes are: the workspace's own file for a glob, a copy in the scratch folder for a URL (so
+    /// what is ingested is exactly what the recorded etag hashes, even if the source changes meanwhile).
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub size: u64,
     /// The source state once it is ingested.
     pub state: SourceState,
 }
@@ -33,11 +39,14 @@ pub struct FetchError {
     pub message: String,
 }
 
-/// The next file to ingest, or `None` when the source has nothing new.
+/// The next file to ingest, or `None` when the source has nothing new. A URL's content is copied into
+/// `scratch` (streamed, hashed as it is copied); a glob's files are read where they are.
 pub async fn next_pending(
     root: &Path,
     fetch: &FetchStep,
     state: Option<&SourceState>,
+    scratch: &Path,
+    progress: &Progress,
 ) -> Result<Option<Fetched>, FetchError> {
     match fetch {
         FetchStep::FilesGlob(glob_step) => {
@@ -70,12 +79,15 @@ pub async fn next_pending(
             else {
                 return Ok(None);
             };
-            let bytes = tokio::fs::read(root.join(&next))
+            let path = root.join(&next);
+            let size = tokio::fs::metadata(&path)
                 .await
-                .map_err(|e| err(format!("{next}: {e}")))?;
+                .map_err(|e| err(format!("{next}: {e}")))?
+                .len();
             Ok(Some(Fetched {
                 name: next.clone(),
-                bytes: Bytes::from(bytes),
+                path,
+                size,
                 state: SourceState {
                     source_name: "default".into(),
                     kind: STATE_LAST_FILE.into(),
@@ -89,7 +101,19 @@ pub async fn next_pending(
                 what: url.clone(),
                 message,
             };
-            let bytes = if url.contains("://") && !url.starts_with("file://") {
+            let copy = scratch.join("source");
+            let mut out = std::fs::File::create(&copy).map_err(|e| err(e.to_string()))?;
+            let mut hasher = Sha3Hasher::new();
+            let mut size = 0u64;
+            let mut write = |chunk: &[u8], total: Option<u64>| -> Result<(), FetchError> {
+                hasher.update(chunk);
+                out.write_all(chunk).map_err(|e| err(e.to_string()))?;
+                size += chunk.len() as u64;
+                progress.report(Report::new(Phase::Fetch).bytes(size).total_bytes(total));
+                Ok(())
+            };
+            progress.phase(Phase::Fetch);
+            if url.contains("://") && !url.starts_with("file://") {
                 let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
                 let opts: Vec<(String, String)> = std::env::vars()
                     .filter(|(k, _)| k.starts_with("AWS_"))
@@ -98,22 +122,41 @@ pub async fn next_pending(
                 let (store, path) =
                     object_store::parse_url_opts(&parsed, opts).map_err(|e| err(e.to_string()))?;
                 let r = store.get(&path).await.map_err(|e| err(e.to_string()))?;
-                r.bytes().await.map_err(|e| err(e.to_string()))?
+                let total = Some(r.meta.size);
+                let mut stream = r.into_stream();
+                while let Some(chunk) = stream.next().await {
+                    write(&chunk.map_err(|e| err(e.to_string()))?, total)?;
+                }
             } else {
                 let p = url.strip_prefix("file://").unwrap_or(url);
-                Bytes::from(
-                    tokio::fs::read(root.join(p))
-                        .await
-                        .map_err(|e| err(e.to_string()))?,
-                )
-            };
-            let etag = Multihash::sha3_256(&bytes).to_string();
+                let mut file = tokio::fs::File::open(root.join(p))
+                    .await
+                    .map_err(|e| err(e.to_string()))?;
+                let total = file.metadata().await.ok().map(|m| m.len());
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    use tokio::io::AsyncReadExt as _;
+                    let n = file.read(&mut buf).await.map_err(|e| err(e.to_string()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    write(&buf[..n], total)?;
+                }
+            }
+            out.sync_all().map_err(|e| err(e.to_string()))?;
+            progress.finish(
+                Report::new(Phase::Fetch)
+                    .bytes(size)
+                    .total_bytes(Some(size)),
+            );
+            let etag = hasher.finish().to_string();
             if state.is_some_and(|s| s.kind == STATE_ETAG && s.value == etag) {
                 return Ok(None);
             }
             Ok(Some(Fetched {
                 name: url.clone(),
-                bytes,
+                path: copy,
+                size,
                 state: SourceState {
                     source_name: "default".into(),
                     kind: STATE_ETAG.into(),
@@ -147,21 +190,33 @@ mod tests {
             cache: None,
             order: None,
         });
-        let first = next_pending(dir.path(), &fetch, None)
+        let first = next_pending(dir.path(), &fetch, None, dir.path(), &Progress::none())
             .await
             .unwrap()
             .unwrap();
         assert_eq!(first.name, "in/a.csv");
-        let second = next_pending(dir.path(), &fetch, Some(&first.state))
-            .await
-            .unwrap()
-            .unwrap();
+        let second = next_pending(
+            dir.path(),
+            &fetch,
+            Some(&first.state),
+            dir.path(),
+            &Progress::none(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(second.name, "in/b.csv");
         assert!(
-            next_pending(dir.path(), &fetch, Some(&second.state))
-                .await
-                .unwrap()
-                .is_none()
+            next_pending(
+                dir.path(),
+                &fetch,
+                Some(&second.state),
+                dir.path(),
+                &Progress::none()
+            )
+            .await
+            .unwrap()
+            .is_none()
         );
     }
 
@@ -178,7 +233,9 @@ mod tests {
             cache: None,
             order: None,
         });
-        let first = next_pending(&root, &fetch, None).await.unwrap();
+        let first = next_pending(&root, &fetch, None, &root, &Progress::none())
+            .await
+            .unwrap();
         assert_eq!(first.map(|f| f.name).as_deref(), Some("in/a.csv"));
     }
 
@@ -192,22 +249,34 @@ mod tests {
             cache: None,
             headers: None,
         });
-        let first = next_pending(dir.path(), &fetch, None)
+        let first = next_pending(dir.path(), &fetch, None, dir.path(), &Progress::none())
             .await
             .unwrap()
             .unwrap();
         assert!(
-            next_pending(dir.path(), &fetch, Some(&first.state))
-                .await
-                .unwrap()
-                .is_none()
+            next_pending(
+                dir.path(),
+                &fetch,
+                Some(&first.state),
+                dir.path(),
+                &Progress::none()
+            )
+            .await
+            .unwrap()
+            .is_none()
         );
         std::fs::write(dir.path().join("s.csv"), "2").unwrap();
         assert!(
-            next_pending(dir.path(), &fetch, Some(&first.state))
-                .await
-                .unwrap()
-                .is_some()
+            next_pending(
+                dir.path(),
+                &fetch,
+                Some(&first.state),
+                dir.path(),
+                &Progress::none()
+            )
+            .await
+            .unwrap()
+            .is_some()
         );
     }
 }

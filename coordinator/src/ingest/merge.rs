@@ -98,6 +98,59 @@ pub fn merge(
     }
 }
 
+/// What a Ledger merge keeps of a dataset's history, so that the history need not be held: the primary keys
+/// of its records, each once, in Arrow's row format. It grows with the number of distinct keys (their
+/// encoded size plus a hash-set entry each), not with the records or their other columns.
+///
+/// Fed the history's key columns a batch at a time ([`LedgerIndex::add_history`]), then the new records a
+/// batch at a time ([`LedgerIndex::keep`]): a record whose key the dataset (or an earlier batch of the same
+/// file) already holds is dropped, as [`merge`] does with the whole history at hand.
+#[derive(Debug, Clone)]
+pub struct LedgerIndex {
+    primary_key: Vec<String>,
+    seen: HashSet<Box<[u8]>>,
+}
+
+impl LedgerIndex {
+    /// An empty index of `primary_key`.
+    pub fn new(primary_key: &[String]) -> Self {
+        Self {
+            primary_key: primary_key.to_vec(),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+
+    /// Adds the keys of records the dataset already holds (any batch with the key columns).
+    pub fn add_history(&mut self, batch: &RecordBatch) -> Result<(), DataError> {
+        let keys = key_rows(batch, &self.primary_key)?;
+        self.seen.extend(keys.iter().map(|r| Box::from(r.as_ref())));
+        Ok(())
+    }
+
+    /// The records of `new` whose key is not held yet, in order; their keys are held from now on.
+    pub fn keep(&mut self, new: &RecordBatch) -> Result<RecordBatch, DataError> {
+        let keys = key_rows(new, &self.primary_key)?;
+        let keep: Vec<(usize, usize)> = (0..new.num_rows())
+            .filter(|&i| self.seen.insert(Box::from(keys.row(i).as_ref())))
+            .map(|i| (0, i))
+            .collect();
+        if keep.len() == new.num_rows() {
+            return Ok(new.clone());
+        }
+        take_rows(&[new], &keep)
+    }
+}
+
 /// Casts `new` to the column types of `prev` (same columns required, order taken from `prev`).
 fn align(new: &RecordBatch, prev: &RecordBatch) -> Result<RecordBatch, DataError> {
     let ps = prev.schema();
@@ -309,6 +362,40 @@ mod tests {
         let second = merge(&s, Some(&prev), &rows(&[2, 3, 3], &["b", "c", "c2"]), &v).unwrap();
         assert_eq!(names(&second.data), ["c"]);
         assert_eq!(second.ops, [OP_APPEND]);
+    }
+
+    #[test]
+    fn a_ledger_index_drops_what_the_history_or_an_earlier_batch_holds_as_merge_does() {
+        let v = DatasetVocabulary::default();
+        let s = MergeStrategy::Ledger(odf::MergeStrategyLedger {
+            primary_key: vec!["id".into()],
+        });
+        let prev = stored(
+            &merge(&s, None, &rows(&[1, 2], &["a", "b"]), &v).unwrap(),
+            0,
+        );
+        let mut index = LedgerIndex::new(&["id".to_string()]);
+        // The history's key column alone is enough.
+        index
+            .add_history(
+                &prev
+                    .project(&[prev.schema().index_of("id").unwrap()])
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(index.len(), 2);
+        let first = index.keep(&rows(&[2, 3], &["b", "c"])).unwrap();
+        let second = index.keep(&rows(&[3, 4, 1], &["c2", "d", "a2"])).unwrap();
+        assert_eq!(names(&first), ["c"]);
+        assert_eq!(names(&second), ["d"]);
+        let whole = merge(
+            &s,
+            Some(&prev),
+            &rows(&[2, 3, 4, 1], &["b", "c", "d", "a2"]),
+            &v,
+        )
+        .unwrap();
+        assert_eq!(names(&whole.data), ["c", "d"]);
     }
 
     #[test]

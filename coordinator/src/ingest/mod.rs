@@ -13,48 +13,63 @@ pub mod write;
 
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
-use bytes::Bytes;
 
+use crate::progress::{Phase, Progress, Report};
 use check::Checks;
 use error::IngestError;
-use odf::ReadStep;
+use read::Batches;
 
-/// Reads a fetched file and checks it batch by batch, handing each checked batch to `each` as it goes (a
-/// file with no records still has its schema checked).
-pub fn read_checked_each(
-    step: &ReadStep,
-    bytes: Bytes,
-    file: &str,
+/// Checks a file's batches in order, handing each checked batch to `each` as it goes (a file with no records
+/// still has its schema checked), and reports the records and bytes read so far to `progress`.
+pub fn check_each(
+    batches: Batches,
     checks: &mut Checks,
+    progress: &Progress,
+    total_bytes: Option<u64>,
     mut each: impl FnMut(RecordBatch) -> Result<(), IngestError>,
 ) -> Result<(), IngestError> {
-    let batches = read::read_batches(step, bytes, file, Some(checks.event_time()))?;
     let empty = read::Placed {
         batch: RecordBatch::new_empty(batches.schema.clone()),
         places: error::Places::run(error::Unit::Row, 1, 0),
     };
+    let total_rows = batches.total_rows;
+    // A text file counts bytes, a Parquet file records (its footer says how many there are).
+    let total_bytes = total_rows.is_none().then_some(total_bytes).flatten();
+    let report = |rows: u64, batches: &Batches| {
+        let r = Report::new(Phase::Ingest).rows(rows).total_rows(total_rows);
+        match total_bytes {
+            Some(t) => r.bytes(batches.bytes_read()).total_bytes(Some(t)),
+            None => r,
+        }
+    };
+    let mut rows = 0u64;
+    let mut batches = batches;
     let mut any = false;
-    for placed in batches {
-        each(checks.check(&placed?)?)?;
+    while let Some(placed) = batches.next() {
+        let checked = checks.check(&placed?)?;
+        rows += checked.num_rows() as u64;
+        each(checked)?;
         any = true;
+        progress.report(report(rows, &batches));
     }
     if !any {
         checks.check(&empty)?;
     }
+    progress.finish(report(rows, &batches));
     Ok(())
 }
 
-/// Reads a fetched file and checks it batch by batch; returns the records for the merge strategy (which needs
-/// them together).
-pub fn read_checked(
-    step: &ReadStep,
-    bytes: Bytes,
+/// Checks a file's batches; returns the records for a merge strategy that needs them together.
+pub fn check_all(
+    batches: Batches,
     file: &str,
     checks: &mut Checks,
+    progress: &Progress,
+    total_bytes: Option<u64>,
 ) -> Result<RecordBatch, IngestError> {
     let mut checked = Vec::new();
     let mut schema = None;
-    read_checked_each(step, bytes, file, checks, |b| {
+    check_each(batches, checks, progress, total_bytes, |b| {
         schema.get_or_insert_with(|| b.schema());
         checked.push(b);
         Ok(())

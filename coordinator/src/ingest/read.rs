@@ -1,12 +1,14 @@
-//! Reading fetched bytes into records, a batch at a time: CSV, NDJSON, Parquet, with an optional DDL schema.
+//! Reading fetched files into records, a batch at a time: CSV, NDJSON, Parquet, with an optional DDL schema.
 //!
 //! Every value of a text file is read as written and parsed into its column's type here, so that a value
 //! that does not parse is refused with its line and column instead of becoming NULL; every batch carries
 //! the line (or Parquet row) of each of its records for the checks that follow ([`super::check`]).
 
 use std::collections::HashSet;
-use std::io::Cursor;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::compute::{cast, concat_batches};
@@ -22,6 +24,64 @@ use odf::ReadStep;
 
 /// Records per batch.
 const BATCH_ROWS: usize = 8192;
+
+/// What a reader reads: a file, opened and read as it goes (nothing of it is held), or bytes already in
+/// memory (small inputs and tests).
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A local file.
+    File(PathBuf),
+    /// Bytes in memory.
+    Memory(Bytes),
+}
+
+impl From<Bytes> for Source {
+    fn from(bytes: Bytes) -> Self {
+        Self::Memory(bytes)
+    }
+}
+
+impl From<PathBuf> for Source {
+    fn from(path: PathBuf) -> Self {
+        Self::File(path)
+    }
+}
+
+impl Source {
+    /// Its size in bytes, when it can be known.
+    pub fn size(&self) -> Option<u64> {
+        match self {
+            Self::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            Self::Memory(b) => Some(b.len() as u64),
+        }
+    }
+
+    /// A reader from its start, adding what it reads to `counter`.
+    fn open(&self, file: &str, counter: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>, BadData> {
+        let inner: Box<dyn Read + Send> = match self {
+            Self::File(p) => Box::new(std::fs::File::open(p).map_err(|e| BadData::Unreadable {
+                file: file.to_string(),
+                message: e.to_string(),
+            })?),
+            Self::Memory(b) => Box::new(std::io::Cursor::new(b.clone())),
+        };
+        Ok(Box::new(Counting { inner, counter }))
+    }
+}
+
+/// A reader that counts the bytes it hands out, for progress.
+struct Counting {
+    inner: Box<dyn Read + Send>,
+    counter: Arc<AtomicU64>,
+}
+
+impl Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.counter.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
 
 /// Inferred schemas look at this many records.
 const INFER_RECORDS: usize = 1000;
@@ -77,7 +137,30 @@ pub struct Placed {
 pub struct Batches {
     /// The schema of every batch.
     pub schema: SchemaRef,
+    /// The records the file holds, when its format says so up front (Parquet).
+    pub total_rows: Option<u64>,
+    bytes_read: Arc<AtomicU64>,
     iter: Box<dyn Iterator<Item = Result<Placed, IngestError>> + Send>,
+}
+
+impl Batches {
+    /// Bytes of a text file read so far (a Parquet file reports its records instead: [`Batches::total_rows`]).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
+    }
+
+    /// Numbers its records' places in `unit` (an engine's output rows, say), keeping their numbers.
+    pub fn placed_as(self, unit: Unit) -> Self {
+        Self {
+            iter: Box::new(self.iter.map(move |r| {
+                r.map(|mut p| {
+                    p.places.unit = unit;
+                    p
+                })
+            })),
+            ..self
+        }
+    }
 }
 
 impl std::fmt::Debug for Batches {
@@ -96,20 +179,20 @@ impl Iterator for Batches {
     }
 }
 
-/// Reads `bytes` as the read step says, a batch at a time; `file` names it in messages.
+/// Reads `source` as the read step says, a batch at a time; `file` names it in messages.
 ///
 /// `event_time` names the event time column when the records go to the dataset as read (no preprocess
 /// query): in a CSV or NDJSON file its values are then parsed as `TIMESTAMP`s (RFC 3339 / ISO 8601)
 /// whatever type inference found, unless the DDL schema gives it a type of its own.
 pub fn read_batches(
     step: &ReadStep,
-    bytes: Bytes,
+    source: &Source,
     file: &str,
     event_time: Option<&str>,
 ) -> Result<Batches, IngestError> {
     match step {
         ReadStep::Csv(step) => csv(
-            bytes,
+            source,
             file,
             step.schema.as_deref().unwrap_or_default(),
             step.separator.as_deref(),
@@ -117,12 +200,14 @@ pub fn read_batches(
             event_time,
         ),
         ReadStep::NdJson(step) => ndjson(
-            bytes,
+            source,
             file,
             step.schema.as_deref().unwrap_or_default(),
             event_time,
         ),
-        ReadStep::Parquet(step) => parquet(bytes, file, step.schema.as_deref().unwrap_or_default()),
+        ReadStep::Parquet(step) => {
+            parquet(source, file, step.schema.as_deref().unwrap_or_default())
+        }
         // Refused when the manifest is loaded (manifest/support.rs); a chain written elsewhere may hold one.
         ReadStep::Json(_) => unsupported(file, "Json"),
         ReadStep::GeoJson(_) => unsupported(file, "GeoJson"),
@@ -139,9 +224,9 @@ fn unsupported(file: &str, kind: &str) -> Result<Batches, IngestError> {
     }))
 }
 
-/// Reads a whole file into one batch (the input of a preprocess query).
-pub fn read(step: &ReadStep, bytes: Bytes, file: &str) -> Result<RecordBatch, IngestError> {
-    let batches = read_batches(step, bytes, file, None)?;
+/// Reads a whole file into one batch (small inputs and tests).
+pub fn read(step: &ReadStep, source: &Source, file: &str) -> Result<RecordBatch, IngestError> {
+    let batches = read_batches(step, source, file, None)?;
     let schema = batches.schema.clone();
     let all = batches
         .map(|b| b.map(|p| p.batch))
@@ -150,7 +235,7 @@ pub fn read(step: &ReadStep, bytes: Bytes, file: &str) -> Result<RecordBatch, In
 }
 
 fn csv(
-    bytes: Bytes,
+    source: &Source,
     file: &str,
     ddl: &[String],
     separator: Option<&str>,
@@ -170,15 +255,18 @@ fn csv(
     let format = arrow::csv::reader::Format::default()
         .with_header(header)
         .with_delimiter(delimiter);
+    let bytes_read = Arc::new(AtomicU64::new(0));
+    // Schema inference reads the file's start again; only the pass that reads records counts.
+    let uncounted = || source.open(file, Arc::new(AtomicU64::new(0)));
     if header {
         let (names, _) = format
-            .infer_schema(Cursor::new(&bytes), Some(0))
+            .infer_schema(uncounted()?, Some(0))
             .map_err(|e| csv_error(file, e))?;
         unique_names(&names, file)?;
     }
     let target = if ddl.is_empty() {
         let (inferred, _) = format
-            .infer_schema(Cursor::new(&bytes), Some(INFER_RECORDS))
+            .infer_schema(uncounted()?, Some(INFER_RECORDS))
             .map_err(|e| csv_error(file, e))?;
         event_time_parsed(&no_null_types(&inferred), event_time, true)
     } else {
@@ -189,7 +277,7 @@ fn csv(
         .with_header(header)
         .with_delimiter(delimiter)
         .with_batch_size(BATCH_ROWS)
-        .build(Cursor::new(bytes))
+        .build(source.open(file, bytes_read.clone())?)
         .map_err(|e| csv_error(file, e))?;
     let file = file.to_string();
     let schema = target.clone();
@@ -203,19 +291,22 @@ fn csv(
     });
     Ok(Batches {
         schema,
+        total_rows: None,
+        bytes_read,
         iter: Box::new(iter),
     })
 }
 
 fn ndjson(
-    bytes: Bytes,
+    source: &Source,
     file: &str,
     ddl: &[String],
     event_time: Option<&str>,
 ) -> Result<Batches, IngestError> {
+    let bytes_read = Arc::new(AtomicU64::new(0));
     let target = if ddl.is_empty() {
-        let (inferred, _) = arrow::json::reader::infer_json_schema_from_seekable(
-            Cursor::new(&bytes),
+        let (inferred, _) = arrow::json::reader::infer_json_schema(
+            BufReader::new(source.open(file, Arc::new(AtomicU64::new(0)))?),
             Some(INFER_RECORDS),
         )
         .map_err(|e| BadData::Unreadable {
@@ -230,8 +321,8 @@ fn ndjson(
     // as they are.
     let read_schema = as_strings(&target, |t| !t.is_nested());
     let mut lines = NdJsonLines {
-        bytes,
-        pos: 0,
+        reader: BufReader::with_capacity(1 << 20, source.open(file, bytes_read.clone())?),
+        buf: Vec::new(),
         line: 0,
         file: file.to_string(),
         read_schema,
@@ -245,14 +336,16 @@ fn ndjson(
     });
     Ok(Batches {
         schema,
+        total_rows: None,
+        bytes_read,
         iter: Box::new(iter),
     })
 }
 
 /// Newline-delimited JSON, one object per non-blank line, decoded a batch of lines at a time.
 struct NdJsonLines {
-    bytes: Bytes,
-    pos: usize,
+    reader: BufReader<Box<dyn Read + Send>>,
+    buf: Vec<u8>,
     line: u64,
     file: String,
     read_schema: SchemaRef,
@@ -269,19 +362,28 @@ impl NdJsonLines {
             .map_err(schema::arrow("reading NDJSON"))
     }
 
-    /// The next non-blank line from `pos` and its number, moving past it.
-    fn next_line(&mut self) -> Option<(u64, Bytes)> {
-        while self.pos < self.bytes.len() {
-            let rest = &self.bytes[self.pos..];
-            let len = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
-            let line = self.bytes.slice(self.pos..self.pos + len);
-            self.pos += len + 1;
+    /// The next non-blank line and its number, moving past it.
+    fn next_line(&mut self) -> Result<Option<(u64, Bytes)>, IngestError> {
+        loop {
+            self.buf.clear();
+            let n =
+                self.reader
+                    .read_until(b'\n', &mut self.buf)
+                    .map_err(|e| BadData::Unreadable {
+                        file: self.file.clone(),
+                        message: e.to_string(),
+                    })?;
+            if n == 0 {
+                return Ok(None);
+            }
             self.line += 1;
-            if !line.trim_ascii().is_empty() {
-                return Some((self.line, line));
+            if self.buf.last() == Some(&b'\n') {
+                self.buf.pop();
+            }
+            if !self.buf.trim_ascii().is_empty() {
+                return Ok(Some((self.line, Bytes::copy_from_slice(&self.buf))));
             }
         }
-        None
     }
 
     fn malformed(&self, line: u64, e: &ArrowError) -> BadData {
@@ -299,7 +401,7 @@ impl NdJsonLines {
         let mut lines = Vec::new();
         let mut numbers = Vec::new();
         while numbers.len() < BATCH_ROWS {
-            let Some((number, line)) = self.next_line() else {
+            let Some((number, line)) = self.next_line()? else {
                 break;
             };
             let before = decoder.len();
@@ -355,15 +457,37 @@ impl NdJsonLines {
     }
 }
 
-fn parquet(bytes: Bytes, file: &str, ddl: &[String]) -> Result<Batches, IngestError> {
+fn parquet(source: &Source, file: &str, ddl: &[String]) -> Result<Batches, IngestError> {
     let unreadable = |message: String| BadData::Unreadable {
         file: file.to_string(),
         message,
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(|e| unreadable(e.to_string()))?
-        .with_batch_size(BATCH_ROWS);
-    let found = builder.schema().clone();
+    let (builder, reader) = match source {
+        Source::File(p) => {
+            let f = std::fs::File::open(p).map_err(|e| unreadable(e.to_string()))?;
+            let b = ParquetRecordBatchReaderBuilder::try_new(f)
+                .map_err(|e| unreadable(e.to_string()))?
+                .with_batch_size(BATCH_ROWS);
+            let schema = b.schema().clone();
+            let rows = b.metadata().file_metadata().num_rows();
+            (
+                (schema, rows),
+                b.build().map_err(|e| unreadable(e.to_string()))?,
+            )
+        }
+        Source::Memory(bytes) => {
+            let b = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+                .map_err(|e| unreadable(e.to_string()))?
+                .with_batch_size(BATCH_ROWS);
+            let schema = b.schema().clone();
+            let rows = b.metadata().file_metadata().num_rows();
+            (
+                (schema, rows),
+                b.build().map_err(|e| unreadable(e.to_string()))?,
+            )
+        }
+    };
+    let (found, total_rows) = builder;
     unique_names(&found, file)?;
     let target = if ddl.is_empty() {
         found.clone()
@@ -372,7 +496,6 @@ fn parquet(bytes: Bytes, file: &str, ddl: &[String]) -> Result<Batches, IngestEr
         read_schema_columns(&found, &target, file)?;
         target
     };
-    let reader = builder.build().map_err(|e| unreadable(e.to_string()))?;
     let file = file.to_string();
     let schema = target.clone();
     let mut next_row = 1;
@@ -392,6 +515,8 @@ fn parquet(bytes: Bytes, file: &str, ddl: &[String]) -> Result<Batches, IngestEr
     });
     Ok(Batches {
         schema,
+        total_rows: u64::try_from(total_rows).ok(),
+        bytes_read: Arc::new(AtomicU64::new(0)),
         iter: Box::new(iter),
     })
 }
@@ -624,14 +749,24 @@ mod tests {
     }
 
     fn all(step: &ReadStep, text: &str, event_time: Option<&str>) -> Result<Vec<Placed>, String> {
-        read_batches(step, Bytes::from(text.to_string()), "t", event_time)
-            .and_then(|b| b.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| e.to_string())
+        read_batches(
+            step,
+            &Source::from(Bytes::from(text.to_string())),
+            "t",
+            event_time,
+        )
+        .and_then(|b| b.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| e.to_string())
     }
 
     #[test]
     fn csv_with_header_is_inferred() {
-        let b = read(&csv_step(&[]), Bytes::from("id,name\n1,a\n2,b\n"), "t.csv").unwrap();
+        let b = read(
+            &csv_step(&[]),
+            &Bytes::from("id,name\n1,a\n2,b\n").into(),
+            "t.csv",
+        )
+        .unwrap();
         assert_eq!(b.num_rows(), 2);
         assert_eq!(b.schema().field(0).data_type(), &DataType::Int64);
     }
@@ -644,7 +779,12 @@ mod tests {
             header: Some(false),
             ..Default::default()
         });
-        let b = read(&step, Bytes::from("2024-01-01T00:00:00Z;1.5\n"), "t.csv").unwrap();
+        let b = read(
+            &step,
+            &Bytes::from("2024-01-01T00:00:00Z;1.5\n").into(),
+            "t.csv",
+        )
+        .unwrap();
         assert_eq!(b.schema().field(0).data_type(), &utc_millis());
         assert_eq!(b.num_rows(), 1);
     }
@@ -714,7 +854,12 @@ mod tests {
     #[test]
     fn ndjson_is_inferred() {
         let step = ReadStep::NdJson(odf::ReadStepNdJson::default());
-        let b = read(&step, Bytes::from("{\"a\": 1}\n{\"a\": 2}\n"), "t.json").unwrap();
+        let b = read(
+            &step,
+            &Bytes::from("{\"a\": 1}\n{\"a\": 2}\n").into(),
+            "t.json",
+        )
+        .unwrap();
         assert_eq!(b.num_rows(), 2);
         assert_eq!(b.schema().field(0).data_type(), &DataType::Int64);
     }
