@@ -113,6 +113,42 @@ pub fn read_columns(
     Ok(reader.map(move |b| b.map_err(arrow_err(context.clone()))))
 }
 
+/// The records at `rows` (sorted, distinct, from 0) of a Parquet file, in that order: only the pages
+/// holding them are decoded.
+pub fn read_rows(path: &std::path::Path, rows: &[usize]) -> Result<RecordBatch> {
+    use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+    let context = format!("reading {}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| DataError::Column {
+        message: format!("{context}: {e}"),
+    })?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(context.clone()))?;
+    let total = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+    if let Some(&beyond) = rows.iter().find(|&&r| r >= total) {
+        return Err(DataError::Column {
+            message: format!("{context}: no record {beyond} in a file of {total}"),
+        });
+    }
+    let schema = builder.schema().clone();
+    let mut selectors = Vec::new();
+    let mut next = 0;
+    for &r in rows {
+        if r > next {
+            selectors.push(RowSelector::skip(r - next));
+        }
+        selectors.push(RowSelector::select(1));
+        next = r + 1;
+    }
+    let reader = builder
+        .with_row_selection(RowSelection::from(selectors))
+        .build()
+        .map_err(parquet_err(context.clone()))?;
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(arrow_err(context.clone()))?;
+    concat_batches(&schema, &batches).map_err(arrow_err(context))
+}
+
 /// The last `n` records of a Parquet file, reading only the row groups that hold them.
 pub fn read_last_rows(path: &std::path::Path, n: usize) -> Result<Vec<RecordBatch>> {
     use parquet::arrow::arrow_reader::{RowSelection, RowSelector};

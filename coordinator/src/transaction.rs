@@ -1,12 +1,12 @@
 //! One transaction of one dataset: ingest the next source file of a root, or run the next transform step of
 //! a derivative, then commit: data, checkpoint and blocks first, the head last.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
 use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
 
@@ -226,6 +226,7 @@ impl Context {
             let schema = ingest::schema::dataset_schema(&store, &chain, &vocab)
                 .await
                 .map_err(|e| ingest_err(&name, e))?;
+            let dataset_schema = schema.clone();
             let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
             let first = chain.summary.last_offset.map_or(0, |o| o + 1);
             let mut slice =
@@ -276,17 +277,69 @@ impl Context {
                     })
                     .map_err(|e| ingest_err(&name, e))?;
                 }
-                // A snapshot is diffed against the state the whole changelog adds up to.
-                _ => {
-                    let batch =
-                        ingest::check_all(batches, &file.name, &mut checks, progress, total_bytes)
-                            .map_err(|e| ingest_err(&name, e))?;
-                    let prev = load_all(&store, &chain)
-                        .await
-                        .map_err(|e| self.tx_err(&name, e))?;
-                    let merged = merge::merge(&src.merge, prev.as_ref(), &batch, &vocab)
-                        .map_err(data_err)?;
-                    slice.write(&merged.data, &merged.ops).map_err(data_err)?;
+                // A snapshot is diffed against the state the changelog adds up to, kept as an index (see
+                // `SnapshotIndex`); the records it corrects or retracts are read back from their slices.
+                MergeStrategy::Snapshot(snap) => {
+                    let pk = &snap.primary_key;
+                    let given = snap.compare_columns.as_deref();
+                    let index_for = |schema: &arrow::datatypes::Schema| {
+                        merge::SnapshotIndex::new(
+                            pk,
+                            &merge::SnapshotIndex::compare_columns(schema, pk, given, &vocab),
+                        )
+                    };
+                    let mut index = match (&dataset_schema, chain.data_slices().next()) {
+                        (Some(schema), Some(_)) => Some(
+                            snapshot_index(
+                                &store,
+                                &chain,
+                                index_for(schema),
+                                &vocab,
+                                scratch.path(),
+                            )
+                            .await
+                            .map_err(|e| self.tx_err(&name, e))?,
+                        ),
+                        _ => None,
+                    };
+                    let mut kept = Vec::new();
+                    let mut picks = Vec::new();
+                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                        let index = index.get_or_insert_with(|| index_for(&b.schema()));
+                        let (k, p) = index.diff(&b)?;
+                        kept.extend(k);
+                        picks.extend(p);
+                        Ok(())
+                    })
+                    .map_err(|e| ingest_err(&name, e))?;
+                    if let Some(index) = index {
+                        picks.extend(index.finish());
+                    }
+                    let at: Vec<merge::RecordAt> = picks
+                        .iter()
+                        .filter_map(|(p, _)| match p {
+                            merge::Pick::Stored(a) => Some(*a),
+                            merge::Pick::New { .. } => None,
+                        })
+                        .collect();
+                    let (stored, places) =
+                        stored_records(&store, &chain, &at, &vocab, scratch.path())
+                            .await
+                            .map_err(|e| self.tx_err(&name, e))?;
+                    if let Some(schema) = checks.schema() {
+                        let merged = merge::gather(&schema, &kept, &stored, &places, &picks)
+                            .map_err(data_err)?;
+                        slice.write(&merged.data, &merged.ops).map_err(data_err)?;
+                    }
+                }
+                other => {
+                    return Err(TxError::Unsupported {
+                        dataset: name,
+                        message: format!(
+                            "merge strategy `{}`",
+                            crate::manifest::support::merge_kind(other)
+                        ),
+                    });
                 }
             }
             fault::point("after-read", &name);
@@ -1187,6 +1240,96 @@ pub async fn ledger_index(
     Ok(index)
 }
 
+/// The state a Snapshot merge diffs against, replayed from a dataset's slices one batch at a time (each slice
+/// checked against its hash first, only the key, compare and `op` columns decoded).
+pub async fn snapshot_index(
+    store: &DatasetStore,
+    chain: &Chain,
+    mut index: merge::SnapshotIndex,
+    vocab: &DatasetVocabulary,
+    dir: &Path,
+) -> Result<merge::SnapshotIndex, LoadError> {
+    let columns = index.history_columns(vocab);
+    for (n, s) in chain.data_slices().enumerate() {
+        let path = store
+            .stage_file(FileKind::Data, &s.physical_hash, Some(s.size), dir)
+            .await
+            .map_err(LoadError::Store)?;
+        let (staged, columns, vocab) = (path.clone(), columns.clone(), vocab.clone());
+        index = tokio::task::spawn_blocking(move || {
+            let mut index = index;
+            let mut row = 0;
+            for batch in data::read_columns(&staged, &columns)? {
+                let batch = batch?;
+                index.add_history(&batch, n, row, &vocab)?;
+                row += batch.num_rows();
+            }
+            Ok::<_, DataError>(index)
+        })
+        .await
+        .map_err(|_| {
+            LoadError::Data(DataError::Panicked {
+                context: "replaying a Snapshot's state".into(),
+            })
+        })?
+        .map_err(LoadError::Data)?;
+        if path.starts_with(dir) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    Ok(index)
+}
+
+/// The stored records `at` (any order, no repeats needed) with their data columns: one batch per slice they
+/// are in, and where each record landed (batch, row).
+pub async fn stored_records(
+    store: &DatasetStore,
+    chain: &Chain,
+    at: &[merge::RecordAt],
+    vocab: &DatasetVocabulary,
+    dir: &Path,
+) -> Result<(Vec<RecordBatch>, HashMap<merge::RecordAt, (usize, usize)>), LoadError> {
+    let mut by_slice: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for a in at {
+        by_slice.entry(a.slice).or_default().push(a.row);
+    }
+    let slices: Vec<&DataSlice> = chain.data_slices().collect();
+    let mut batches = Vec::new();
+    let mut places = HashMap::new();
+    for (slice, mut rows) in by_slice {
+        rows.sort_unstable();
+        rows.dedup();
+        let s = slices.get(slice).ok_or_else(|| {
+            LoadError::Data(DataError::Column {
+                message: format!("the chain has no data slice number {slice}"),
+            })
+        })?;
+        let path = store
+            .stage_file(FileKind::Data, &s.physical_hash, Some(s.size), dir)
+            .await
+            .map_err(LoadError::Store)?;
+        let (staged, wanted, v) = (path.clone(), rows.clone(), vocab.clone());
+        let batch = tokio::task::spawn_blocking(move || {
+            data::data_columns(&data::read_rows(&staged, &wanted)?, &v)
+        })
+        .await
+        .map_err(|_| {
+            LoadError::Data(DataError::Panicked {
+                context: "reading stored records".into(),
+            })
+        })?
+        .map_err(LoadError::Data)?;
+        if path.starts_with(dir) {
+            let _ = std::fs::remove_file(&path);
+        }
+        for (i, row) in rows.iter().enumerate() {
+            places.insert(merge::RecordAt { slice, row: *row }, (batches.len(), i));
+        }
+        batches.push(batch);
+    }
+    Ok((batches, places))
+}
+
 /// Reads a preprocess query's input as the read step says and writes it to `path`, a batch at a time;
 /// returns the records written.
 fn write_raw(
@@ -1225,31 +1368,6 @@ fn write_raw(
         IngestError::Data(data::parquet_err("writing the preprocess query's input")(e))
     })?;
     Ok(rows)
-}
-
-/// All records of a dataset, in offset order (`None` when it has none).
-pub async fn load_all(
-    store: &DatasetStore,
-    chain: &Chain,
-) -> Result<Option<RecordBatch>, LoadError> {
-    let mut batches = Vec::new();
-    for s in chain.data_slices() {
-        let b = store
-            .get_file(FileKind::Data, &s.physical_hash)
-            .await
-            .map_err(LoadError::Store)?;
-        batches.push(data::read_parquet(b).map_err(LoadError::Data)?);
-    }
-    let Some(first) = batches.first() else {
-        return Ok(None);
-    };
-    let schema = first.schema();
-    concat_batches(&schema, &batches).map(Some).map_err(|e| {
-        LoadError::Data(data::DataError::Arrow {
-            context: "concatenating slices".into(),
-            source: e,
-        })
-    })
 }
 
 fn ingest_err(dataset: &str, e: IngestError) -> TxError {

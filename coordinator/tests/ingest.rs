@@ -413,3 +413,76 @@ fn the_help_lists_exit_code_10() {
         "{help}"
     );
 }
+
+/// `(op, id, city)` of every record of a dataset, in offset order.
+fn changelog(ws: &Path, dataset: &str) -> Vec<(i64, String, String)> {
+    let tail: serde_json::Value = serde_json::from_str(&ok(
+        ws,
+        &["--format", "json", "tail", dataset, "-n", "1000"],
+    ))
+    .unwrap();
+    tail["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["op"].as_i64().unwrap(),
+                r["id"].as_str().unwrap().to_string(),
+                r["city"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn snapshots_become_appends_corrections_and_retractions_across_pulls_and_a_key_is_retracted_once() {
+    let ws = root(
+        "stations",
+        "csv",
+        CSV,
+        "{ kind: Snapshot, primaryKey: [id] }",
+        None,
+    );
+    let pull = |file: &str, text: &str| {
+        put(ws.path(), "stations", file, text);
+        ok(ws.path(), &["pull", "stations", "--quiet"]);
+    };
+    pull("1.csv", "id,city\nLHR,London\nCDG,Paris\nFRA,Frankfurt\n");
+    // CDG corrected, AMS new, FRA gone, LHR unchanged.
+    pull(
+        "2.csv",
+        "id,city\nLHR,London\nCDG,Paris-Nord\nAMS,Amsterdam\n",
+    );
+    // FRA back; LHR gone.
+    pull(
+        "3.csv",
+        "id,city\nCDG,Paris-Nord\nAMS,Amsterdam\nFRA,Frankfurt\n",
+    );
+    // CDG, corrected once before, gone: retracted once, with its latest value.
+    pull("4.csv", "id,city\nAMS,Amsterdam\nFRA,Frankfurt\n");
+    let s = |op: i64, id: &str, city: &str| (op, id.to_string(), city.to_string());
+    assert_eq!(
+        changelog(ws.path(), "stations"),
+        [
+            s(0, "LHR", "London"),
+            s(0, "CDG", "Paris"),
+            s(0, "FRA", "Frankfurt"),
+            s(2, "CDG", "Paris"),
+            s(3, "CDG", "Paris-Nord"),
+            s(0, "AMS", "Amsterdam"),
+            s(1, "FRA", "Frankfurt"),
+            s(0, "FRA", "Frankfurt"),
+            s(1, "LHR", "London"),
+            s(1, "CDG", "Paris-Nord"),
+        ]
+    );
+    // The same snapshot again changes nothing.
+    let before = list(ws.path());
+    pull("5.csv", "id,city\nFRA,Frankfurt\nAMS,Amsterdam\n");
+    assert_eq!(changelog(ws.path(), "stations").len(), 10);
+    assert_eq!(
+        list(ws.path())["datasets"][0]["records"],
+        before["datasets"][0]["records"]
+    );
+}

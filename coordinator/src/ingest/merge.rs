@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::{cast, interleave};
-use arrow::datatypes::{Field, Schema};
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
 use crate::data::{self, DataError, arrow_err};
@@ -149,6 +149,272 @@ impl LedgerIndex {
         }
         take_rows(&[new], &keep)
     }
+}
+
+/// What a Snapshot merge keeps of a dataset's history, so that neither the history nor the state it adds up
+/// to is held: per primary key whose record is current, a 16-byte digest of its compare columns and where
+/// that record is (slice, row), plus the order keys entered the state. It grows with the number of current
+/// keys (their encoded size plus about 40 bytes each), not with the history's records or their columns.
+///
+/// Fed the history a batch at a time ([`SnapshotIndex::add_history`]: key, compare and `op` columns), then
+/// the new snapshot a batch at a time ([`SnapshotIndex::diff`]), it says which records to append: a new key
+/// `+A`, a changed one `-C` (the old record, fetched from its slice by [`SnapshotIndex::finish`]'s list) then
+/// `+C`, and, once the snapshot has been read, a key it no longer holds `-R`, in the order the keys entered
+/// the state. Equal to [`merge`] with the whole history at hand.
+#[derive(Debug, Clone)]
+pub struct SnapshotIndex {
+    primary_key: Vec<String>,
+    compare: Vec<String>,
+    state: HashMap<Box<[u8]>, Current>,
+    next_seq: u64,
+    present: HashSet<Box<[u8]>>,
+    kept: usize,
+}
+
+/// A current record of the state.
+#[derive(Debug, Clone, Copy)]
+struct Current {
+    digest: [u8; 16],
+    at: RecordAt,
+    seq: u64,
+}
+
+/// Where a stored record is: its slice (in chain order) and its row in that slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RecordAt {
+    /// The slice, counted from the chain's first.
+    pub slice: usize,
+    /// The row in the slice, from 0.
+    pub row: usize,
+}
+
+/// One record of the merge's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// A stored record (the old value of a correction, or a retraction).
+    Stored(RecordAt),
+    /// Row `row` of the `batch`-th batch [`SnapshotIndex::diff`] kept of the new snapshot.
+    New {
+        /// The batch.
+        batch: usize,
+        /// Its row.
+        row: usize,
+    },
+}
+
+impl SnapshotIndex {
+    /// An empty index of `primary_key`; a record changes when its `compare` columns do.
+    pub fn new(primary_key: &[String], compare: &[String]) -> Self {
+        Self {
+            primary_key: primary_key.to_vec(),
+            compare: compare.to_vec(),
+            state: HashMap::new(),
+            next_seq: 0,
+            present: HashSet::new(),
+            kept: 0,
+        }
+    }
+
+    /// The compare columns of a snapshot merge: those the strategy names, or every column but the primary key
+    /// and the event time.
+    pub fn compare_columns(
+        schema: &Schema,
+        primary_key: &[String],
+        compare_columns: Option<&[String]>,
+        vocab: &DatasetVocabulary,
+    ) -> Vec<String> {
+        match compare_columns {
+            Some(c) if !c.is_empty() => c.to_vec(),
+            _ => schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .filter(|n| !primary_key.contains(n) && n != &vocab.event_time_column)
+                .collect(),
+        }
+    }
+
+    /// The columns [`SnapshotIndex::add_history`] reads: key, compare and `op`.
+    pub fn history_columns(&self, vocab: &DatasetVocabulary) -> Vec<String> {
+        let mut c = self.primary_key.clone();
+        c.extend(
+            self.compare
+                .iter()
+                .filter(|n| !self.primary_key.contains(n))
+                .cloned(),
+        );
+        c.push(vocab.operation_type_column.clone());
+        c
+    }
+
+    /// Keys in the state.
+    pub fn len(&self) -> usize {
+        self.state.len()
+    }
+
+    /// Whether the state is empty.
+    pub fn is_empty(&self) -> bool {
+        self.state.is_empty()
+    }
+
+    /// Replays a batch of stored records (rows `first_row..` of slice `slice`) onto the state.
+    pub fn add_history(
+        &mut self,
+        batch: &RecordBatch,
+        slice: usize,
+        first_row: usize,
+        vocab: &DatasetVocabulary,
+    ) -> Result<(), DataError> {
+        let keys = key_rows(batch, &self.primary_key)?;
+        let digests = digests(batch, &self.compare)?;
+        let ops = data::op_values(batch, vocab)?;
+        for (i, op) in ops.iter().enumerate() {
+            let k: Box<[u8]> = Box::from(keys.row(i).as_ref());
+            match *op {
+                OP_RETRACT | OP_CORRECT_FROM => {
+                    self.state.remove(&k);
+                }
+                _ => {
+                    let at = RecordAt {
+                        slice,
+                        row: first_row + i,
+                    };
+                    match self.state.get_mut(&k) {
+                        Some(c) => {
+                            c.digest = digests[i];
+                            c.at = at;
+                        }
+                        None => {
+                            let seq = self.next_seq;
+                            self.next_seq += 1;
+                            self.state.insert(
+                                k,
+                                Current {
+                                    digest: digests[i],
+                                    at,
+                                    seq,
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Diffs the next batch of the new snapshot against the state: the records to append for it, in order,
+    /// with their operation types, and the batch's rows they need (`None` when they need none of them).
+    #[allow(clippy::type_complexity)]
+    pub fn diff(
+        &mut self,
+        new: &RecordBatch,
+    ) -> Result<(Option<RecordBatch>, Vec<(Pick, i32)>), DataError> {
+        let keys = key_rows(new, &self.primary_key)?;
+        let digests = digests(new, &self.compare)?;
+        let mut out = Vec::new();
+        let mut rows = Vec::new();
+        let batch = self.kept;
+        for (i, digest) in digests.iter().enumerate() {
+            let k: Box<[u8]> = Box::from(keys.row(i).as_ref());
+            // The checks refuse a key twice in one snapshot; should one get here, the first row counts.
+            if !self.present.insert(k.clone()) {
+                continue;
+            }
+            let new_pick = Pick::New {
+                batch,
+                row: rows.len(),
+            };
+            match self.state.get(&k) {
+                None => {
+                    out.push((new_pick, OP_APPEND));
+                    rows.push((0, i));
+                }
+                Some(c) if c.digest != *digest => {
+                    out.push((Pick::Stored(c.at), OP_CORRECT_FROM));
+                    out.push((new_pick, OP_CORRECT_TO));
+                    rows.push((0, i));
+                }
+                Some(_) => {}
+            }
+        }
+        if rows.is_empty() {
+            return Ok((None, out));
+        }
+        self.kept += 1;
+        let kept = if rows.len() == new.num_rows() {
+            new.clone()
+        } else {
+            take_rows(&[new], &rows)?
+        };
+        Ok((Some(kept), out))
+    }
+
+    /// Once the whole snapshot was diffed: the retractions of keys it no longer holds, in the order the keys
+    /// entered the state.
+    pub fn finish(self) -> Vec<(Pick, i32)> {
+        let mut gone: Vec<&Current> = self
+            .state
+            .iter()
+            .filter(|(k, _)| !self.present.contains(*k))
+            .map(|(_, c)| c)
+            .collect();
+        gone.sort_by_key(|c| c.seq);
+        gone.into_iter()
+            .map(|c| (Pick::Stored(c.at), OP_RETRACT))
+            .collect()
+    }
+}
+
+/// A 16-byte digest (SHA3-256, truncated) of each row's `columns` in Arrow's row format.
+fn digests(batch: &RecordBatch, columns: &[String]) -> Result<Vec<[u8; 16]>, DataError> {
+    if columns.is_empty() {
+        return Ok(vec![[0; 16]; batch.num_rows()]);
+    }
+    let rows = key_rows(batch, columns)?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let h = odf::Multihash::sha3_256(r.as_ref());
+            let mut d = [0u8; 16];
+            d.copy_from_slice(&h.digest()[..16]);
+            d
+        })
+        .collect())
+}
+
+/// The records a streamed Snapshot merge appends, gathered in `picks` order from the new snapshot's kept
+/// batches and the stored records read back (`stored`, placed by `at`), every column cast to `schema`.
+pub fn gather(
+    schema: &SchemaRef,
+    kept: &[RecordBatch],
+    stored: &[RecordBatch],
+    at: &HashMap<RecordAt, (usize, usize)>,
+    picks: &[(Pick, i32)],
+) -> Result<Merged, DataError> {
+    let target = RecordBatch::new_empty(schema.clone());
+    let mut sources = Vec::with_capacity(kept.len() + stored.len() + 1);
+    sources.push(target.clone());
+    for b in kept.iter().chain(stored) {
+        sources.push(align(b, &target)?);
+    }
+    let mut indices = Vec::with_capacity(picks.len());
+    for (pick, _) in picks {
+        indices.push(match pick {
+            Pick::New { batch, row } => (1 + batch, *row),
+            Pick::Stored(a) => {
+                let (batch, row) = at.get(a).ok_or_else(|| DataError::Column {
+                    message: format!("stored record {a:?} was not read back"),
+                })?;
+                (1 + kept.len() + batch, *row)
+            }
+        });
+    }
+    let refs: Vec<&RecordBatch> = sources.iter().collect();
+    Ok(Merged {
+        data: take_rows(&refs, &indices)?,
+        ops: picks.iter().map(|(_, op)| *op).collect(),
+    })
 }
 
 /// Casts `new` to the column types of `prev` (same columns required, order taken from `prev`).
@@ -291,9 +557,17 @@ fn snapshot(
             Some(_) => {}
         }
     }
-    for k in order {
-        if let Some(&j) = state.get(&k)
-            && !present.contains(&k)
+    // A key retracted and added again entered the state twice: it is retracted once, at its last entry.
+    let mut last_entry: HashMap<&[u8], usize> = HashMap::new();
+    for (n, k) in order.iter().enumerate() {
+        last_entry.insert(k.as_slice(), n);
+    }
+    for (n, k) in order.iter().enumerate() {
+        if last_entry.get(k.as_slice()) != Some(&n) {
+            continue;
+        }
+        if let Some(&j) = state.get(k)
+            && !present.contains(k)
         {
             picks.push((0, j));
             ops.push(OP_RETRACT);
@@ -421,6 +695,79 @@ mod tests {
                 .unwrap();
         let third = merge(&s, Some(&both), &rows(&[1, 2, 4], &["a", "B", "d"]), &v).unwrap();
         assert!(third.ops.is_empty());
+    }
+
+    /// A streamed Snapshot merge over `history` (stored batches, one slice each) and `new` (batches).
+    fn streamed(history: &[RecordBatch], new: &[RecordBatch]) -> Merged {
+        let v = DatasetVocabulary::default();
+        let pk = vec!["id".to_string()];
+        let compare = SnapshotIndex::compare_columns(&new[0].schema(), &pk, None, &v);
+        let mut index = SnapshotIndex::new(&pk, &compare);
+        for (n, h) in history.iter().enumerate() {
+            // Only the columns it asks for, in two batches to cross a batch boundary.
+            let cols: Vec<usize> = index
+                .history_columns(&v)
+                .iter()
+                .map(|c| h.schema().index_of(c).unwrap())
+                .collect();
+            let h = h.project(&cols).unwrap();
+            let half = h.num_rows() / 2;
+            index.add_history(&h.slice(0, half), n, 0, &v).unwrap();
+            index
+                .add_history(&h.slice(half, h.num_rows() - half), n, half, &v)
+                .unwrap();
+        }
+        let mut kept = Vec::new();
+        let mut picks = Vec::new();
+        for b in new {
+            let (k, p) = index.diff(b).unwrap();
+            kept.extend(k);
+            picks.extend(p);
+        }
+        picks.extend(index.finish());
+        let mut at = HashMap::new();
+        let mut stored = Vec::new();
+        for (n, h) in history.iter().enumerate() {
+            for r in 0..h.num_rows() {
+                at.insert(RecordAt { slice: n, row: r }, (stored.len(), r));
+            }
+            stored.push(data::data_columns(h, &v).unwrap());
+        }
+        gather(&new[0].schema(), &kept, &stored, &at, &picks).unwrap()
+    }
+
+    #[test]
+    fn a_streamed_snapshot_merge_equals_the_whole_history_merge() {
+        let v = DatasetVocabulary::default();
+        let s = MergeStrategy::Snapshot(odf::MergeStrategySnapshot {
+            primary_key: vec!["id".into()],
+            compare_columns: None,
+        });
+        let first = merge(&s, None, &rows(&[1, 2, 3], &["a", "b", "c"]), &v).unwrap();
+        let prev = stored(&first, 0);
+        // 1 unchanged, 2 renamed, 3 gone, 4 new; the new snapshot in two batches.
+        let new = [rows(&[1, 2], &["a", "B"]), rows(&[4], &["d"])];
+        let whole = merge(
+            &s,
+            Some(&prev),
+            &arrow::compute::concat_batches(&new[0].schema(), &new).unwrap(),
+            &v,
+        )
+        .unwrap();
+        let streamed_once = streamed(std::slice::from_ref(&prev), &new);
+        assert_eq!(streamed_once.ops, whole.ops);
+        assert_eq!(names(&streamed_once.data), names(&whole.data));
+        assert_eq!(names(&streamed_once.data), ["b", "B", "d", "c"]);
+        // The second slice replayed on the first: an equal snapshot changes nothing, a later one retracts.
+        let second = stored(&streamed_once, 3);
+        let again = streamed(
+            &[prev.clone(), second.clone()],
+            &[rows(&[1, 2, 4], &["a", "B", "d"])],
+        );
+        assert!(again.ops.is_empty());
+        let fewer = streamed(&[prev, second], &[rows(&[4], &["d"])]);
+        assert_eq!(fewer.ops, [OP_RETRACT, OP_RETRACT]);
+        assert_eq!(names(&fewer.data), ["a", "B"]);
     }
 
     #[test]
