@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use engine_contract::conformance::{
     self, Check, CheckStatus, Column, ColumnType, ConformanceOptions, DataFixtures, DataSetup,
-    FixtureError, Table, Value,
+    FixtureError, Table, Value, Verdict,
 };
 use engine_contract::grpc::Envelope;
 use engine_contract::grpc::raw::engine_server::{self, EngineServer as RawEngineServer};
 use engine_contract::model::{
     EngineResponse, OffsetInterval, RawQueryRequest, RawQueryResponse, RawQuerySuccess, Transform,
-    TransformRequest, TransformSuccess,
+    TransformRequest, TransformResponse, TransformSuccess,
 };
 use engine_contract::{Engine, EngineAddress, EngineError, EngineServer, ProgressSink};
 use futures::Stream;
@@ -120,12 +120,33 @@ impl DataFixtures for JsonFixtures {
 // ---------------------------------------------------------------------------
 
 const SELECT: &str = "SELECT op, event_time, city, population FROM ";
+/// The projection that leaves `op` to the engine.
+const SELECT_WITHOUT_OP: &str = "SELECT event_time, city, population FROM ";
+/// What the raw-query check adds to `SELECT * FROM input`.
+const COMPUTED: &str = ", CAST('2023-01-01 00:00:00' AS TIMESTAMP) AS computed_time";
 
 #[derive(Clone, Copy, Default)]
 struct Flaws {
     ignore_offset_interval: bool,
     internal_error_for_bad_sql: bool,
     skip_output_when_empty: bool,
+    /// kamu's DataFusion engine: `op` = Append when the query does not select it.
+    append_when_op_not_selected: bool,
+    /// A raw query writes a timestamp computed in SQL as Timestamp(ns) without a time zone.
+    naive_timestamps_in_raw_query: bool,
+}
+
+impl Flaws {
+    fn bad_sql(&self, query: &str) -> EngineError {
+        if self.internal_error_for_bad_sql {
+            EngineError::Internal {
+                message: "parser crashed".into(),
+                backtrace: None,
+            }
+        } else {
+            EngineError::invalid_query(format!("cannot parse {query:?}"))
+        }
+    }
 }
 
 struct ToyEngine {
@@ -148,18 +169,33 @@ impl Engine for ToyEngine {
             .last()
             .map(|s| s.query.clone())
             .unwrap_or_default();
-        if !query.starts_with("SELECT ") {
-            return Err(if self.flaws.internal_error_for_bad_sql {
-                EngineError::Internal {
-                    message: "parser crashed".into(),
-                    backtrace: None,
-                }
-            } else {
-                EngineError::invalid_query(format!("cannot parse {query:?}"))
-            });
+        let Some(rest) = query.strip_prefix("SELECT *") else {
+            return Err(self.flaws.bad_sql(&query));
+        };
+        let mut output = Table::default();
+        for path in &request.input_data_paths {
+            let table = read_table(Path::new(path)).map_err(io_error)?;
+            output.columns = table.columns;
+            output.rows.extend(table.rows);
         }
-        write_table(Path::new(&request.output_data_path), &Table::default()).map_err(io_error)?;
-        Ok(RawQuerySuccess { num_records: 0 })
+        if rest.starts_with(COMPUTED) {
+            output.columns.push(Column {
+                name: "computed_time".into(),
+                data_type: if self.flaws.naive_timestamps_in_raw_query {
+                    ColumnType::Other("Timestamp(Nanosecond, None)".into())
+                } else {
+                    ColumnType::TimestampMillisUtc
+                },
+                nullable: false,
+            });
+            for row in &mut output.rows {
+                row.push(Value::TimestampMillis(1_672_531_200_000));
+            }
+        }
+        write_table(Path::new(&request.output_data_path), &output).map_err(io_error)?;
+        Ok(RawQuerySuccess {
+            num_records: output.rows.len() as u64,
+        })
     }
 
     async fn execute_transform(
@@ -173,6 +209,9 @@ impl Engine for ToyEngine {
             .last()
             .map(|s| s.query.clone())
             .unwrap_or_default();
+        if !query.starts_with("SELECT ") {
+            return Err(self.flaws.bad_sql(&query));
+        }
         if query.starts_with("SELECT offset") {
             return Err(EngineError::invalid_query(
                 "the query outputs the system column `offset`",
@@ -184,10 +223,17 @@ impl Engine for ToyEngine {
         };
         let mut rows = Vec::new();
         let mut columns = None;
+        let mut op_selected = true;
         for part in query.split(" UNION ALL ") {
-            let alias = part
-                .strip_prefix(SELECT)
-                .ok_or_else(|| EngineError::invalid_query(format!("cannot parse {part:?}")))?;
+            let alias = match part.strip_prefix(SELECT) {
+                Some(alias) => alias,
+                None => {
+                    op_selected = false;
+                    part.strip_prefix(SELECT_WITHOUT_OP).ok_or_else(|| {
+                        EngineError::invalid_query(format!("cannot parse {part:?}"))
+                    })?
+                }
+            };
             let input = request
                 .query_inputs
                 .iter()
@@ -217,6 +263,9 @@ impl Engine for ToyEngine {
         for (i, row) in rows.iter_mut().enumerate() {
             row[0] = Value::Int((request.next_offset + i as u64) as i64);
             row[2] = system_time.clone();
+            if !op_selected && self.flaws.append_when_op_not_selected {
+                row[1] = Value::Int(0);
+            }
         }
         let n = rows.len() as u64;
         if n > 0 || !self.flaws.skip_output_when_empty {
@@ -286,15 +335,19 @@ fn failed(report: &conformance::ConformanceReport) -> Vec<Check> {
 async fn engine_keeping_the_contract_passes_every_check() {
     let report = run_against(Flaws::default()).await;
     assert!(report.is_conformant(), "{report}");
-    assert_eq!(report.count(CheckStatus::Passed), 12, "{report}");
+    assert_eq!(report.count(CheckStatus::Passed), 14, "{report}");
     let text = report.to_string();
     assert!(
-        text.ends_with("conformance: 12 passed, 0 failed, 0 skipped"),
+        text.ends_with("conformance: 14 passed, 0 failed, 0 not run: PASSED"),
         "{text}"
     );
     let json = serde_json::to_value(&report).unwrap();
-    assert_eq!(json["checks"][0]["check"], "terminal_message_rules");
+    assert_eq!(
+        json["checks"][0]["check"],
+        "malformed_request_answered_invalid_query"
+    );
     assert_eq!(json["checks"][0]["status"], "passed");
+    assert_eq!(json["verdict"], "passed");
 }
 
 #[tokio::test]
@@ -345,13 +398,69 @@ async fn engine_skipping_zero_row_output_fails_the_empty_checks() {
 }
 
 #[tokio::test]
-async fn without_fixtures_the_data_checks_are_skipped() {
+async fn engine_writing_append_when_the_query_does_not_select_op_fails_that_check() {
+    let report = run_against(Flaws {
+        append_when_op_not_selected: true,
+        ..Flaws::default()
+    })
+    .await;
+    assert_eq!(
+        failed(&report),
+        vec![Check::OperationTypeCarriedWhenNotSelected],
+        "{report}"
+    );
+    let reason = &report
+        .get(Check::OperationTypeCarriedWhenNotSelected)
+        .unwrap()
+        .reason;
+    assert!(
+        reason.contains("op column should be [Int(0), Int(0), Int(1), Int(2), Int(3)], got [Int(0), Int(0), Int(0), Int(0), Int(0)]"),
+        "{reason}"
+    );
+    assert!(reason.contains("does not select `op`"), "{reason}");
+}
+
+#[tokio::test]
+async fn engine_writing_naive_nanosecond_timestamps_fails_the_raw_query_types_check() {
+    let report = run_against(Flaws {
+        naive_timestamps_in_raw_query: true,
+        ..Flaws::default()
+    })
+    .await;
+    assert_eq!(
+        failed(&report),
+        vec![Check::RawQueryOutputTypes],
+        "{report}"
+    );
+    let reason = &report.get(Check::RawQueryOutputTypes).unwrap().reason;
+    assert!(
+        reason.contains(
+            "`computed_time` is Timestamp(Nanosecond, None), ODF engines write Timestamp(ms, \"UTC\")"
+        ),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn without_fixtures_the_data_checks_are_not_run_and_the_run_has_not_passed() {
     let (address, _stop) = serve_toy(Flaws::default()).await;
     let report = conformance::run(&address, &ConformanceOptions::new("toy"))
         .await
         .unwrap();
-    assert_eq!(report.count(CheckStatus::Passed), 4, "{report}");
-    assert_eq!(report.count(CheckStatus::Skipped), 8, "{report}");
+    assert_eq!(report.count(CheckStatus::Passed), 2, "{report}");
+    assert_eq!(report.count(CheckStatus::NotRun), 12, "{report}");
+    assert_eq!(report.count(CheckStatus::Failed), 0, "{report}");
+    assert_eq!(report.verdict(), Verdict::Incomplete);
+    assert!(!report.is_conformant());
+    let text = report.to_string();
+    assert!(
+        text.contains("NOT RUN terminal_message_rules: needs input files"),
+        "{text}"
+    );
+    assert!(text.ends_with("NOT PASSED (checks not run)"), "{text}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["verdict"], "incomplete");
+    assert_eq!(json["checks"][2]["status"], "not_run");
 }
 
 // A peer that answers every call with two terminal messages.
@@ -360,11 +469,7 @@ struct TwoTerminals;
 
 type FrameStream = std::pin::Pin<Box<dyn Stream<Item = Result<Envelope, Status>> + Send>>;
 
-fn two_terminals() -> Result<Response<FrameStream>, Status> {
-    let frame = Envelope::from_flatbuffer(
-        RawQueryResponse::from(EngineResponse::Success(RawQuerySuccess { num_records: 1 }))
-            .encode(),
-    );
+fn two_terminals(frame: Envelope) -> Result<Response<FrameStream>, Status> {
     Ok(Response::new(Box::pin(futures::stream::iter(vec![
         Ok(frame.clone()),
         Ok(frame),
@@ -383,13 +488,18 @@ impl engine_server::Engine for TwoTerminals {
         &self,
         _: Request<Envelope>,
     ) -> Result<Response<FrameStream>, Status> {
-        two_terminals()
+        two_terminals(Envelope::from_flatbuffer(
+            RawQueryResponse::from(EngineResponse::Success(RawQuerySuccess { num_records: 1 }))
+                .encode(),
+        ))
     }
     async fn execute_transform(
         &self,
         _: Request<Envelope>,
     ) -> Result<Response<FrameStream>, Status> {
-        two_terminals()
+        two_terminals(Envelope::from_flatbuffer(
+            TransformResponse::from(EngineResponse::Success(TransformSuccess::default())).encode(),
+        ))
     }
     async fn validate_query(&self, _: Request<Envelope>) -> Result<Response<FrameStream>, Status> {
         Err(Status::unimplemented("no"))
@@ -414,7 +524,8 @@ async fn peer_sending_two_terminals_fails_the_stream_rules_check() {
             .add_service(RawEngineServer::new(TwoTerminals))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
-    let report = conformance::run(&address, &ConformanceOptions::new("toy"))
+    let dir = tempfile::tempdir().unwrap();
+    let report = conformance::run(&address, &options(dir.path()))
         .await
         .unwrap();
     let rules = report.get(Check::TerminalMessageRules).unwrap();

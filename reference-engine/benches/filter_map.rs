@@ -48,10 +48,10 @@ fn bench_dir() -> PathBuf {
 }
 
 /// The input file with `rows` records, generated once, written as the engine writes a data slice
-/// (Snappy; the offset column delta-encoded without a dictionary), since that is what a derivative's
-/// input is.
+/// (Snappy; the system columns PLAIN without a dictionary), since that is what a derivative's input
+/// is.
 fn input_file(rows: usize) -> PathBuf {
-    let path = bench_dir().join(format!("input-{rows}-v2.parquet"));
+    let path = bench_dir().join(format!("input-{rows}-v3.parquet"));
     if path.exists() {
         return path;
     }
@@ -67,12 +67,14 @@ fn input_file(rows: usize) -> PathBuf {
     ]));
     let partial = path.with_extension("partial");
     let file = std::fs::File::create(&partial).expect("input file");
-    let offset = ColumnPath::from("offset");
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_column_dictionary_enabled(offset.clone(), false)
-        .set_column_encoding(offset, Encoding::DELTA_BINARY_PACKED)
-        .build();
+    let mut properties = WriterProperties::builder().set_compression(Compression::SNAPPY);
+    for column in ["offset", "op", "system_time"] {
+        let column = ColumnPath::from(column);
+        properties = properties
+            .set_column_dictionary_enabled(column.clone(), false)
+            .set_column_encoding(column, Encoding::PLAIN);
+    }
+    let properties = properties.build();
     let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(properties)).expect("writer");
     let cities: Vec<String> = (0..100).map(|i| format!("city-{i:03}")).collect();
     for start in (0..rows).step_by(BATCH) {

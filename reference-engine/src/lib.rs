@@ -81,7 +81,6 @@ pub mod changelog;
 mod engine;
 mod error;
 mod execute;
-mod fixtures;
 mod inputs;
 mod migrate;
 mod output;
@@ -98,8 +97,9 @@ mod validate;
 pub mod window;
 
 pub use engine::ReferenceEngine;
+/// The conformance kit's Parquet fixtures (from `engine-conformance`, on arrow/parquet alone).
+pub use engine_conformance::ParquetFixtures;
 pub use error::{EngineError, ErrorKind};
-pub use fixtures::ParquetFixtures;
 pub use progress::{NoProgress, Phase, Progress, ProgressSink};
 pub use request::{
     DatasetId, DatasetVocabulary, DeriveProvenanceRequest, DeriveProvenanceSuccess,

@@ -1,5 +1,7 @@
 //! `weir-engine`: the reference ODF engine (SQL on DataFusion) as a gRPC server.
 
+mod privileges;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,6 +43,11 @@ struct Cli {
     /// Log filter, in `RUST_LOG` syntax (logs are JSON lines on stderr).
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
+    /// When started as root, run as the user and group owning PATH (nobody if it does not exist;
+    /// root only if PATH is root's) before serving; no effect otherwise. The image passes
+    /// `/opt/engine/out`, the output folder ODF coordinators mount.
+    #[arg(long, value_name = "PATH")]
+    run_as_owner_of: Option<PathBuf>,
 }
 
 fn parse_host(text: &str) -> Result<IpAddr, String> {
@@ -61,6 +68,24 @@ fn main() -> ExitCode {
     {
         eprintln!("weir-engine: cannot set up logging: {error}");
         return ExitCode::from(EXIT_STARTUP);
+    }
+    // Before the runtime starts any thread.
+    if let Some(path) = &cli.run_as_owner_of {
+        match privileges::run_as_owner_of(path) {
+            Ok(privileges::RunAs::Switched { uid, gid }) => {
+                tracing::info!(uid, gid, owner_of = %path.display(), "started as root: running as the owner of the output folder");
+            }
+            Ok(privileges::RunAs::Root) => {
+                tracing::info!(owner_of = %path.display(), "started as root: the output folder is root's, staying root");
+            }
+            Ok(privileges::RunAs::Unchanged { uid, gid }) => {
+                tracing::debug!(uid, gid, "not started as root: user unchanged");
+            }
+            Err(error) => {
+                tracing::error!(%error, hint = "run the container with --user, or give it CAP_SETUID and CAP_SETGID", "cannot drop root privileges");
+                return ExitCode::from(EXIT_STARTUP);
+            }
+        }
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

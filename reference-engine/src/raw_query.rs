@@ -1,6 +1,9 @@
-//! ExecuteRawQuery: SQL over Parquet files seen as the table `input`, result written as it is.
+//! ExecuteRawQuery: SQL over Parquet files seen as the table `input`, result written with the types
+//! ODF engines write.
 //!
-//! No ODF rules apply here (no system columns are added or checked): this is for ad-hoc queries.
+//! No system columns are added or checked: this is for ad-hoc queries. The output's types are those
+//! of ODF data: every timestamp Timestamp(ms, "UTC") (DataFusion's own literals and casts give
+//! Timestamp(ns) without a zone), strings as `Utf8`.
 
 use datafusion::common::TableReference;
 use futures::StreamExt;
@@ -8,7 +11,7 @@ use futures::StreamExt;
 use crate::error::EngineError;
 use crate::execute::{Reporter, execute, rows_read};
 use crate::inputs::open_parquet;
-use crate::output::layout::{classic_schema, to_classic};
+use crate::output::layout::{cast_to_schema, raw_query_schema};
 use crate::output::writer::ParquetOutput;
 use crate::progress::{Phase, ProgressSink};
 use std::path::{Path, PathBuf};
@@ -50,14 +53,14 @@ pub(crate) async fn execute_raw_query(
         path: path.to_path_buf(),
         reason,
     };
-    let schema = classic_schema(&physical.schema());
+    let schema = raw_query_schema(&physical.schema());
     let mut output = ParquetOutput::create(path, Arc::clone(&schema), &[]).map_err(failed)?;
     reporter.report(Phase::Executing, Some(0), Some(0));
     let mut stream = execute(&ctx, &physical)?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(EngineError::execution)?;
         output
-            .write(to_classic(&batch, &schema)?)
+            .write(cast_to_schema(&batch, &schema)?)
             .await
             .map_err(failed)?;
         reporter.tick(Phase::Executing, &physical, Some(output.rows()));

@@ -41,6 +41,52 @@ async fn raw_query_writes_the_result_of_sql_over_the_input_table() {
 }
 
 #[tokio::test]
+async fn raw_query_writes_timestamps_as_utc_milliseconds_like_odf_engines() {
+    let fx = Fixture::new();
+    let slice = fx.slice(&appends(0, &[("A", 1)]), SystemTypes::Compatible);
+    let request = RawQueryRequest {
+        input_data_paths: vec![slice.display().to_string()],
+        // DataFusion types the cast Timestamp(ns) without a zone, `now()` Timestamp(ns, "+00:00").
+        transform: sql(
+            "SELECT *, CAST('2023-01-01 00:00:00.123456' AS TIMESTAMP) AS computed, \
+             arrow_cast(event_time, 'Timestamp(Nanosecond, Some(\"+00:00\"))') AS zoned FROM input",
+        ),
+        output_data_path: fx.path("raw/output.parquet").display().to_string(),
+    };
+    terminal(
+        ReferenceEngine::new()
+            .execute_raw_query(&request, &NoProgress)
+            .await,
+    )
+    .success();
+    let out = read_parquet(&request.output_data_path);
+    let type_of = |name: &str| {
+        out.schema()
+            .field_with_name(name)
+            .unwrap()
+            .data_type()
+            .clone()
+    };
+    for name in ["system_time", "event_time", "computed", "zoned"] {
+        assert_eq!(type_of(name), utc_ms(), "{name}");
+    }
+    assert_eq!(
+        type_of("offset"),
+        reference_engine::arrow::datatypes::DataType::Int64
+    );
+    assert_eq!(
+        type_of("op"),
+        reference_engine::arrow::datatypes::DataType::Int32
+    );
+    assert_eq!(
+        ints(&out, "computed"),
+        [1_672_531_200_123],
+        "a naive timestamp is UTC"
+    );
+    assert_eq!(ints(&out, "zoned"), ints(&out, "event_time"));
+}
+
+#[tokio::test]
 async fn raw_query_with_bad_sql_is_an_invalid_query() {
     let fx = Fixture::new();
     let slice = fx.slice(&appends(0, &[("A", 1)]), SystemTypes::Compatible);

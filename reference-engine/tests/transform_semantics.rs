@@ -268,3 +268,49 @@ async fn progress_reports_phases_with_rows_read_and_written() {
     assert_eq!(last.phase, Phase::Writing);
     assert_eq!((last.rows_read, last.rows_written), (Some(3), Some(2)));
 }
+
+/// kamu's Flink engine cannot read DELTA_BINARY_PACKED (kamu-engine-flink issue 3), so no ODF writer
+/// uses it: the system columns are PLAIN, without a dictionary, in every row group.
+#[tokio::test]
+async fn system_columns_are_written_plain_never_delta_encoded() {
+    use reference_engine::parquet::basic::Encoding;
+    use reference_engine::parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let fx = Fixture::new();
+    let cities: Vec<(String, i64)> = (0..5_000).map(|i| (format!("city {i}"), i)).collect();
+    let cities: Vec<(&str, i64)> = cities.iter().map(|(c, p)| (c.as_str(), *p)).collect();
+    let slice = fx.slice(&appends(0, &cities), SystemTypes::Compatible);
+    let request = fx.request(MAP, vec![fx.input("foo", vec![slice], Some((0, 4_999)))], 0);
+    transform_ok(&request).await;
+
+    let file = std::fs::File::open(&request.new_data_path).unwrap();
+    let reader = SerializedFileReader::new(file).unwrap();
+    let metadata = reader.metadata();
+    assert!(metadata.num_row_groups() > 0);
+    for row_group in metadata.row_groups() {
+        for column in row_group.columns() {
+            let name = column.column_path().string();
+            let encodings: Vec<Encoding> = column.encodings().collect();
+            assert!(
+                !encodings.iter().any(|e| matches!(
+                    e,
+                    Encoding::DELTA_BINARY_PACKED
+                        | Encoding::DELTA_LENGTH_BYTE_ARRAY
+                        | Encoding::DELTA_BYTE_ARRAY
+                )),
+                "{name}: {encodings:?}"
+            );
+            if ["offset", "op", "system_time"].contains(&name.as_str()) {
+                assert!(
+                    encodings.contains(&Encoding::PLAIN),
+                    "{name}: {encodings:?}"
+                );
+                assert!(
+                    !encodings.contains(&Encoding::RLE_DICTIONARY)
+                        && column.dictionary_page_offset().is_none(),
+                    "{name} has a dictionary: {encodings:?}"
+                );
+            }
+        }
+    }
+}

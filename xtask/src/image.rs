@@ -1,4 +1,5 @@
-//! `cargo xtask image [--engine reference|test|all] [--release]`: builds engine images locally.
+//! `cargo xtask image [--engine reference|test|all] [--release] [--tag TAG]`: builds engine images
+//! locally (`--tag` replaces the default tag of a single engine's image).
 //!
 //! Each engine binary is built statically (`-C target-feature=+crt-static` for
 //! x86_64-unknown-linux-gnu), checked to have no dynamic loader, and copied with the crate's
@@ -9,7 +10,15 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::root;
+/// The workspace whose `cargo xtask` runs: `cargo run` sets `CARGO_MANIFEST_DIR` (this xtask's
+/// folder) at run time. The compile-time path can name another checkout when work trees share a
+/// target directory (the `xtask` binary there is the last one built, from any of them).
+fn root() -> PathBuf {
+    env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .and_then(|dir| dir.parent().map(Path::to_path_buf))
+        .unwrap_or_else(crate::root)
+}
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 
@@ -44,6 +53,7 @@ const IMAGES: [EngineImage; 2] = [
 pub fn image(args: &[String]) -> Result<(), String> {
     let mut engine = "all".to_owned();
     let mut release = false;
+    let mut tag: Option<String> = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -54,9 +64,16 @@ pub fn image(args: &[String]) -> Result<(), String> {
                     .clone();
             }
             "--release" => release = true,
+            "--tag" => {
+                tag = Some(
+                    args.next()
+                        .ok_or("--tag needs a value, e.g. weir/reference-engine:test")?
+                        .clone(),
+                );
+            }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (usage: cargo xtask image [--engine reference|test|all] [--release])"
+                    "unknown argument `{other}` (usage: cargo xtask image [--engine reference|test|all] [--release] [--tag TAG])"
                 ));
             }
         }
@@ -70,13 +87,18 @@ pub fn image(args: &[String]) -> Result<(), String> {
             "unknown engine `{engine}`: use reference, test or all"
         ));
     }
+    if tag.is_some() && selected.len() > 1 {
+        return Err(
+            "--tag names one image: choose it with --engine reference or --engine test".into(),
+        );
+    }
     for image in selected {
-        build_image(image, release)?;
+        build_image(image, release, tag.as_deref().unwrap_or(image.tag))?;
     }
     Ok(())
 }
 
-fn build_image(image: &EngineImage, release: bool) -> Result<(), String> {
+fn build_image(image: &EngineImage, release: bool, tag: &str) -> Result<(), String> {
     let binary = build_static_binary(image, release)?;
     let context = env::temp_dir().join(format!("weir-image-{}-{}", image.name, std::process::id()));
     let result = (|| {
@@ -87,16 +109,16 @@ fn build_image(image: &EngineImage, release: bool) -> Result<(), String> {
         copy(&binary, &context.join(image.binary))?;
         eprintln!(
             "xtask: docker build -t {} (context: {})",
-            image.tag,
+            tag,
             context.display()
         );
         run(Command::new("docker")
-            .args(["build", "--quiet", "-t", image.tag])
+            .args(["build", "--quiet", "-t", tag])
             .arg(&context))
     })();
     let _ = std::fs::remove_dir_all(&context);
     result?;
-    eprintln!("xtask: built image {}", image.tag);
+    eprintln!("xtask: built image {tag}");
     Ok(())
 }
 

@@ -8,15 +8,15 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::data_free::report;
+use super::data_free::{BAD_SQL, first_line, report, run, stream_obeyed_rules};
 use super::fixtures::{Column, ColumnType, DataFixtures, Table, Value};
 use super::report::{Check, CheckReport, CheckStatus};
 use crate::client::{ClientError, EngineClient};
 use crate::model::{
-    DatasetId, DatasetVocabulary, OffsetInterval, OperationType, Transform, TransformRequest,
-    TransformRequestInput, TransformSql, TransformSuccess, Watermark,
+    DatasetId, DatasetVocabulary, OffsetInterval, OperationType, RawQueryRequest, RawQuerySuccess,
+    Transform, TransformRequest, TransformRequestInput, TransformSql, TransformSuccess, Watermark,
 };
-use crate::operation::ExecuteTransform;
+use crate::operation::{ExecuteRawQuery, ExecuteTransform};
 
 /// Where the data checks put their files: `host_dir` as the kit sees it,
 /// `engine_dir` as the engine sees the same directory (equal for an engine
@@ -163,12 +163,8 @@ struct Prepared {
     host_output: PathBuf,
 }
 
-fn prepare(
-    setup: &DataSetup,
-    engine: &str,
-    check: Check,
-    scenario: &Scenario,
-) -> Result<Prepared, String> {
+/// A fresh folder for `check` with an empty `out` folder: (as the kit sees it, as the engine does).
+fn check_dir(setup: &DataSetup, check: Check) -> Result<(PathBuf, PathBuf), String> {
     let host = setup.host_dir.join(check.name());
     let seen = setup.engine_dir.join(check.name());
     if host.exists() {
@@ -177,6 +173,16 @@ fn prepare(
     std::fs::create_dir_all(host.join("out"))
         .map_err(|e| format!("creating {}: {e}", host.display()))?;
     writable_by_anyone(&host.join("out"))?;
+    Ok((host, seen))
+}
+
+fn prepare(
+    setup: &DataSetup,
+    engine: &str,
+    check: Check,
+    scenario: &Scenario,
+) -> Result<Prepared, String> {
+    let (host, seen) = check_dir(setup, check)?;
     let mut query_inputs = Vec::new();
     for (i, input) in scenario.inputs.iter().enumerate() {
         let data = format!("{}-data.parquet", input.alias);
@@ -256,6 +262,56 @@ async fn execute(
         None
     };
     Ok(Ran { success, output })
+}
+
+/// A raw query as a coordinator sends one: an input file in the check's folder, the output in
+/// its `out` folder (kamu: `/opt/engine/in/input` -> `/opt/engine/out/output`).
+struct RawPrepared {
+    request: RawQueryRequest,
+    host_output: PathBuf,
+}
+
+fn prepare_raw(
+    setup: &DataSetup,
+    engine: &str,
+    check: Check,
+    input: &Table,
+    query: &str,
+) -> Result<RawPrepared, String> {
+    let (host, seen) = check_dir(setup, check)?;
+    setup
+        .fixtures
+        .write_parquet(&host.join("input.parquet"), input)
+        .map_err(|e| format!("writing input.parquet: {e}"))?;
+    Ok(RawPrepared {
+        request: RawQueryRequest {
+            input_data_paths: vec![path_text(&seen.join("input.parquet"))],
+            transform: Transform::Sql(TransformSql::new(engine, query)),
+            output_data_path: path_text(&seen.join("out/output.parquet")),
+        },
+        host_output: host.join("out/output.parquet"),
+    })
+}
+
+async fn execute_raw(
+    client: &EngineClient,
+    setup: &DataSetup,
+    prepared: &RawPrepared,
+) -> Result<(RawQuerySuccess, Table), String> {
+    let success = run::<ExecuteRawQuery>(client, &prepared.request)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !prepared.host_output.exists() {
+        return Err(format!(
+            "the raw query succeeded ({} records) but wrote no output file",
+            success.num_records
+        ));
+    }
+    let output = setup
+        .fixtures
+        .read_parquet(&prepared.host_output)
+        .map_err(|e| format!("reading the output: {e}"))?;
+    Ok((success, output))
 }
 
 // ---------------------------------------------------------------------------
@@ -398,6 +454,80 @@ fn evaluate_empty(ran: &Ran, expect_columns: &[&str]) -> Result<String, String> 
         }
     }
     Ok("no offsets, output file with the schema and zero rows".into())
+}
+
+/// The column the raw-query check computes in SQL: a naive timestamp literal (UTC by ODF's rule).
+const COMPUTED_TIMESTAMP: &str = "computed_time";
+
+/// The SQL of the raw-query check: every input column, plus one timestamp computed by the query.
+fn raw_types_query() -> String {
+    format!("SELECT *, CAST('2023-01-01 00:00:00' AS TIMESTAMP) AS {COMPUTED_TIMESTAMP} FROM input")
+}
+
+/// Columns and types a raw query over [`cities`] plus [`COMPUTED_TIMESTAMP`] must write.
+fn evaluate_raw_types(
+    input: &Table,
+    success: &RawQuerySuccess,
+    output: &Table,
+) -> Result<String, String> {
+    let mut expected: Vec<(String, ColumnType)> = input
+        .columns
+        .iter()
+        .map(|c| (c.name.clone(), c.data_type.clone()))
+        .collect();
+    expected.push((
+        COMPUTED_TIMESTAMP.to_owned(),
+        ColumnType::TimestampMillisUtc,
+    ));
+    let mut wrong = Vec::new();
+    for (name, data_type) in &expected {
+        match output.columns.iter().find(|c| &c.name == name) {
+            None => wrong.push(format!("`{name}` is missing")),
+            Some(column) if &column.data_type != data_type => wrong.push(format!(
+                "`{name}` is {}, ODF engines write {}",
+                type_name(&column.data_type),
+                type_name(data_type)
+            )),
+            Some(_) => {}
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(format!("raw query output types: {}", wrong.join("; ")));
+    }
+    let rows = output.rows.len() as u64;
+    if success.num_records != rows || rows != input.rows.len() as u64 {
+        return Err(format!(
+            "num_records {} for an output of {rows} rows from {} input rows",
+            success.num_records,
+            input.rows.len()
+        ));
+    }
+    let midnight = Value::TimestampMillis(millis(
+        Utc.with_ymd_and_hms(2023, 1, 1, 0, 0, 0)
+            .single()
+            .unwrap_or(DateTime::UNIX_EPOCH),
+    ));
+    if let Some(bad) = column(output, COMPUTED_TIMESTAMP)?
+        .iter()
+        .find(|v| **v != midnight)
+    {
+        return Err(format!(
+            "`{COMPUTED_TIMESTAMP}` should be 2023-01-01T00:00:00Z (a naive timestamp is UTC), got {bad:?}"
+        ));
+    }
+    Ok(format!(
+        "{rows} records; offset Int64, op Int32, timestamps (also one computed in SQL) Timestamp(ms, \"UTC\")"
+    ))
+}
+
+fn type_name(data_type: &ColumnType) -> String {
+    match data_type {
+        ColumnType::Int64 => "Int64".into(),
+        ColumnType::Int32 => "Int32".into(),
+        ColumnType::Utf8 => "Utf8".into(),
+        ColumnType::TimestampMillisUtc => "Timestamp(ms, \"UTC\")".into(),
+        ColumnType::Other(name) => name.clone(),
+    }
 }
 
 fn evaluate_watermark(ran: &Ran, expected: DateTime<Utc>) -> Result<String, String> {
@@ -596,11 +726,7 @@ pub(crate) async fn run_check(
             };
             async {
                 let prepared = prepare(setup, engine, check, &scenario)?;
-                let result = match client.call::<ExecuteTransform>(&prepared.request).await {
-                    Ok(call) => call.finish().await,
-                    Err(error) => Err(error),
-                };
-                match result {
+                match run::<ExecuteTransform>(client, &prepared.request).await {
                     Err(ClientError::InvalidQuery { message, .. }) => Ok(format!(
                         "InvalidQuery: {}",
                         message.lines().next().unwrap_or_default()
@@ -610,6 +736,105 @@ pub(crate) async fn run_check(
                     )),
                     Err(other) => Err(format!("expected InvalidQuery, got: {other}")),
                 }
+            }
+            .await
+        }
+        Check::TerminalMessageRules => {
+            let scenario = projection(vec![ScenarioInput::all_of("cities", three_cities())], 0);
+            async {
+                let prepared = prepare(setup, engine, check, &scenario)?;
+                let transform = run::<ExecuteTransform>(client, &prepared.request).await;
+                let transform = stream_obeyed_rules(&transform)?;
+                let raw =
+                    prepare_raw(setup, engine, check, &three_cities(), "SELECT * FROM input")?;
+                let raw = run::<ExecuteRawQuery>(client, &raw.request).await;
+                let raw = stream_obeyed_rules(&raw)?;
+                Ok(format!(
+                    "ExecuteTransform ended with one {transform}, ExecuteRawQuery with one {raw}"
+                ))
+            }
+            .await
+        }
+        Check::InvalidQueryForBadSql => {
+            let scenario = Scenario {
+                query: BAD_SQL.into(),
+                inputs: vec![ScenarioInput::all_of("cities", three_cities())],
+                next_offset: 0,
+            };
+            async {
+                let prepared = prepare(setup, engine, check, &scenario)?;
+                let transform = run::<ExecuteTransform>(client, &prepared.request)
+                    .await
+                    .map(|s| format!("{s:?}"));
+                let raw = prepare_raw(setup, engine, check, &three_cities(), BAD_SQL)?;
+                let raw = run::<ExecuteRawQuery>(client, &raw.request)
+                    .await
+                    .map(|s| format!("{s:?}"));
+                let mut seen = Vec::new();
+                for (operation, outcome) in [("ExecuteTransform", transform), ("ExecuteRawQuery", raw)] {
+                    match outcome {
+                        Err(ClientError::InvalidQuery { message, .. }) => {
+                            seen.push(format!("{operation}: InvalidQuery: {}", first_line(&message)));
+                        }
+                        Ok(success) => {
+                            return Err(format!("{operation} of {BAD_SQL:?} succeeded: {success}"));
+                        }
+                        Err(other) => {
+                            return Err(format!(
+                                "{operation} of {BAD_SQL:?} with real input files: expected InvalidQuery, got: {other}"
+                            ));
+                        }
+                    }
+                }
+                Ok(seen.join("; "))
+            }
+            .await
+        }
+        Check::OperationTypeCarriedWhenNotSelected => {
+            let table = cities(&[
+                (APPEND, 1, "A", 1000),
+                (APPEND, 1, "B", 2000),
+                (OperationType::Retract, 1, "A", 1000),
+                (OperationType::CorrectFrom, 1, "B", 2000),
+                (OperationType::CorrectTo, 1, "B", 2500),
+            ]);
+            let scenario = Scenario {
+                query: "SELECT event_time, city, population FROM cities".into(),
+                inputs: vec![ScenarioInput::all_of("cities", table)],
+                next_offset: 0,
+            };
+            async {
+                let (prepared, ran) = run_scenario(client, setup, engine, check, &scenario).await?;
+                let expected = [
+                    (APPEND, "A", 1000),
+                    (APPEND, "B", 2000),
+                    (OperationType::Retract, "A", 1000),
+                    (OperationType::CorrectFrom, "B", 2000),
+                    (OperationType::CorrectTo, "B", 2500),
+                ];
+                evaluate_rows(&prepared.request, &ran, &expected)
+                    .map(|_| {
+                        "a query not selecting `op` kept each record's op (retraction and correction pair carried)"
+                            .into()
+                    })
+                    .map_err(|reason| {
+                        if reason.starts_with("op column") {
+                            format!(
+                                "{reason}: the query does not select `op`, and ODF's changelog rule carries each input record's op through a map/filter query (writing Append for a retraction turns it into a new record)"
+                            )
+                        } else {
+                            reason
+                        }
+                    })
+            }
+            .await
+        }
+        Check::RawQueryOutputTypes => {
+            let input = three_cities();
+            async {
+                let prepared = prepare_raw(setup, engine, check, &input, &raw_types_query())?;
+                let (success, output) = execute_raw(client, setup, &prepared).await?;
+                evaluate_raw_types(&input, &success, &output)
             }
             .await
         }
@@ -750,6 +975,45 @@ mod tests {
                 .unwrap_err()
                 .contains("no output file")
         );
+    }
+
+    fn raw_output(computed: ColumnType) -> Table {
+        let mut output = three_cities();
+        output.columns.push(Column {
+            name: COMPUTED_TIMESTAMP.into(),
+            data_type: computed,
+            nullable: false,
+        });
+        for row in &mut output.rows {
+            row.push(Value::TimestampMillis(1_672_531_200_000));
+        }
+        output
+    }
+
+    #[test]
+    fn raw_query_types_of_odf_engines_pass() {
+        let success = RawQuerySuccess { num_records: 3 };
+        let output = raw_output(ColumnType::TimestampMillisUtc);
+        assert!(evaluate_raw_types(&three_cities(), &success, &output).is_ok());
+    }
+
+    #[test]
+    fn a_naive_nanosecond_timestamp_in_raw_query_output_fails_with_its_type() {
+        let success = RawQuerySuccess { num_records: 3 };
+        let output = raw_output(ColumnType::Other("Timestamp(Nanosecond, None)".into()));
+        let reason = evaluate_raw_types(&three_cities(), &success, &output).unwrap_err();
+        assert!(
+            reason.contains("`computed_time` is Timestamp(Nanosecond, None), ODF engines write Timestamp(ms, \"UTC\")"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn raw_query_num_records_must_count_the_output() {
+        let success = RawQuerySuccess { num_records: 0 };
+        let output = raw_output(ColumnType::TimestampMillisUtc);
+        let reason = evaluate_raw_types(&three_cities(), &success, &output).unwrap_err();
+        assert!(reason.contains("num_records 0"), "{reason}");
     }
 
     #[test]

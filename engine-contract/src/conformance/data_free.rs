@@ -1,11 +1,12 @@
-//! The checks that need no data files.
+//! The checks that need no data files: garbage request bytes, and the
+//! operations an engine may lack (answered UNIMPLEMENTED, or served).
 
 use crate::client::{ClientError, EngineClient};
 use crate::grpc::Envelope;
 use crate::model::{
     DatasetId, DatasetVocabulary, DeriveProvenanceRequest, MigrateQueryRequest, OffsetInterval,
-    RawQueryRequest, Transform, TransformRequest, TransformRequestInput, TransformSql,
-    ValidateQueryInput, ValidateQueryRequest,
+    Transform, TransformRequest, TransformRequestInput, TransformSql, ValidateQueryInput,
+    ValidateQueryRequest,
 };
 use crate::operation::{ExecuteRawQuery, ExecuteTransform, OperationKind};
 
@@ -27,14 +28,6 @@ pub(crate) fn report(check: Check, status: CheckStatus, reason: impl Into<String
 
 fn sql(engine: &str, query: &str) -> Transform {
     Transform::Sql(TransformSql::new(engine, query))
-}
-
-fn raw_query(engine: &str, query: &str) -> RawQueryRequest {
-    RawQueryRequest {
-        input_data_paths: Vec::new(),
-        transform: sql(engine, query),
-        output_data_path: UNWRITABLE.into(),
-    }
 }
 
 fn transform_request(engine: &str, query: &str) -> TransformRequest {
@@ -63,7 +56,7 @@ fn transform_request(engine: &str, query: &str) -> TransformRequest {
 
 /// `Ok(what the terminal was)` when the stream obeyed the rules, whatever
 /// the terminal; `Err(why not)` otherwise.
-fn stream_obeyed_rules<S: std::fmt::Debug>(
+pub(crate) fn stream_obeyed_rules<S: std::fmt::Debug>(
     result: &Result<S, ClientError>,
 ) -> Result<String, String> {
     match result {
@@ -75,7 +68,7 @@ fn stream_obeyed_rules<S: std::fmt::Debug>(
     }
 }
 
-async fn run<K: OperationKind>(
+pub(crate) async fn run<K: OperationKind>(
     client: &EngineClient,
     request: &K::Request,
 ) -> Result<K::Success, ClientError> {
@@ -89,43 +82,7 @@ async fn run_envelope<K: OperationKind>(
     client.call_envelope::<K>(envelope).await?.finish().await
 }
 
-pub(crate) async fn terminal_message_rules(client: &EngineClient, engine: &str) -> CheckReport {
-    let check = Check::TerminalMessageRules;
-    let raw = run::<ExecuteRawQuery>(client, &raw_query(engine, "SELECT 1 AS x")).await;
-    let transform =
-        run::<ExecuteTransform>(client, &transform_request(engine, "SELECT * FROM cities")).await;
-    match (stream_obeyed_rules(&raw), stream_obeyed_rules(&transform)) {
-        (Ok(a), Ok(b)) => report(
-            check,
-            CheckStatus::Passed,
-            format!("ExecuteRawQuery ended with one {a}, ExecuteTransform with one {b}"),
-        ),
-        (Err(e), _) | (_, Err(e)) => report(check, CheckStatus::Failed, e),
-    }
-}
-
-pub(crate) async fn invalid_query_for_bad_sql(client: &EngineClient, engine: &str) -> CheckReport {
-    let check = Check::InvalidQueryForBadSql;
-    match run::<ExecuteRawQuery>(client, &raw_query(engine, BAD_SQL)).await {
-        Err(ClientError::InvalidQuery { message, .. }) => report(
-            check,
-            CheckStatus::Passed,
-            format!("InvalidQuery: {}", first_line(&message)),
-        ),
-        Ok(success) => report(
-            check,
-            CheckStatus::Failed,
-            format!("{BAD_SQL:?} succeeded: {success:?}"),
-        ),
-        Err(other) => report(
-            check,
-            CheckStatus::Failed,
-            format!("expected InvalidQuery for {BAD_SQL:?}, got: {other}"),
-        ),
-    }
-}
-
-fn first_line(text: &str) -> &str {
+pub(crate) fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 

@@ -7,12 +7,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, UnixListener};
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use super::engine::Engine;
+use super::rejections::RejectionLog;
 use super::service::{DEFAULT_PROGRESS_BUFFER, EngineService};
+use super::unix_connection::UnixConnection;
 use crate::address::EngineAddress;
 use crate::grpc::raw::engine_server::EngineServer as RawEngineServer;
 
@@ -235,7 +238,8 @@ impl<E: Engine> BoundEngineServer<E> {
         let shutdown = server
             .shutdown
             .unwrap_or_else(|| Box::pin(std::future::pending()));
-        let router = Server::builder().add_service(service);
+        // Requests refused before they reach the engine leave a log line.
+        let router = Server::builder().layer(RejectionLog).add_service(service);
         let result = match listener {
             Listener::Tcp(listener) => {
                 let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -244,8 +248,12 @@ impl<E: Engine> BoundEngineServer<E> {
                     .await
             }
             Listener::Unix(listener, path) => {
+                // Any `:authority` is accepted on a Unix socket (grpc-core sends the socket path,
+                // which HTTP/2 would reset the stream for).
+                let incoming = UnixListenerStream::new(listener)
+                    .map(|connection| connection.map(UnixConnection::new));
                 let result = router
-                    .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+                    .serve_with_incoming_shutdown(incoming, shutdown)
                     .await;
                 if let Err(error) = std::fs::remove_file(&path) {
                     tracing::debug!(path = %path.display(), %error, "socket file not removed");

@@ -160,19 +160,31 @@ impl OutputLayout {
     }
 }
 
-/// A schema with view types replaced by their classic forms.
-pub(crate) fn classic_schema(schema: &Schema) -> SchemaRef {
+/// A raw query's output schema as ODF engines write it: view types in their classic forms and
+/// every timestamp as Timestamp(ms, "UTC"). A timestamp with a time zone keeps its instant; a naive
+/// one is taken as UTC (ODF's times are UTC); sub-millisecond digits are dropped.
+pub(crate) fn raw_query_schema(schema: &Schema) -> SchemaRef {
     Arc::new(Schema::new(
         schema
             .fields()
             .iter()
-            .map(|f| Field::new(f.name(), classic_type(f.data_type()), f.is_nullable()))
+            .map(|f| {
+                let data_type = match f.data_type() {
+                    DataType::Timestamp(..) => utc_millis(),
+                    other => classic_type(other),
+                };
+                Field::new(f.name(), data_type, f.is_nullable())
+            })
             .collect::<Vec<_>>(),
     ))
 }
 
-/// `batch` with its columns cast to `schema`'s (classic) types.
-pub(crate) fn to_classic(
+fn utc_millis() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+}
+
+/// `batch` with its columns cast to `schema`'s types (see [`raw_query_schema`]).
+pub(crate) fn cast_to_schema(
     batch: &RecordBatch,
     schema: &SchemaRef,
 ) -> Result<RecordBatch, EngineError> {
@@ -276,6 +288,61 @@ mod tests {
             error.to_string().contains("time zone Europe/Paris"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn raw_query_timestamps_become_utc_milliseconds_and_keep_their_instant() {
+        use datafusion::arrow::array::{TimestampNanosecondArray, TimestampSecondArray};
+        let query = schema(vec![
+            Field::new(
+                "naive",
+                DataType::Timestamp(TimeUnit::Nanosecond, None),
+                false,
+            ),
+            Field::new(
+                "paris",
+                DataType::Timestamp(TimeUnit::Second, Some("Europe/Paris".into())),
+                false,
+            ),
+            Field::new("text", DataType::Utf8View, false),
+            Field::new("day", DataType::Date32, false),
+        ]);
+        let output = raw_query_schema(&query);
+        let types: Vec<_> = output
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        assert_eq!(types, [utc(), utc(), DataType::Utf8, DataType::Date32]);
+
+        let batch = RecordBatch::try_new(
+            Arc::new(query),
+            vec![
+                Arc::new(TimestampNanosecondArray::from(vec![
+                    1_672_531_200_123_456_789,
+                ])),
+                Arc::new(
+                    TimestampSecondArray::from(vec![1_672_531_200]).with_timezone("Europe/Paris"),
+                ),
+                Arc::new(datafusion::arrow::array::StringViewArray::from(vec!["a"])),
+                Arc::new(datafusion::arrow::array::Date32Array::from(vec![19_358])),
+            ],
+        )
+        .unwrap();
+        let cast = cast_to_schema(&batch, &output).unwrap();
+        let millis = |i: usize| {
+            cast.column(i)
+                .as_any()
+                .downcast_ref::<TimestampMillisecondArray>()
+                .unwrap()
+                .value(0)
+        };
+        assert_eq!(
+            millis(0),
+            1_672_531_200_123,
+            "naive: taken as UTC, to milliseconds"
+        );
+        assert_eq!(millis(1), 1_672_531_200_000, "zoned: the same instant");
     }
 
     #[test]

@@ -83,7 +83,7 @@ impl PartitionStream for ChannelPartition {
 async fn write_stream(
     partial: PathBuf,
     schema: SchemaRef,
-    delta_columns: Vec<String>,
+    plain_columns: Vec<String>,
     receiver: mpsc::Receiver<Result<RecordBatch, DataFusionError>>,
 ) -> Result<(), String> {
     let partition = ChannelPartition {
@@ -97,12 +97,13 @@ async fn write_stream(
     let mut options = TableParquetOptions::default();
     options.global.compression = Some("snappy".to_owned());
     options.global.created_by = created_by();
-    for column in delta_columns {
-        // Consecutive or (nearly) constant integers: deltas pack them into a few bits (zero bits for a
-        // constant run) without hashing every value into a dictionary.
+    for column in plain_columns {
+        // The system columns: consecutive or constant integers. PLAIN, not DELTA_BINARY_PACKED, which
+        // kamu's Flink engine cannot read (kamu-engine-flink issue 3; kamu itself never writes it), and
+        // no dictionary, which would hash every value; Snappy shrinks the constant runs instead.
         let column_options = ParquetColumnOptions {
             dictionary_enabled: Some(false),
-            encoding: Some("delta_binary_packed".to_owned()),
+            encoding: Some("plain".to_owned()),
             ..ParquetColumnOptions::default()
         };
         options
@@ -121,13 +122,13 @@ async fn write_stream(
 }
 
 impl ParquetOutput {
-    /// Creates the output's directory and starts the writer. `delta_columns` name integer columns of
-    /// consecutive or nearly constant values (the offset, operation type and system time), encoded
-    /// as deltas.
+    /// Creates the output's directory and starts the writer. `plain_columns` (the offset, operation
+    /// type and system time) are written PLAIN without a dictionary, the encoding every ODF engine
+    /// reads.
     pub(crate) fn create(
         path: &Path,
         schema: SchemaRef,
-        delta_columns: &[&str],
+        plain_columns: &[&str],
     ) -> Result<Self, String> {
         let path = std::path::absolute(path).map_err(|e| e.to_string())?;
         let partial = partial_path(&path);
@@ -138,7 +139,7 @@ impl ParquetOutput {
         let writer = tokio::spawn(write_stream(
             partial.clone(),
             Arc::clone(&schema),
-            delta_columns.iter().map(|c| (*c).to_owned()).collect(),
+            plain_columns.iter().map(|c| (*c).to_owned()).collect(),
             receiver,
         ));
         Ok(Self {

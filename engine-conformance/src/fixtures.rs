@@ -1,26 +1,30 @@
-//! [`ParquetFixtures`]: the conformance kit's [`DataFixtures`] on real Parquet files.
+//! [`ParquetFixtures`]: the conformance kit's [`DataFixtures`] on real Parquet files, with arrow and
+//! parquet alone.
 //!
-//! The kit in `engine-contract` has no Parquet dependency; this is how it writes its inputs and reads
-//! engine outputs, for this engine or any other (an engine image under test reads the same files).
+//! The kit in `engine-contract` has no Parquet dependency; this is how it writes its inputs (as kamu
+//! writes data slices: Parquet 1.0 pages, Snappy) and reads engine outputs, for any engine (an engine
+//! image under test reads the same files).
 
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
+use arrow::array::{
     Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use engine_contract::conformance::{Column, ColumnType, DataFixtures, FixtureError, Table, Value};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+use parquet::file::properties::{WriterProperties, WriterVersion};
 
 /// Writes and reads the conformance kit's tables as Parquet.
 ///
 /// ```
 /// use engine_contract::conformance::{Column, ColumnType, DataFixtures, Table, Value};
-/// use reference_engine::ParquetFixtures;
+/// use engine_conformance::ParquetFixtures;
 ///
 /// let table = Table {
 ///     columns: vec![Column { name: "offset".into(), data_type: ColumnType::Int64, nullable: false }],
@@ -57,11 +61,14 @@ fn arrow_type(column: &Column) -> Result<DataType, FixtureError> {
     })
 }
 
+/// The kit's name for a type read back. The string types are one (kamu compares `Utf8`, `LargeUtf8`
+/// and `Utf8View` as the same logical type, and its DataFusion engine writes strings that read back
+/// as `Utf8View`).
 fn column_type(data_type: &DataType) -> ColumnType {
     match data_type {
         DataType::Int64 => ColumnType::Int64,
         DataType::Int32 => ColumnType::Int32,
-        DataType::Utf8 => ColumnType::Utf8,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnType::Utf8,
         DataType::Timestamp(TimeUnit::Millisecond, Some(tz)) if tz.as_ref() == "UTC" => {
             ColumnType::TimestampMillisUtc
         }
@@ -170,7 +177,11 @@ impl DataFixtures for ParquetFixtures {
             .collect::<Result<Vec<_>, _>>()?;
         let batch = RecordBatch::try_new(Arc::clone(&schema), arrays).map_err(failed)?;
         let file = File::create(path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
-        let mut writer = ArrowWriter::try_new(file, schema, None).map_err(failed)?;
+        let properties = WriterProperties::builder()
+            .set_writer_version(WriterVersion::PARQUET_1_0)
+            .set_compression(Compression::SNAPPY)
+            .build();
+        let mut writer = ArrowWriter::try_new(file, schema, Some(properties)).map_err(failed)?;
         writer.write(&batch).map_err(failed)?;
         writer.close().map_err(failed)?;
         Ok(())
