@@ -104,11 +104,14 @@ pub enum CommandError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The conformance kit found failures.
-    #[error("{failed} conformance check(s) failed")]
+    /// The conformance kit found failures, or could not run every check (a run with checks not run has not
+    /// passed).
+    #[error("{failed} conformance check(s) failed, {not_run} not run")]
     ConformanceFailed {
-        /// How many.
+        /// Checks that failed.
         failed: usize,
+        /// Checks that did not run.
+        not_run: usize,
     },
 }
 

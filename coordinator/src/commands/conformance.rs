@@ -17,15 +17,17 @@ pub async fn run(ctx: &Context, engine: &str) -> Result<Output, CommandError> {
             message: format!("scratch directory: {e}"),
         })?;
     let report = handle.conformance(dir.path()).await?;
-    let failed = report.count(engine_contract::conformance::CheckStatus::Failed);
+    use engine_contract::conformance::{CheckStatus, Verdict};
+    let failed = report.count(CheckStatus::Failed);
+    let not_run = report.count(CheckStatus::NotRun);
     let text = format!(
         "engine `{engine}` ({} {}):\n{report}",
         handle.identity().runtime,
         handle.identity().reference
     );
-    if failed > 0 {
+    if report.verdict() != Verdict::Passed {
         eprintln!("{text}");
-        return Err(CommandError::ConformanceFailed { failed });
+        return Err(CommandError::ConformanceFailed { failed, not_run });
     }
     Ok(Output {
         text,

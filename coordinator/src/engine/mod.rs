@@ -242,7 +242,7 @@ impl EngineHandle {
                     self.identity.name.as_str(),
                 )
                 .with_data(engine_contract::conformance::DataSetup {
-                    fixtures: std::sync::Arc::new(reference_engine::ParquetFixtures),
+                    fixtures: std::sync::Arc::new(engine_conformance::ParquetFixtures),
                     host_dir: dir.to_path_buf(),
                     engine_dir: dir.to_path_buf(),
                 });

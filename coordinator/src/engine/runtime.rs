@@ -156,7 +156,7 @@ impl RuntimeEngine {
         let address = handle.client().address().clone();
         let options = engine_contract::conformance::ConformanceOptions::new(engine).with_data(
             engine_contract::conformance::DataSetup {
-                fixtures: Arc::new(reference_engine::ParquetFixtures),
+                fixtures: Arc::new(engine_conformance::ParquetFixtures),
                 host_dir: dir.to_path_buf(),
                 engine_dir,
             },

@@ -15,7 +15,8 @@ pub struct EngineConfig {
     /// OCI image pinned by digest, for `--engine docker|podman` (e.g. an ODF engine image).
     #[serde(default)]
     pub image: Option<String>,
-    /// The port the image's engine listens on (ODF images: 2884; Weir's: 5544).
+    /// The TCP port the image's engine listens on: 2884 for ODF engine images, Weir's included (when run
+    /// with their own command; without `port:`, Weir's image is served on a Unix socket with no network).
     #[serde(default)]
     pub port: Option<u16>,
     /// A local engine binary, for `--engine process` (relative to the workspace).
