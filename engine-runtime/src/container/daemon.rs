@@ -100,6 +100,7 @@ impl DaemonSocket {
 pub struct DockerDaemon {
     docker: Docker,
     socket: DaemonSocket,
+    podman: bool,
 }
 
 impl DockerDaemon {
@@ -121,8 +122,24 @@ impl DockerDaemon {
                 endpoint: socket.describe(),
                 source,
             })?;
-        let daemon = Self { docker, socket };
-        tracing::debug!(endpoint = %daemon.endpoint(), "connected to the container daemon");
+        let version = docker
+            .version()
+            .await
+            .map_err(|source| RuntimeError::DaemonUnavailable {
+                endpoint: socket.describe(),
+                source,
+            })?;
+        let podman = version
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|component| component.name.contains("Podman"));
+        let daemon = Self {
+            docker,
+            socket,
+            podman,
+        };
+        tracing::debug!(endpoint = %daemon.endpoint(), podman, "connected to the container daemon");
         let removed = daemon.remove_orphans().await?;
         if !removed.is_empty() {
             tracing::warn!(
@@ -136,6 +153,29 @@ impl DockerDaemon {
     /// Where the daemon listens, e.g. `unix:///var/run/docker.sock`.
     pub fn endpoint(&self) -> String {
         self.socket.describe()
+    }
+
+    /// Whether the daemon is Podman (through its Docker-compatible API) rather than Docker.
+    pub fn is_podman(&self) -> bool {
+        self.podman
+    }
+
+    /// The resource limits to set on every container explicitly. Docker hands its own limits down;
+    /// rootful Podman sets `nofile` to 1048576 and `nproc` to 4194304 whatever its own limits are,
+    /// which fails to start any container ("error setting rlimit type 7: operation not permitted")
+    /// where root may not raise them. For Podman the runtime asks for this process's own hard
+    /// limits instead (the daemon runs on the same machine).
+    pub(crate) fn container_rlimits(&self) -> Vec<(&'static str, i64)> {
+        if !self.podman {
+            return Vec::new();
+        }
+        [
+            ("nofile", libc::RLIMIT_NOFILE),
+            ("nproc", libc::RLIMIT_NPROC),
+        ]
+        .into_iter()
+        .filter_map(|(name, resource)| Some((name, hard_rlimit(resource)?)))
+        .collect()
     }
 
     /// Removes every container labelled `io.weir.managed=true` whose owning coordinator process no
@@ -192,6 +232,19 @@ impl DockerDaemon {
     pub(crate) fn reopen(&self) -> Result<Docker, RuntimeError> {
         open(&self.socket, &self.docker.client_version())
     }
+}
+
+/// This process's hard limit of `resource`, if finite.
+fn hard_rlimit(resource: libc::__rlimit_resource_t) -> Option<i64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own and pass by pointer.
+    let read = unsafe { libc::getrlimit(resource, &mut limit) };
+    (read == 0 && limit.rlim_max != libc::RLIM_INFINITY)
+        .then(|| i64::try_from(limit.rlim_max).ok())
+        .flatten()
 }
 
 pub(crate) async fn force_remove(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
