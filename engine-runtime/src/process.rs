@@ -229,6 +229,7 @@ impl ProcessRuntime {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        die_with_parent(&mut command);
         let mut port_permit = None;
         let (address, expected) = match self.engine.endpoint {
             ProcessEndpoint::UnixSocket => {
@@ -369,6 +370,29 @@ fn wait_exit(child: Arc<tokio::sync::Mutex<Child>>) -> BoxFuture<'static, String
         }
     }
     .boxed()
+}
+
+/// Makes the kernel kill the engine (SIGKILL) when the thread that started it ends — with the
+/// whole process when it is killed outright, where no destructor runs. Engines are started from
+/// the async runtime's worker threads, which live as long as the runtime.
+fn die_with_parent(command: &mut Command) {
+    // SAFETY: getpid before the fork; in the child only async-signal-safe calls (prctl, getppid,
+    // raise) on plain integers.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: as above: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions, allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between the fork and the prctl.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Waits until no other engine of this process uses the fixed TCP `port`; the permit holds it.

@@ -12,6 +12,9 @@ use tokio::process::Child;
 use crate::container::daemon::DockerDaemon;
 use crate::error::RuntimeError;
 
+/// How long [`shutdown`] waits for a killed engine process to be gone.
+const REAP_LIMIT: Duration = Duration::from_secs(5);
+
 /// The engines alive in this process.
 struct Live {
     /// Set by [`shutdown`]: no engine starts after it.
@@ -185,6 +188,9 @@ pub async fn shutdown() -> ShutdownReport {
         let mut child = child.lock().await;
         if matches!(child.try_wait(), Ok(None)) && child.start_kill().is_ok() {
             report.killed_processes += 1;
+            // Reaped, so it is gone (its sockets closed) when this returns; SIGKILL cannot be
+            // ignored, the bound is for a process stuck in the kernel.
+            let _ = tokio::time::timeout(REAP_LIMIT, child.wait()).await;
         }
     }
     let removals = containers.into_iter().map(|(name, daemon)| async move {

@@ -101,6 +101,8 @@ pub struct DockerDaemon {
     docker: Docker,
     socket: DaemonSocket,
     podman: bool,
+    /// Resource limits every container gets explicitly (Podman only, see `container_rlimits`).
+    rlimits: Vec<(&'static str, i64)>,
 }
 
 impl DockerDaemon {
@@ -134,10 +136,16 @@ impl DockerDaemon {
             .unwrap_or_default()
             .iter()
             .any(|component| component.name.contains("Podman"));
+        let rlimits = if podman {
+            podman_rlimits(&socket).await
+        } else {
+            Vec::new()
+        };
         let daemon = Self {
             docker,
             socket,
             podman,
+            rlimits,
         };
         tracing::debug!(endpoint = %daemon.endpoint(), podman, "connected to the container daemon");
         let removed = daemon.remove_orphans().await?;
@@ -161,21 +169,13 @@ impl DockerDaemon {
     }
 
     /// The resource limits to set on every container explicitly. Docker hands its own limits down;
-    /// rootful Podman sets `nofile` to 1048576 and `nproc` to 4194304 whatever its own limits are,
-    /// which fails to start any container ("error setting rlimit type 7: operation not permitted")
-    /// where root may not raise them. For Podman the runtime asks for this process's own hard
-    /// limits instead (the daemon runs on the same machine).
+    /// rootful Podman asks for `nofile` 1048576 and `nproc` 4194304 whatever its own limits are,
+    /// which fails to start any container ("error setting rlimit type 6: operation not
+    /// permitted") where root may not raise them. For Podman the runtime asks for the service's own
+    /// hard limits instead (read from `/proc/<pid>/limits` of the process at the other end of the
+    /// socket; this process's own limits when that cannot be read).
     pub(crate) fn container_rlimits(&self) -> Vec<(&'static str, i64)> {
-        if !self.podman {
-            return Vec::new();
-        }
-        [
-            ("nofile", libc::RLIMIT_NOFILE),
-            ("nproc", libc::RLIMIT_NPROC),
-        ]
-        .into_iter()
-        .filter_map(|(name, resource)| Some((name, hard_rlimit(resource)?)))
-        .collect()
+        self.rlimits.clone()
     }
 
     /// Removes every container labelled `io.weir.managed=true` whose owning coordinator process no
@@ -234,6 +234,39 @@ impl DockerDaemon {
     }
 }
 
+/// The limits to give Podman's containers: the hard `nofile` and `nproc` limits of the Podman
+/// service (the peer of its Unix socket), else of this process.
+async fn podman_rlimits(socket: &DaemonSocket) -> Vec<(&'static str, i64)> {
+    let service = match socket {
+        DaemonSocket::Unix(path) => tokio::net::UnixStream::connect(path)
+            .await
+            .ok()
+            .and_then(|stream| stream.peer_cred().ok())
+            .and_then(|credentials| credentials.pid())
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()),
+        _ => None,
+    };
+    [
+        ("nofile", "Max open files", libc::RLIMIT_NOFILE),
+        ("nproc", "Max processes", libc::RLIMIT_NPROC),
+    ]
+    .into_iter()
+    .filter_map(|(name, label, resource)| {
+        let limit = match &service {
+            Some(limits) => hard_limit_in(limits, label),
+            None => hard_rlimit(resource),
+        };
+        Some((name, limit?))
+    })
+    .collect()
+}
+
+/// The hard limit on the line starting with `label` of a `/proc/<pid>/limits` text, if finite.
+fn hard_limit_in(limits: &str, label: &str) -> Option<i64> {
+    let line = limits.lines().find(|line| line.starts_with(label))?;
+    line[label.len()..].split_whitespace().nth(1)?.parse().ok()
+}
+
 /// This process's hard limit of `resource`, if finite.
 fn hard_rlimit(resource: libc::__rlimit_resource_t) -> Option<i64> {
     let mut limit = libc::rlimit {
@@ -287,4 +320,23 @@ fn open(socket: &DaemonSocket, version: &bollard::ClientVersion) -> Result<Docke
             endpoint: socket.describe(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hard_limits_are_read_from_a_proc_limits_text() {
+        let limits = "\
+Limit                     Soft Limit           Hard Limit           Units
+Max processes             32768                32768                processes
+Max open files            1024                 20000                files
+Max locked memory         unlimited            unlimited            bytes
+";
+        assert_eq!(hard_limit_in(limits, "Max processes"), Some(32768));
+        assert_eq!(hard_limit_in(limits, "Max open files"), Some(20000));
+        assert_eq!(hard_limit_in(limits, "Max locked memory"), None);
+        assert_eq!(hard_limit_in(limits, "Max pending signals"), None);
+    }
 }

@@ -235,6 +235,16 @@ impl ContainerRuntime {
             },
             labels: labels::labels(&self.engine.name, &operation_id, Owner::current().as_ref()),
             rlimits: self.daemon.container_rlimits(),
+            covered_tmpfs: if self.daemon.is_podman() {
+                sandbox::PODMAN_WRITABLE_TMPFS
+            } else {
+                &[]
+            },
+            extra_security_opt: if self.daemon.is_podman() {
+                sandbox::PODMAN_SECURITY_OPT
+            } else {
+                &[]
+            },
         });
         let docker = self.daemon.docker();
         let options = CreateContainerOptionsBuilder::default().name(&name).build();

@@ -163,7 +163,19 @@ pub(crate) struct ContainerPlan<'a> {
     /// Resource limits (`setrlimit`) to set explicitly: name (`nofile`, `nproc`) and value, soft =
     /// hard. Empty for Docker, which hands down its own.
     pub(crate) rlimits: Vec<(&'static str, i64)>,
+    /// Folders the daemon mounts a writable tmpfs on by itself, to cover with an empty read-only
+    /// one ([`PODMAN_WRITABLE_TMPFS`] for Podman, none for Docker).
+    pub(crate) covered_tmpfs: &'static [&'static str],
+    /// Daemon-specific security options ([`PODMAN_SECURITY_OPT`] for Podman, none for Docker).
+    pub(crate) extra_security_opt: &'static [&'static str],
 }
+
+/// Podman ignores `ReadonlyPaths`; it masks `/proc/pressure` (see [`READ_ONLY_PROC_PATHS`]) when
+/// asked with its own security option.
+pub(crate) const PODMAN_SECURITY_OPT: &[&str] = &["mask=/proc/pressure"];
+
+/// Where Podman mounts writable tmpfs folders in a read-only container.
+pub(crate) const PODMAN_WRITABLE_TMPFS: &[&str] = &["/run", "/tmp", "/var/tmp"];
 
 /// The container-create request for `plan`: no network (or loopback-published TCP), read-only root
 /// file system, inputs read-only, only the output (and socket) folders writable — no `/dev/shm`
@@ -180,9 +192,12 @@ pub(crate) fn create_body(plan: ContainerPlan<'_>) -> ContainerCreateBody {
         mounts.push(bind(run_dir, Path::new(CONTAINER_RUN_DIR), false));
     }
     // The daemon mounts a writable message-queue file system at /dev/mqueue in every container,
-    // even one with a private IPC namespace; a user mount at the same place replaces it.
-    mounts.push(DockerMount {
-        target: Some(CONTAINER_MQUEUE_DIR.to_owned()),
+    // even one with a private IPC namespace; a user mount at the same place replaces it. Podman
+    // also mounts writable tmpfs folders at /run, /tmp and /var/tmp of a read-only container
+    // (its `read_only_tmpfs`), which the Docker API cannot turn off: they are covered the same way.
+    let covered = std::iter::once(CONTAINER_MQUEUE_DIR).chain(plan.covered_tmpfs.iter().copied());
+    mounts.extend(covered.map(|target| DockerMount {
+        target: Some(target.to_owned()),
         typ: Some(MountType::TMPFS),
         read_only: Some(true),
         tmpfs_options: Some(MountTmpfsOptions {
@@ -191,7 +206,7 @@ pub(crate) fn create_body(plan: ContainerPlan<'_>) -> ContainerCreateBody {
             ..Default::default()
         }),
         ..Default::default()
-    });
+    }));
     let (network_mode, port_bindings, exposed_ports) = match plan.endpoint {
         EngineEndpoint::UnixSocket => ("none".to_owned(), None, None),
         EngineEndpoint::Tcp { port } => {
@@ -220,7 +235,11 @@ pub(crate) fn create_body(plan: ContainerPlan<'_>) -> ContainerCreateBody {
         port_bindings,
         readonly_rootfs: Some(true),
         cap_drop: Some(vec!["ALL".to_owned()]),
-        security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
+        security_opt: Some(
+            std::iter::once("no-new-privileges:true".to_owned())
+                .chain(plan.extra_security_opt.iter().map(|o| (*o).to_owned()))
+                .collect(),
+        ),
         memory: Some(plan.policy.memory_bytes),
         memory_swap: Some(plan.policy.memory_bytes),
         nano_cpus: Some(plan.policy.nano_cpus),
@@ -303,6 +322,8 @@ mod tests {
             run_dir,
             labels: HashMap::from([("io.weir.managed".to_owned(), "true".to_owned())]),
             rlimits: Vec::new(),
+            covered_tmpfs: &[],
+            extra_security_opt: &[],
         })
     }
 
