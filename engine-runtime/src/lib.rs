@@ -8,7 +8,9 @@
 //! an in-process Unix socket). [`EngineRuntime::start`] returns an [`EngineHandle`]: a ready
 //! [`EngineClient`](engine_contract::EngineClient), the [`EngineIdentity`] to record (image id,
 //! binary hash, or name and version), the paths the engine sees, and [`EngineHandle::stop`].
-//! [`StagingArea`] brings remote inputs to local folders and uploads outputs.
+//! [`StagingArea`] brings remote inputs to local folders and uploads outputs. [`shutdown`] ends
+//! every engine the process started (for its SIGTERM/SIGINT handler: a signalled process runs no
+//! destructors).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
