@@ -247,4 +247,7 @@ async fn podman_engine_that_never_listens_is_reported_as_never_listened() {
         matches!(&error, RuntimeError::EngineNeverListened { .. }),
         "{error:?}"
     );
+    // The failed start's container is removed on a thread of its own: let it finish before the
+    // test binary exits.
+    assert!(engine_runtime::wait_for_removals(Duration::from_secs(60)));
 }

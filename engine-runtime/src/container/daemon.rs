@@ -6,10 +6,22 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::Docker;
+use bollard::models::ContainerSummary;
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::labels::{LABEL_MANAGED, Owner, is_orphan};
 use crate::error::RuntimeError;
+
+/// The container states of the Docker API (the `status` filter's values).
+const KNOWN_STATES: [&str; 7] = [
+    "created",
+    "restarting",
+    "running",
+    "removing",
+    "paused",
+    "exited",
+    "dead",
+];
 
 /// Seconds a single daemon request may take.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
@@ -183,19 +195,7 @@ impl DockerDaemon {
     /// label), and returns their names. Containers of live coordinators are left alone, so several
     /// coordinators can share one daemon.
     pub async fn remove_orphans(&self) -> Result<Vec<String>, RuntimeError> {
-        let filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|source| RuntimeError::Daemon {
-                action: "list managed containers",
-                source,
-            })?;
+        let containers = self.list_managed().await?;
         let mut removed = Vec::new();
         for container in containers {
             let labels = container.labels.unwrap_or_default();
@@ -216,6 +216,40 @@ impl DockerDaemon {
             }
         }
         Ok(removed)
+    }
+
+    /// Every managed container. Podman reports states Docker's API does not know (`stopped`, for
+    /// a container between its stop and its cleanup), which the typed listing cannot read: then the
+    /// containers are listed state by state, and those in unknown states are left for a later
+    /// start.
+    async fn list_managed(&self) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let list = |status: Option<&'static str>| {
+            let mut filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
+            if let Some(status) = status {
+                filters.insert("status", vec![status.to_owned()]);
+            }
+            let options = ListContainersOptionsBuilder::default()
+                .all(true)
+                .filters(&filters)
+                .build();
+            self.docker.list_containers(Some(options))
+        };
+        let failed = |source| RuntimeError::Daemon {
+            action: "list managed containers",
+            source,
+        };
+        match list(None).await {
+            Ok(containers) => Ok(containers),
+            Err(bollard::errors::Error::JsonDataError { message, .. }) => {
+                tracing::warn!(%message, "the daemon reported a container state the Docker API does not know: listing state by state");
+                let mut containers = Vec::new();
+                for status in KNOWN_STATES {
+                    containers.extend(list(Some(status)).await.map_err(failed)?);
+                }
+                Ok(containers)
+            }
+            Err(source) => Err(failed(source)),
+        }
     }
 
     pub(crate) fn docker(&self) -> &Docker {
