@@ -151,9 +151,46 @@ pub enum RuntimeError {
         /// The last lines the engine wrote.
         log_tail: String,
     },
-    /// The engine did not become ready (socket or port connect, then a gRPC handshake) in time.
+    /// Nothing ever listened where the engine was expected to (its Unix socket or TCP port) for
+    /// the whole start timeout, while the engine kept running: it was most likely given, or
+    /// ignored, the wrong socket or port.
     #[error(
-        "engine {engine} was not ready within {timeout:?} for operation {operation_id}: {reason}"
+        "the engine never listened on {address}: engine {engine} ran for the whole {waited:?} start timeout of operation {operation_id} without listening there (check the socket or port it is configured with and the arguments it takes); its last output:\n{log_tail}"
+    )]
+    EngineNeverListened {
+        /// The engine's name.
+        engine: String,
+        /// The operation.
+        operation_id: String,
+        /// Where it was expected to listen, e.g. `127.0.0.1:2884` or
+        /// `port 2884 in container weir-spark-…`.
+        address: String,
+        /// How long the runtime waited (the start timeout).
+        waited: Duration,
+        /// The last lines the engine wrote.
+        log_tail: String,
+    },
+    /// Another program already listens on the fixed TCP port a process engine is configured with:
+    /// the runtime would talk to it instead of the engine, so it does not start the engine.
+    #[error(
+        "port {port} on 127.0.0.1 is taken by another program, so engine {engine} cannot listen there: stop that program or configure another port"
+    )]
+    PortInUse {
+        /// The engine's name.
+        engine: String,
+        /// The port.
+        port: u16,
+    },
+    /// [`shutdown`](crate::shutdown) was called: this process starts no more engines.
+    #[error("engine {engine} was not started: the process is shutting down")]
+    ShuttingDown {
+        /// The engine's name.
+        engine: String,
+    },
+    /// Something listened where the engine should, but it did not complete a gRPC handshake
+    /// within the start timeout (it is not an engine, or a stuck one).
+    #[error(
+        "engine {engine} listened but did not answer the engine protocol within {timeout:?} for operation {operation_id}: {reason}"
     )]
     EngineNotReady {
         /// The engine's name.

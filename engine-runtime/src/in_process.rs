@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::config::RuntimeConfig;
-use crate::connect::connect_ready;
+use crate::connect::{ListenProbe, connect_ready};
 use crate::engine_log::EngineLog;
 use crate::error::RuntimeError;
 use crate::ownership::coordinator_ids;
@@ -119,8 +119,11 @@ impl<E: Engine> InProcessRuntime<E> {
             _run_dir: run_dir,
             stop_grace: self.config.stop_grace(),
         };
+        let expected = format!("its in-process socket {address}");
         let client = match connect_ready(
             &address,
+            ListenProbe::Dial,
+            expected,
             self.config.start_timeout(),
             std::future::pending(),
         )

@@ -8,7 +8,9 @@
 //! an in-process Unix socket). [`EngineRuntime::start`] returns an [`EngineHandle`]: a ready
 //! [`EngineClient`](engine_contract::EngineClient), the [`EngineIdentity`] to record (image id,
 //! binary hash, or name and version), the paths the engine sees, and [`EngineHandle::stop`].
-//! [`StagingArea`] brings remote inputs to local folders and uploads outputs.
+//! [`StagingArea`] brings remote inputs to local folders and uploads outputs. [`shutdown`] ends
+//! every engine the process started (for its SIGTERM/SIGINT handler: a signalled process runs no
+//! destructors).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
@@ -58,6 +60,7 @@ mod ownership;
 mod paths;
 mod process;
 mod runtime;
+mod shutdown;
 mod staging;
 
 pub use config::RuntimeConfig;
@@ -65,7 +68,7 @@ pub use container::daemon::{DaemonSocket, DockerDaemon};
 pub use container::image::{ImageDigest, PullPolicy};
 pub use container::labels::{LABEL_ENGINE, LABEL_MANAGED, LABEL_OPERATION, LABEL_OWNER};
 pub use container::sandbox::{
-    CONTAINER_RUN_DIR, CONTAINER_SOCKET, ContainerUser, NOBODY, SandboxPolicy,
+    CONTAINER_MQUEUE_DIR, CONTAINER_RUN_DIR, CONTAINER_SOCKET, ContainerUser, NOBODY, SandboxPolicy,
 };
 pub use container::{ContainerEngine, ContainerRuntime};
 pub use endpoint::EngineEndpoint;
@@ -73,8 +76,9 @@ pub use error::RuntimeError;
 pub use in_process::InProcessRuntime;
 pub use operation::{OperationFolders, OperationId};
 pub use paths::{CONTAINER_INPUT_DIR, CONTAINER_OUTPUT_DIR};
-pub use process::{ProcessEngine, ProcessRuntime};
+pub use process::{ProcessEndpoint, ProcessEngine, ProcessRuntime};
 pub use runtime::{EngineHandle, EngineIdentity, EngineRuntime, StartRequest};
+pub use shutdown::{ShutdownReport, live_containers, shutdown, wait_for_removals};
 pub use staging::{DataLocation, MULTIPART_THRESHOLD, PublishedObject, S3Config, StagingArea};
 
 /// The README's example, compiled as a doc test so that it stays true.

@@ -1,8 +1,9 @@
 //! Engines as local child processes: for development, and for engines installed on the machine.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
@@ -10,33 +11,78 @@ use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::config::RuntimeConfig;
-use crate::connect::{connect_ready, free_loopback_port};
+use crate::connect::{ListenProbe, connect_ready, free_loopback_port};
 use crate::endpoint::EngineEndpoint;
 use crate::engine_log::{EngineLog, OutputStream};
 use crate::error::RuntimeError;
 use crate::ownership::coordinator_ids;
 use crate::paths::PathMapping;
 use crate::runtime::{EngineHandle, EngineIdentity, EngineRuntime, Instance, StartRequest};
+use crate::shutdown::ProcessEntry;
 use engine_contract::EngineAddress;
+
+/// Where a process engine listens, and how it is told.
+///
+/// ```
+/// use engine_runtime::{EngineEndpoint, ProcessEndpoint};
+///
+/// assert_eq!(ProcessEndpoint::default(), ProcessEndpoint::UnixSocket);
+/// // An engine endpoint with a port is a fixed port the engine listens on by itself.
+/// assert_eq!(ProcessEndpoint::from(EngineEndpoint::odf_tcp()), ProcessEndpoint::Tcp { port: 2884 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProcessEndpoint {
+    /// A Unix socket in a fresh run folder, passed as `--unix-socket PATH` (Weir engines).
+    #[default]
+    UnixSocket,
+    /// A free loopback port picked per operation, passed as `--host 127.0.0.1 --port N` (Weir
+    /// engines over TCP), so that concurrent operations never clash.
+    FreeTcpPort,
+    /// A port the engine listens on by itself, or as its own arguments
+    /// ([`ProcessEngine::with_arg`]) say: the runtime passes no endpoint argument at all and dials
+    /// 127.0.0.1 on this port. For foreign engine binaries that know nothing of `--unix-socket`.
+    /// One engine of this process runs on the port at a time (later starts wait for it), and a
+    /// port another program holds is refused ([`RuntimeError::PortInUse`]).
+    Tcp {
+        /// The port the engine listens on.
+        port: u16,
+    },
+}
+
+impl From<EngineEndpoint> for ProcessEndpoint {
+    /// A Unix socket stays one; a TCP port is a fixed port the engine listens on by itself.
+    fn from(endpoint: EngineEndpoint) -> Self {
+        match endpoint {
+            EngineEndpoint::UnixSocket => Self::UnixSocket,
+            EngineEndpoint::Tcp { port } => Self::Tcp { port },
+        }
+    }
+}
 
 /// A local engine binary and how to run it.
 ///
 /// ```
-/// use engine_runtime::{EngineEndpoint, ProcessEngine};
+/// use engine_runtime::{ProcessEndpoint, ProcessEngine};
 ///
-/// let engine = ProcessEngine::new("datafusion", "target/debug/weir-engine")
-///     .with_endpoint(EngineEndpoint::weir_tcp())
-///     .with_arg("--log-format=json");
-/// assert_eq!(engine.name(), "datafusion");
+/// // A Weir engine: told its Unix socket.
+/// let weir = ProcessEngine::new("datafusion", "target/debug/weir-engine").with_arg("--log-format=json");
+/// assert_eq!(weir.endpoint(), ProcessEndpoint::UnixSocket);
+///
+/// // A foreign engine that listens on 2884 by itself: no endpoint arguments are passed.
+/// let foreign = ProcessEngine::new("spark", "/opt/engine/bin/engine")
+///     .with_endpoint(ProcessEndpoint::Tcp { port: 2884 })
+///     .with_args(["--config", "/etc/engine.toml"]);
+/// assert_eq!(foreign.args(), ["--config", "/etc/engine.toml"]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessEngine {
     name: String,
     binary: PathBuf,
-    endpoint: EngineEndpoint,
+    endpoint: ProcessEndpoint,
     args: Vec<String>,
 }
 
@@ -46,23 +92,31 @@ impl ProcessEngine {
         Self {
             name: name.into(),
             binary: binary.into(),
-            endpoint: EngineEndpoint::UnixSocket,
+            endpoint: ProcessEndpoint::UnixSocket,
             args: Vec::new(),
         }
     }
 
-    /// Unix socket (`--unix-socket PATH`) or TCP (`--host 127.0.0.1 --port N` with a free port N;
-    /// the port in [`EngineEndpoint::Tcp`] is ignored so that operations never clash).
+    /// Where the engine listens and how it is told (see [`ProcessEndpoint`]). An
+    /// [`EngineEndpoint`] converts: `UnixSocket` stays one, `Tcp { port }` is a fixed port the
+    /// engine listens on by itself, with no endpoint arguments passed.
     #[must_use]
-    pub fn with_endpoint(mut self, endpoint: EngineEndpoint) -> Self {
-        self.endpoint = endpoint;
+    pub fn with_endpoint(mut self, endpoint: impl Into<ProcessEndpoint>) -> Self {
+        self.endpoint = endpoint.into();
         self
     }
 
-    /// An extra argument, passed before the endpoint arguments.
+    /// An extra argument, passed before the endpoint arguments (if any).
     #[must_use]
     pub fn with_arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Extra arguments, passed in order before the endpoint arguments (if any).
+    #[must_use]
+    pub fn with_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
         self
     }
 
@@ -74,6 +128,16 @@ impl ProcessEngine {
     /// The binary.
     pub fn binary(&self) -> &Path {
         &self.binary
+    }
+
+    /// Where the engine listens.
+    pub fn endpoint(&self) -> ProcessEndpoint {
+        self.endpoint
+    }
+
+    /// The extra arguments.
+    pub fn args(&self) -> &[String] {
+        &self.args
     }
 }
 
@@ -165,35 +229,65 @@ impl ProcessRuntime {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let address = match self.engine.endpoint {
-            EngineEndpoint::UnixSocket => {
+        die_with_parent(&mut command);
+        let mut port_permit = None;
+        let (address, expected) = match self.engine.endpoint {
+            ProcessEndpoint::UnixSocket => {
                 let socket = run_dir.path().join("engine.sock");
                 command.arg("--unix-socket").arg(&socket);
-                EngineAddress::Unix(socket)
+                let expected = format!("the Unix socket {} (--unix-socket)", socket.display());
+                (EngineAddress::Unix(socket), expected)
             }
-            EngineEndpoint::Tcp { .. } => {
+            ProcessEndpoint::FreeTcpPort => {
                 let port = free_loopback_port()?;
                 command
                     .args(["--host", "127.0.0.1", "--port"])
                     .arg(port.to_string());
-                EngineAddress::Tcp(([127, 0, 0, 1], port).into())
+                let expected = format!("127.0.0.1:{port} (--host 127.0.0.1 --port {port})");
+                (EngineAddress::Tcp(([127, 0, 0, 1], port).into()), expected)
+            }
+            ProcessEndpoint::Tcp { port } => {
+                port_permit = Some(fixed_port(port).await);
+                if !port_is_free(port) {
+                    return Err(RuntimeError::PortInUse {
+                        engine: self.engine.name.clone(),
+                        port,
+                    });
+                }
+                (
+                    EngineAddress::Tcp(([127, 0, 0, 1], port).into()),
+                    format!("127.0.0.1:{port}"),
+                )
             }
         };
-        let mut child = command
+        crate::shutdown::check_not_shutting_down(&self.engine.name)?;
+        let child = command
             .spawn()
             .map_err(|source| RuntimeError::SpawnFailed {
                 engine: self.engine.name.clone(),
                 binary: self.engine.binary.clone(),
                 source,
             })?;
-        let log = EngineLog::new(&self.engine.name, operation_id.as_str());
-        forward(child.stdout.take(), log.lines(OutputStream::Stdout));
-        forward(child.stderr.take(), log.lines(OutputStream::Stderr));
-        tracing::info!(binary = %self.engine.binary.display(), pid = child.id(), "engine process started");
-
         let child = Arc::new(tokio::sync::Mutex::new(child));
+        let entry = ProcessEntry::register(&self.engine.name, Arc::downgrade(&child))?;
+        let log = EngineLog::new(&self.engine.name, operation_id.as_str());
+        {
+            let mut child = child.lock().await;
+            forward(child.stdout.take(), log.lines(OutputStream::Stdout));
+            forward(child.stderr.take(), log.lines(OutputStream::Stderr));
+            tracing::info!(binary = %self.engine.binary.display(), pid = child.id(), %address, "engine process started");
+        }
+
         let exited = wait_exit(child.clone());
-        let client = match connect_ready(&address, self.config.start_timeout(), exited).await {
+        let client = match connect_ready(
+            &address,
+            ListenProbe::Dial,
+            expected,
+            self.config.start_timeout(),
+            exited,
+        )
+        .await
+        {
             Ok(client) => client,
             Err(failure) => {
                 return Err(failure
@@ -219,6 +313,8 @@ impl ProcessRuntime {
             log,
             Instance::Process(ProcessInstance {
                 child,
+                _entry: entry,
+                port: port_permit,
                 _run_dir: run_dir,
                 stop_grace: self.config.stop_grace(),
             }),
@@ -276,10 +372,59 @@ fn wait_exit(child: Arc<tokio::sync::Mutex<Child>>) -> BoxFuture<'static, String
     .boxed()
 }
 
+/// Makes the kernel kill the engine (SIGKILL) when the thread that started it ends — with the
+/// whole process when it is killed outright, where no destructor runs. Engines are started from
+/// the async runtime's worker threads, which live as long as the runtime.
+fn die_with_parent(command: &mut Command) {
+    // SAFETY: getpid before the fork; in the child only async-signal-safe calls (prctl, getppid,
+    // raise) on plain integers.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: as above: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions, allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between the fork and the prctl.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Waits until no other engine of this process uses the fixed TCP `port`; the permit holds it.
+async fn fixed_port(port: u16) -> OwnedSemaphorePermit {
+    static PORTS: Mutex<BTreeMap<u16, Arc<Semaphore>>> = Mutex::new(BTreeMap::new());
+    let semaphore = {
+        let mut ports = PORTS.lock().unwrap_or_else(PoisonError::into_inner);
+        ports
+            .entry(port)
+            .or_insert_with(|| Arc::new(Semaphore::new(1)))
+            .clone()
+    };
+    loop {
+        // The semaphore is never closed; should it be, try again.
+        if let Ok(permit) = semaphore.clone().acquire_owned().await {
+            return permit;
+        }
+    }
+}
+
+/// Whether nothing listens on 127.0.0.1:`port` (a listener on any address would take the bind).
+fn port_is_free(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
 /// A running engine process.
 #[derive(Debug)]
 pub(crate) struct ProcessInstance {
     child: Arc<tokio::sync::Mutex<Child>>,
+    _entry: ProcessEntry,
+    /// A fixed TCP port, held until the engine is gone (see the `Drop`).
+    port: Option<OwnedSemaphorePermit>,
     _run_dir: tempfile::TempDir,
     stop_grace: Duration,
 }
@@ -313,5 +458,25 @@ impl ProcessInstance {
             let _ = child.kill().await;
         }
         Ok(())
+    }
+}
+
+impl Drop for ProcessInstance {
+    /// A dropped child is killed but may hold its port a moment longer: the fixed port is given
+    /// up only once the process is reaped, so the next engine on it finds it free.
+    fn drop(&mut self) {
+        let Some(permit) = self.port.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let child = self.child.clone();
+        runtime.spawn(async move {
+            let mut child = child.lock().await;
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            drop(permit);
+        });
     }
 }

@@ -602,3 +602,162 @@ async fn a_caller_that_panics_leaves_no_container() {
     assert!(task.await.unwrap_err().is_panic());
     assert_no_container_left(&operation).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_in_the_container_is_writable_but_the_output_and_socket_folders() {
+    let Some(daemon) = daemon_with_test_image().await else {
+        return;
+    };
+    let (_dir, input, output) = workspace();
+    let engine = runtime(&daemon)
+        .start(StartRequest::new(
+            OperationId::generate(),
+            OperationFolders::new(&output).with_input(&input),
+        ))
+        .await
+        .unwrap();
+    let report_path = output.join("report.json");
+    let request = requests::raw_query(&engine, "sandbox-report", &[&input], &report_path);
+    engine.execute_raw_query(&request, |_| {}).await.unwrap();
+    engine.stop().await.unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report_path).unwrap()).unwrap();
+    let walk = &report["walk"];
+    let paths = |key: &str| -> Vec<String> {
+        walk[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_owned())
+            .collect()
+    };
+    eprintln!("{walk:#}");
+    // The walk saw the whole tree, /dev/shm and /dev/mqueue included.
+    assert!(walk["dirs_probed"].as_u64().unwrap() > 100, "{walk:#}");
+    assert_eq!(
+        paths("writable_dirs"),
+        vec!["/opt/engine/out".to_owned(), "/run/weir".to_owned()],
+        "{walk:#}"
+    );
+    // Files: only the engine's own process attributes (`/proc/<pid>/comm`, `oom_score_adj`, ...),
+    // which every process may set and which store nothing.
+    let files = paths("writable_files");
+    let own_process_attribute = |path: &str| {
+        path.strip_prefix("/proc/")
+            .and_then(|rest| rest.split_once('/'))
+            .is_some_and(|(pid, _)| pid.parse::<u32>().is_ok())
+    };
+    let others: Vec<&String> = files.iter().filter(|f| !own_process_attribute(f)).collect();
+    assert!(others.is_empty(), "writable files {others:?}: {walk:#}");
+    assert!(
+        files.iter().any(|f| f.ends_with("/comm")),
+        "the walk reached /proc: {walk:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn container_engine_that_listens_on_another_port_is_reported_as_never_listened() {
+    let Some(daemon) = daemon_with_test_image().await else {
+        return;
+    };
+    // The runtime waits for 5544; the engine listens on 6000.
+    let runtime = ContainerRuntime::new(
+        daemon.clone(),
+        ContainerEngine::new("test-deaf", TEST_IMAGE)
+            .with_endpoint(EngineEndpoint::weir_tcp())
+            .with_command(vec!["--port".into(), "6000".into()]),
+        config().with_start_timeout(Duration::from_secs(3)),
+    );
+    let (_dir, input, output) = workspace();
+    let operation = OperationId::generate();
+    let error = runtime
+        .start(StartRequest::new(
+            operation.clone(),
+            OperationFolders::new(&output).with_input(&input),
+        ))
+        .await
+        .unwrap_err();
+    match &error {
+        RuntimeError::EngineNeverListened {
+            address, log_tail, ..
+        } => {
+            assert!(
+                address.starts_with("port 5544 in container weir-test-deaf-"),
+                "{address}"
+            );
+            assert!(log_tail.contains("listening"), "{log_tail}");
+        }
+        other => panic!("expected EngineNeverListened, got {other:?}"),
+    }
+    assert!(
+        error
+            .to_string()
+            .starts_with("the engine never listened on port 5544 in container"),
+        "{error}"
+    );
+    assert_no_container_left(&operation).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn container_engine_that_ignores_its_socket_is_reported_as_never_listened() {
+    let Some(daemon) = daemon_with_test_image().await else {
+        return;
+    };
+    // The engine is told to listen on a TCP port instead of the socket (in a container without a
+    // network).
+    let runtime = ContainerRuntime::new(
+        daemon.clone(),
+        ContainerEngine::new("test-deaf", TEST_IMAGE)
+            .with_command(vec!["--port".into(), "6000".into()]),
+        config().with_start_timeout(Duration::from_secs(3)),
+    );
+    let (_dir, input, output) = workspace();
+    let operation = OperationId::generate();
+    let error = runtime
+        .start(StartRequest::new(
+            operation.clone(),
+            OperationFolders::new(&output).with_input(&input),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RuntimeError::EngineNeverListened { address, .. } if address.starts_with("/run/weir/engine.sock in container")),
+        "{error:?}"
+    );
+    assert_no_container_left(&operation).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn container_engine_that_exits_before_listening_is_reported_with_its_status_and_output() {
+    let Some(daemon) = daemon_with_test_image().await else {
+        return;
+    };
+    let runtime = ContainerRuntime::new(
+        daemon.clone(),
+        ContainerEngine::new("test-picky", TEST_IMAGE)
+            .with_command(vec!["--no-such-option".into()]),
+        config(),
+    );
+    let (_dir, input, output) = workspace();
+    let operation = OperationId::generate();
+    let error = runtime
+        .start(StartRequest::new(
+            operation.clone(),
+            OperationFolders::new(&output).with_input(&input),
+        ))
+        .await
+        .unwrap_err();
+    match &error {
+        RuntimeError::EngineExited {
+            status, log_tail, ..
+        } => {
+            assert_eq!(status, "exit code 2");
+            assert!(
+                log_tail.contains("unknown argument --no-such-option"),
+                "{log_tail}"
+            );
+        }
+        other => panic!("expected EngineExited, got {other:?}"),
+    }
+    assert_no_container_left(&operation).await;
+}

@@ -6,10 +6,22 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::Docker;
+use bollard::models::ContainerSummary;
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
 use super::labels::{LABEL_MANAGED, Owner, is_orphan};
 use crate::error::RuntimeError;
+
+/// The container states of the Docker API (the `status` filter's values).
+const KNOWN_STATES: [&str; 7] = [
+    "created",
+    "restarting",
+    "running",
+    "removing",
+    "paused",
+    "exited",
+    "dead",
+];
 
 /// Seconds a single daemon request may take.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
@@ -100,6 +112,9 @@ impl DaemonSocket {
 pub struct DockerDaemon {
     docker: Docker,
     socket: DaemonSocket,
+    podman: bool,
+    /// Resource limits every container gets explicitly (Podman only, see `container_rlimits`).
+    rlimits: Vec<(&'static str, i64)>,
 }
 
 impl DockerDaemon {
@@ -121,8 +136,30 @@ impl DockerDaemon {
                 endpoint: socket.describe(),
                 source,
             })?;
-        let daemon = Self { docker, socket };
-        tracing::debug!(endpoint = %daemon.endpoint(), "connected to the container daemon");
+        let version = docker
+            .version()
+            .await
+            .map_err(|source| RuntimeError::DaemonUnavailable {
+                endpoint: socket.describe(),
+                source,
+            })?;
+        let podman = version
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|component| component.name.contains("Podman"));
+        let rlimits = if podman {
+            podman_rlimits(&socket).await
+        } else {
+            Vec::new()
+        };
+        let daemon = Self {
+            docker,
+            socket,
+            podman,
+            rlimits,
+        };
+        tracing::debug!(endpoint = %daemon.endpoint(), podman, "connected to the container daemon");
         let removed = daemon.remove_orphans().await?;
         if !removed.is_empty() {
             tracing::warn!(
@@ -138,24 +175,27 @@ impl DockerDaemon {
         self.socket.describe()
     }
 
+    /// Whether the daemon is Podman (through its Docker-compatible API) rather than Docker.
+    pub fn is_podman(&self) -> bool {
+        self.podman
+    }
+
+    /// The resource limits to set on every container explicitly. Docker hands its own limits down;
+    /// rootful Podman asks for `nofile` 1048576 and `nproc` 4194304 whatever its own limits are,
+    /// which fails to start any container ("error setting rlimit type 6: operation not
+    /// permitted") where root may not raise them. For Podman the runtime asks for the service's own
+    /// hard limits instead (read from `/proc/<pid>/limits` of the process at the other end of the
+    /// socket; this process's own limits when that cannot be read).
+    pub(crate) fn container_rlimits(&self) -> Vec<(&'static str, i64)> {
+        self.rlimits.clone()
+    }
+
     /// Removes every container labelled `io.weir.managed=true` whose owning coordinator process no
     /// longer runs on this machine (its pid, start time and boot id are in the `io.weir.owner`
     /// label), and returns their names. Containers of live coordinators are left alone, so several
     /// coordinators can share one daemon.
     pub async fn remove_orphans(&self) -> Result<Vec<String>, RuntimeError> {
-        let filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|source| RuntimeError::Daemon {
-                action: "list managed containers",
-                source,
-            })?;
+        let containers = self.list_managed().await?;
         let mut removed = Vec::new();
         for container in containers {
             let labels = container.labels.unwrap_or_default();
@@ -178,6 +218,40 @@ impl DockerDaemon {
         Ok(removed)
     }
 
+    /// Every managed container. Podman reports states Docker's API does not know (`stopped`, for
+    /// a container between its stop and its cleanup), which the typed listing cannot read: then the
+    /// containers are listed state by state, and those in unknown states are left for a later
+    /// start.
+    async fn list_managed(&self) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let list = |status: Option<&'static str>| {
+            let mut filters = HashMap::from([("label", vec![format!("{LABEL_MANAGED}=true")])]);
+            if let Some(status) = status {
+                filters.insert("status", vec![status.to_owned()]);
+            }
+            let options = ListContainersOptionsBuilder::default()
+                .all(true)
+                .filters(&filters)
+                .build();
+            self.docker.list_containers(Some(options))
+        };
+        let failed = |source| RuntimeError::Daemon {
+            action: "list managed containers",
+            source,
+        };
+        match list(None).await {
+            Ok(containers) => Ok(containers),
+            Err(bollard::errors::Error::JsonDataError { message, .. }) => {
+                tracing::warn!(%message, "the daemon reported a container state the Docker API does not know: listing state by state");
+                let mut containers = Vec::new();
+                for status in KNOWN_STATES {
+                    containers.extend(list(Some(status)).await.map_err(failed)?);
+                }
+                Ok(containers)
+            }
+            Err(source) => Err(failed(source)),
+        }
+    }
+
     pub(crate) fn docker(&self) -> &Docker {
         &self.docker
     }
@@ -192,6 +266,52 @@ impl DockerDaemon {
     pub(crate) fn reopen(&self) -> Result<Docker, RuntimeError> {
         open(&self.socket, &self.docker.client_version())
     }
+}
+
+/// The limits to give Podman's containers: the hard `nofile` and `nproc` limits of the Podman
+/// service (the peer of its Unix socket), else of this process.
+async fn podman_rlimits(socket: &DaemonSocket) -> Vec<(&'static str, i64)> {
+    let service = match socket {
+        DaemonSocket::Unix(path) => tokio::net::UnixStream::connect(path)
+            .await
+            .ok()
+            .and_then(|stream| stream.peer_cred().ok())
+            .and_then(|credentials| credentials.pid())
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()),
+        _ => None,
+    };
+    [
+        ("nofile", "Max open files", libc::RLIMIT_NOFILE),
+        ("nproc", "Max processes", libc::RLIMIT_NPROC),
+    ]
+    .into_iter()
+    .filter_map(|(name, label, resource)| {
+        let limit = match &service {
+            Some(limits) => hard_limit_in(limits, label),
+            None => hard_rlimit(resource),
+        };
+        Some((name, limit?))
+    })
+    .collect()
+}
+
+/// The hard limit on the line starting with `label` of a `/proc/<pid>/limits` text, if finite.
+fn hard_limit_in(limits: &str, label: &str) -> Option<i64> {
+    let line = limits.lines().find(|line| line.starts_with(label))?;
+    line[label.len()..].split_whitespace().nth(1)?.parse().ok()
+}
+
+/// This process's hard limit of `resource`, if finite.
+fn hard_rlimit(resource: libc::__rlimit_resource_t) -> Option<i64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own and pass by pointer.
+    let read = unsafe { libc::getrlimit(resource, &mut limit) };
+    (read == 0 && limit.rlim_max != libc::RLIM_INFINITY)
+        .then(|| i64::try_from(limit.rlim_max).ok())
+        .flatten()
 }
 
 pub(crate) async fn force_remove(docker: &Docker, name: &str) -> Result<(), RuntimeError> {
@@ -234,4 +354,23 @@ fn open(socket: &DaemonSocket, version: &bollard::ClientVersion) -> Result<Docke
             endpoint: socket.describe(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hard_limits_are_read_from_a_proc_limits_text() {
+        let limits = "\
+Limit                     Soft Limit           Hard Limit           Units
+Max processes             32768                32768                processes
+Max open files            1024                 20000                files
+Max locked memory         unlimited            unlimited            bytes
+";
+        assert_eq!(hard_limit_in(limits, "Max processes"), Some(32768));
+        assert_eq!(hard_limit_in(limits, "Max open files"), Some(20000));
+        assert_eq!(hard_limit_in(limits, "Max locked memory"), None);
+        assert_eq!(hard_limit_in(limits, "Max pending signals"), None);
+    }
 }

@@ -4,10 +4,13 @@
 use std::path::PathBuf;
 
 use super::daemon::{DockerDaemon, force_remove};
+use crate::error::RuntimeError;
 use crate::ownership::reclaim_folder;
+use crate::shutdown::{ContainerEntry, RemovalInFlight};
 
 /// Removes the named container on drop unless [`RemovalGuard::disarm`]ed, then gives the output
-/// folder back to the coordinator's user.
+/// folder back to the coordinator's user. It holds the container's entry in the process-wide
+/// register ([`crate::shutdown`]) from before the container is created until it is gone.
 ///
 /// The removal runs on a thread of its own with a fresh daemon connection and a small runtime, so
 /// it works whatever state the caller's async runtime is in (a panicking `#[tokio::test]` drops its
@@ -18,30 +21,40 @@ pub(crate) struct RemovalGuard {
     daemon: DockerDaemon,
     name: String,
     output: PathBuf,
-    armed: bool,
+    entry: Option<ContainerEntry>,
 }
 
 impl RemovalGuard {
-    pub(crate) fn new(daemon: DockerDaemon, name: String, output: PathBuf) -> Self {
-        Self {
+    /// Registers container `name` of `engine` (to be created) and guards it; fails when the process
+    /// is shutting down.
+    pub(crate) fn new(
+        daemon: DockerDaemon,
+        engine: &str,
+        name: String,
+        output: PathBuf,
+    ) -> Result<Self, RuntimeError> {
+        let entry = ContainerEntry::register(engine, &name, &daemon)?;
+        Ok(Self {
             daemon,
             name,
             output,
-            armed: true,
-        }
+            entry: Some(entry),
+        })
     }
 
-    /// The container was removed in an orderly way: nothing left to do.
+    /// The container was removed in an orderly way (or never created): nothing left to do.
     pub(crate) fn disarm(&mut self) {
-        self.armed = false;
+        if let Some(entry) = self.entry.take() {
+            entry.removed();
+        }
     }
 }
 
 impl Drop for RemovalGuard {
     fn drop(&mut self) {
-        if !self.armed {
+        let Some(entry) = self.entry.take() else {
             return;
-        }
+        };
         let name = std::mem::take(&mut self.name);
         let output = std::mem::take(&mut self.output);
         let docker = match self.daemon.reopen() {
@@ -52,9 +65,11 @@ impl Drop for RemovalGuard {
             }
         };
         tracing::debug!(container = %name, "removing an engine container left without an orderly stop");
+        let in_flight = RemovalInFlight::begin();
         let spawned = std::thread::Builder::new()
             .name("weir-container-removal".to_owned())
             .spawn(move || {
+                let _in_flight = in_flight;
                 let runtime = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -69,6 +84,7 @@ impl Drop for RemovalGuard {
                     tracing::error!(container = %name, %error, "could not remove an engine container");
                     return;
                 }
+                entry.removed();
                 if let Err(error) = reclaim_folder(&output) {
                     tracing::error!(container = %name, %error, "could not hand the output folder back");
                 }

@@ -23,7 +23,7 @@ use self::image::{ImageDigest, PullPolicy};
 use self::labels::Owner;
 use self::sandbox::{CONTAINER_SOCKET, ContainerPlan, SandboxPolicy};
 use crate::config::RuntimeConfig;
-use crate::connect::connect_ready;
+use crate::connect::{ListenProbe, connect_ready};
 use crate::endpoint::EngineEndpoint;
 use crate::engine_log::EngineLog;
 use crate::error::RuntimeError;
@@ -234,24 +234,51 @@ impl ContainerRuntime {
                 Listening::Tcp(_) => None,
             },
             labels: labels::labels(&self.engine.name, &operation_id, Owner::current().as_ref()),
+            rlimits: self.daemon.container_rlimits(),
+            covered_tmpfs: if self.daemon.is_podman() {
+                sandbox::PODMAN_WRITABLE_TMPFS
+            } else {
+                &[]
+            },
+            extra_security_opt: if self.daemon.is_podman() {
+                sandbox::PODMAN_SECURITY_OPT
+            } else {
+                &[]
+            },
         });
         let docker = self.daemon.docker();
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         lend_folder(folders.output(), user)?;
+        // The guard registers the container before it exists, so that a shutdown (or a cancelled
+        // start) in the middle of the create request still removes it.
+        let mut guard = match RemovalGuard::new(
+            self.daemon.clone(),
+            &self.engine.name,
+            name.clone(),
+            folders.output().to_path_buf(),
+        ) {
+            Ok(guard) => guard,
+            Err(error) => {
+                reclaim_folder(folders.output())?;
+                return Err(error);
+            }
+        };
         if let Err(source) = docker.create_container(Some(options), body).await {
-            reclaim_folder(folders.output())?;
+            // The daemon answered: no container was created.
+            if matches!(
+                source,
+                bollard::errors::Error::DockerResponseServerError { .. }
+            ) {
+                guard.disarm();
+                reclaim_folder(folders.output())?;
+            }
             return Err(RuntimeError::Daemon {
                 action: "create the engine container",
                 source,
             });
         }
-        // From here on the container exists: the guard removes it on every early return, panic or
-        // cancellation.
-        let guard = RemovalGuard::new(
-            self.daemon.clone(),
-            name.clone(),
-            folders.output().to_path_buf(),
-        );
+        // A shutdown that came while the daemon created it: the guard removes it.
+        crate::shutdown::check_not_shutting_down(&self.engine.name)?;
         docker
             .start_container(&name, None)
             .await
@@ -263,12 +290,28 @@ impl ContainerRuntime {
         let log_task = logs::follow(&self.daemon, &name, log.clone());
         tracing::info!(container = %name, image = %digest.reference, image_id = %digest.id, "engine container started");
 
-        let (address, run_dir) = match listening {
-            Listening::Socket(dir, socket) => (EngineAddress::Unix(socket), Some(dir)),
-            Listening::Tcp(port) => (
-                EngineAddress::Tcp(self.published_port(&name, port).await?),
-                None,
-            ),
+        let (address, probe, expected, run_dir) = match listening {
+            Listening::Socket(dir, socket) => {
+                let expected = format!(
+                    "{CONTAINER_SOCKET} in container {name} ({})",
+                    socket.display()
+                );
+                (
+                    EngineAddress::Unix(socket),
+                    ListenProbe::Dial,
+                    expected,
+                    Some(dir),
+                )
+            }
+            Listening::Tcp(port) => {
+                let (host, pid) = self.published_port(&name, port).await?;
+                let probe = match pid {
+                    Some(pid) => ListenProbe::ContainerPort { pid, port },
+                    None => ListenProbe::Dial,
+                };
+                let expected = format!("port {port} in container {name} (published on {host})");
+                (EngineAddress::Tcp(host), probe, expected, None)
+            }
         };
         let instance = ContainerInstance {
             daemon: self.daemon.clone(),
@@ -280,7 +323,15 @@ impl ContainerRuntime {
             stop_grace: self.config.stop_grace(),
         };
         let exited = instance.wait_exit();
-        let client = match connect_ready(&address, self.config.start_timeout(), exited).await {
+        let client = match connect_ready(
+            &address,
+            probe,
+            expected,
+            self.config.start_timeout(),
+            exited,
+        )
+        .await
+        {
             Ok(client) => client,
             Err(failure) => {
                 return Err(failure
@@ -305,7 +356,13 @@ impl ContainerRuntime {
         ))
     }
 
-    async fn published_port(&self, container: &str, port: u16) -> Result<SocketAddr, RuntimeError> {
+    /// The host address the daemon published the engine's TCP `port` on, and the container's init
+    /// process as the host sees it (to read its socket table; `None` when the daemon does not say).
+    async fn published_port(
+        &self,
+        container: &str,
+        port: u16,
+    ) -> Result<(SocketAddr, Option<u32>), RuntimeError> {
         let inspected = self
             .daemon
             .docker()
@@ -315,7 +372,13 @@ impl ContainerRuntime {
                 action: "inspect the engine container",
                 source,
             })?;
-        inspected
+        let pid = inspected
+            .state
+            .as_ref()
+            .and_then(|state| state.pid)
+            .and_then(|pid| u32::try_from(pid).ok())
+            .filter(|pid| *pid > 0);
+        let host = inspected
             .network_settings
             .and_then(|n| n.ports)
             .and_then(|mut ports| ports.remove(&format!("{port}/tcp")))
@@ -327,7 +390,8 @@ impl ContainerRuntime {
             .ok_or(RuntimeError::PortNotPublished {
                 container: container.to_owned(),
                 port,
-            })
+            })?;
+        Ok((host, pid))
     }
 }
 

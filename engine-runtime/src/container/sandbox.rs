@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount as DockerMount, MountType, PortBinding,
+    ContainerCreateBody, HostConfig, Mount as DockerMount, MountTmpfsOptions, MountType,
+    PortBinding, ResourcesUlimits,
 };
 
 use crate::endpoint::EngineEndpoint;
@@ -15,6 +16,22 @@ use crate::paths::Mount;
 pub const CONTAINER_RUN_DIR: &str = "/run/weir";
 /// The Unix socket a Weir engine serves on inside a container.
 pub const CONTAINER_SOCKET: &str = "/run/weir/engine.sock";
+
+/// The IPC message-queue file system a container gets by default, which the sandbox covers with an
+/// empty read-only tmpfs.
+pub const CONTAINER_MQUEUE_DIR: &str = "/dev/mqueue";
+
+/// The paths of `/proc` the sandbox makes read-only: Docker's defaults plus `/proc/pressure`,
+/// whose files anyone may open for writing (to register pressure-stall triggers). The list
+/// replaces the daemon's default, so it repeats it.
+pub(crate) const READ_ONLY_PROC_PATHS: [&str; 6] = [
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/pressure",
+];
 
 /// The uid/gid the runtime uses for engines when the coordinator itself runs as root: `nobody`.
 pub const NOBODY: (u32, u32) = (65534, 65534);
@@ -143,10 +160,26 @@ pub(crate) struct ContainerPlan<'a> {
     /// Host folder mounted at [`CONTAINER_RUN_DIR`] (Unix socket engines).
     pub(crate) run_dir: Option<&'a Path>,
     pub(crate) labels: HashMap<String, String>,
+    /// Resource limits (`setrlimit`) to set explicitly: name (`nofile`, `nproc`) and value, soft =
+    /// hard. Empty for Docker, which hands down its own.
+    pub(crate) rlimits: Vec<(&'static str, i64)>,
+    /// Folders the daemon mounts a writable tmpfs on by itself, to cover with an empty read-only
+    /// one ([`PODMAN_WRITABLE_TMPFS`] for Podman, none for Docker).
+    pub(crate) covered_tmpfs: &'static [&'static str],
+    /// Daemon-specific security options ([`PODMAN_SECURITY_OPT`] for Podman, none for Docker).
+    pub(crate) extra_security_opt: &'static [&'static str],
 }
 
+/// Podman ignores `ReadonlyPaths`; it masks `/proc/pressure` (see [`READ_ONLY_PROC_PATHS`]) when
+/// asked with its own security option.
+pub(crate) const PODMAN_SECURITY_OPT: &[&str] = &["mask=/proc/pressure"];
+
+/// Where Podman mounts writable tmpfs folders in a read-only container.
+pub(crate) const PODMAN_WRITABLE_TMPFS: &[&str] = &["/run", "/tmp", "/var/tmp"];
+
 /// The container-create request for `plan`: no network (or loopback-published TCP), read-only root
-/// file system, inputs read-only, only the output (and socket) folders writable, non-root user,
+/// file system, inputs read-only, only the output (and socket) folders writable — no `/dev/shm`
+/// (a private IPC namespace without one) and a read-only `/dev/mqueue` — non-root user,
 /// no-new-privileges, every capability dropped, memory/CPU/pids limits, an init process that
 /// forwards signals.
 pub(crate) fn create_body(plan: ContainerPlan<'_>) -> ContainerCreateBody {
@@ -158,6 +191,22 @@ pub(crate) fn create_body(plan: ContainerPlan<'_>) -> ContainerCreateBody {
     if let Some(run_dir) = plan.run_dir {
         mounts.push(bind(run_dir, Path::new(CONTAINER_RUN_DIR), false));
     }
+    // The daemon mounts a writable message-queue file system at /dev/mqueue in every container,
+    // even one with a private IPC namespace; a user mount at the same place replaces it. Podman
+    // also mounts writable tmpfs folders at /run, /tmp and /var/tmp of a read-only container
+    // (its `read_only_tmpfs`), which the Docker API cannot turn off: they are covered the same way.
+    let covered = std::iter::once(CONTAINER_MQUEUE_DIR).chain(plan.covered_tmpfs.iter().copied());
+    mounts.extend(covered.map(|target| DockerMount {
+        target: Some(target.to_owned()),
+        typ: Some(MountType::TMPFS),
+        read_only: Some(true),
+        tmpfs_options: Some(MountTmpfsOptions {
+            size_bytes: Some(4096),
+            mode: Some(0o555),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }));
     let (network_mode, port_bindings, exposed_ports) = match plan.endpoint {
         EngineEndpoint::UnixSocket => ("none".to_owned(), None, None),
         EngineEndpoint::Tcp { port } => {
@@ -186,7 +235,11 @@ pub(crate) fn create_body(plan: ContainerPlan<'_>) -> ContainerCreateBody {
         port_bindings,
         readonly_rootfs: Some(true),
         cap_drop: Some(vec!["ALL".to_owned()]),
-        security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
+        security_opt: Some(
+            std::iter::once("no-new-privileges:true".to_owned())
+                .chain(plan.extra_security_opt.iter().map(|o| (*o).to_owned()))
+                .collect(),
+        ),
         memory: Some(plan.policy.memory_bytes),
         memory_swap: Some(plan.policy.memory_bytes),
         nano_cpus: Some(plan.policy.nano_cpus),
@@ -194,6 +247,20 @@ pub(crate) fn create_body(plan: ContainerPlan<'_>) -> ContainerCreateBody {
         init: Some(true),
         mounts: Some(mounts),
         privileged: Some(false),
+        // A private IPC namespace with no /dev/shm at all (`shareable`, the default, mounts a
+        // writable 64 MiB tmpfs there).
+        ipc_mode: Some("none".to_owned()),
+        readonly_paths: Some(READ_ONLY_PROC_PATHS.map(str::to_owned).to_vec()),
+        ulimits: (!plan.rlimits.is_empty()).then(|| {
+            plan.rlimits
+                .iter()
+                .map(|(name, value)| ResourcesUlimits {
+                    name: Some((*name).to_owned()),
+                    soft: Some(*value),
+                    hard: Some(*value),
+                })
+                .collect()
+        }),
         ..Default::default()
     };
     ContainerCreateBody {
@@ -254,6 +321,9 @@ mod tests {
             mounts: &mounts,
             run_dir,
             labels: HashMap::from([("io.weir.managed".to_owned(), "true".to_owned())]),
+            rlimits: Vec::new(),
+            covered_tmpfs: &[],
+            extra_security_opt: &[],
         })
     }
 
@@ -328,6 +398,20 @@ mod tests {
             .filter_map(|m| m.target.clone())
             .collect();
         assert_eq!(writable, vec!["/opt/engine/out", CONTAINER_RUN_DIR]);
+        assert_eq!(host.ipc_mode.as_deref(), Some("none"), "no /dev/shm");
+        let mqueue = mounts
+            .iter()
+            .find(|m| m.target.as_deref() == Some(CONTAINER_MQUEUE_DIR))
+            .unwrap();
+        assert_eq!(mqueue.typ, Some(MountType::TMPFS));
+        assert_eq!(mqueue.read_only, Some(true));
+        assert_eq!(host.ulimits, None, "Docker hands down its own limits");
+        let read_only = host.readonly_paths.unwrap();
+        assert!(read_only.iter().any(|p| p == "/proc/sys"), "{read_only:?}");
+        assert!(
+            read_only.iter().any(|p| p == "/proc/pressure"),
+            "{read_only:?}"
+        );
     }
 
     #[test]

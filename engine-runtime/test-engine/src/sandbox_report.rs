@@ -16,6 +16,94 @@ pub struct SandboxReport {
     pub default_route: bool,
     /// One entry per place the engine tried to write to.
     pub writes: Vec<WriteAttempt>,
+    /// Every place in the whole file tree the engine could write to.
+    pub walk: WalkReport,
+}
+
+/// What a walk of the whole file tree from `/` found writable. Symbolic links are never followed.
+#[derive(Debug, Default, Serialize)]
+pub struct WalkReport {
+    /// Folders the engine could create a file in (the file was removed again).
+    pub writable_dirs: Vec<PathBuf>,
+    /// Existing regular files the engine could open for writing (nothing was written).
+    pub writable_files: Vec<PathBuf>,
+    /// Character devices the engine could open for writing (`/dev/null` and the like).
+    pub writable_devices: Vec<PathBuf>,
+    /// How many folders were probed.
+    pub dirs_probed: usize,
+    /// How many files and devices were probed.
+    pub files_probed: usize,
+    /// Folders that could not be listed, with why.
+    pub unlisted: Vec<(PathBuf, String)>,
+}
+
+/// At most this many entries are probed (a safety net; a container has far fewer).
+const WALK_LIMIT: usize = 500_000;
+
+/// Walks the file tree from `/`: tries to create a file in every folder, and to open every regular
+/// file and character device for writing. Writes nothing into existing files; removes every file
+/// it created.
+pub fn walk() -> WalkReport {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut report = WalkReport::default();
+    let probe_name = format!(".weir-walk-probe-{}", std::process::id());
+    let mut stack = vec![PathBuf::from("/")];
+    while let Some(dir) = stack.pop() {
+        if report.dirs_probed + report.files_probed > WALK_LIMIT {
+            break;
+        }
+        report.dirs_probed += 1;
+        let probe = dir.join(&probe_name);
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .is_ok()
+        {
+            let _ = std::fs::remove_file(&probe);
+            report.writable_dirs.push(dir.clone());
+        }
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) => {
+                report.unlisted.push((dir, error.to_string()));
+                continue;
+            }
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            // `lstat`, not the folder entry's type: a path the daemon masks has a device mounted
+            // over it (`/proc/keys` is `/dev/null`).
+            let Ok(kind) = std::fs::symlink_metadata(&path).map(|m| m.file_type()) else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() || kind.is_char_device() {
+                // Opening the pseudo-terminal multiplexer would allocate a terminal.
+                if path.file_name().is_some_and(|n| n == "ptmx") {
+                    continue;
+                }
+                report.files_probed += 1;
+                let opened = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+                    .open(&path)
+                    .is_ok();
+                if opened {
+                    if kind.is_file() {
+                        report.writable_files.push(path);
+                    } else {
+                        report.writable_devices.push(path);
+                    }
+                }
+            }
+        }
+    }
+    report.writable_dirs.sort();
+    report.writable_files.sort();
+    report.writable_devices.sort();
+    report
 }
 
 /// The outcome of trying to create a file.
@@ -54,6 +142,7 @@ pub fn report(inputs: &[PathBuf], output: &Path) -> SandboxReport {
         interfaces: interfaces(),
         default_route: default_route(),
         writes,
+        walk: walk(),
     }
 }
 
