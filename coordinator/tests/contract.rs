@@ -368,3 +368,57 @@ fn an_engine_that_crashes_mid_operation_is_aborted_with_its_last_output() {
     );
     liar.assert_a_good_engine_then_succeeds();
 }
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Liar {
+    /// Serves the engine the way a foreign ODF engine binary runs: on a fixed TCP `port` of weir.yaml,
+    /// started with `args` alone (no `--unix-socket`).
+    fn on_tcp(&self, port: u16, args: &[String]) {
+        std::fs::write(
+            self.path().join("weir.yaml"),
+            format!(
+                "storage: .weir\nengines:\n  liar:\n    binary: {}\n    port: {port}\n    args: [{}]\n",
+                test_engine_binary().display(),
+                args.iter()
+                    .map(|a| format!("\"{a}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_process_engine_on_a_configured_tcp_port_gets_only_its_own_arguments() {
+    let liar = Liar::new();
+    let port = free_port();
+    liar.on_tcp(port, &["--port".into(), port.to_string()]);
+    liar.assert_a_good_engine_then_succeeds();
+}
+
+#[test]
+fn a_process_engine_that_listens_elsewhere_is_reported_as_never_listened_not_as_a_deadline() {
+    let liar = Liar::new();
+    let (port, elsewhere) = (free_port(), free_port());
+    liar.on_tcp(port, &["--port".into(), elsewhere.to_string()]);
+    let before = head_and_records(liar.path(), DERIVED);
+    // The start timeout is a minute, or the deadline when that is shorter.
+    let out = liar.pull(&["--deadline-secs", "3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("never listened on 127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("deadline"), "{stderr}");
+    assert_eq!(head_and_records(liar.path(), DERIVED), before);
+}

@@ -104,7 +104,7 @@ impl EngineResolver {
                         &format!("set `engines.{name}.binary` in weir.yaml"),
                     )
                 })?;
-                self.process(name, &binary)
+                self.process(name, &binary, cfg.port, &cfg.args)
             }
             EngineRuntimeKind::Docker | EngineRuntimeKind::Podman => {
                 let podman = self.runtime == EngineRuntimeKind::Podman;
@@ -119,7 +119,13 @@ impl EngineResolver {
         }
     }
 
-    fn process(&self, name: &str, binary: &str) -> Result<EngineHandle, EngineFailure> {
+    fn process(
+        &self,
+        name: &str,
+        binary: &str,
+        port: Option<u16>,
+        args: &[String],
+    ) -> Result<EngineHandle, EngineFailure> {
         let path = self.root.join(binary);
         let bytes = std::fs::read(&path).map_err(|e| EngineFailure::NotConfigured {
             engine: name.to_string(),
@@ -134,7 +140,13 @@ impl EngineResolver {
                 runtime: "process".into(),
                 reference: format!("sha256:{digest}"),
             },
-            imp: Imp::Runtime(runtime::RuntimeEngine::process(name, &path, self.deadline)),
+            imp: Imp::Runtime(runtime::RuntimeEngine::process(
+                name,
+                &path,
+                port,
+                args,
+                self.deadline,
+            )),
             deadline: self.deadline,
         })
     }
@@ -193,7 +205,10 @@ impl EngineResolver {
     pub fn by_reference(&self, name: &str, reference: &str) -> Result<EngineHandle, EngineFailure> {
         match reference.split_once(':') {
             None if reference == "embedded" => self.embedded(name),
-            Some(("process", path)) => self.process(name, path),
+            Some(("process", path)) => {
+                let cfg = self.config.get(name).cloned().unwrap_or_default();
+                self.process(name, path, cfg.port, &cfg.args)
+            }
             Some(("docker", image)) => self.container(
                 name,
                 false,
@@ -291,7 +306,15 @@ impl EngineHandle {
         &self,
         fut: impl Future<Output = Result<T, EngineFailure>>,
     ) -> Result<T, EngineFailure> {
-        match tokio::time::timeout(self.deadline, fut).await {
+        // A runtime engine's start and operation are timed by the runtime itself (so an engine that never
+        // listens is reported as that); this outer limit only catches what it would not.
+        let limit = match &self.imp {
+            Imp::Embedded(_) => self.deadline,
+            Imp::Runtime(_) => {
+                self.deadline + runtime::START_TIMEOUT + std::time::Duration::from_secs(30)
+            }
+        };
+        match tokio::time::timeout(limit, fut).await {
             Ok(r) => r,
             Err(_) => Err(EngineFailure::Contract {
                 engine: self.identity.name.clone(),

@@ -9,13 +9,24 @@ use std::sync::Arc;
 use engine_contract::ClientError;
 use engine_runtime::{
     ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineEndpoint, EngineRuntime,
-    OperationFolders, OperationId, ProcessEngine, ProcessRuntime, RuntimeConfig, RuntimeError,
-    StartRequest,
+    OperationFolders, OperationId, ProcessEndpoint, ProcessEngine, ProcessRuntime, RuntimeConfig,
+    RuntimeError, StartRequest,
 };
 
 use super::EngineFailure;
 use super::contract::ContractViolation;
 use super::job::{RawQueryJob, TransformJob, TransformReport};
+
+/// The longest an engine may take to start listening: a minute, or the whole deadline when that is less.
+pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The runtime's limits for one engine: the operation deadline, and the start timeout within it (an engine
+/// that never listens is reported as such, not as a deadline).
+fn runtime_config(deadline: std::time::Duration) -> RuntimeConfig {
+    RuntimeConfig::default()
+        .with_operation_deadline(deadline)
+        .with_start_timeout(START_TIMEOUT.min(deadline))
+}
 
 /// How to get the runtime.
 #[derive(Debug, Clone)]
@@ -38,10 +49,21 @@ pub struct RuntimeEngine {
 }
 
 impl RuntimeEngine {
-    /// A local engine binary.
-    pub fn process(name: &str, binary: &Path, deadline: std::time::Duration) -> Self {
-        let config = RuntimeConfig::default().with_operation_deadline(deadline);
-        let runtime = ProcessRuntime::new(ProcessEngine::new(name, binary), config);
+    /// A local engine binary: served on a Unix socket Weir names (`--unix-socket PATH`), or, with `port`,
+    /// started with `args` alone and reached on 127.0.0.1:`port` (an engine that speaks TCP only).
+    pub fn process(
+        name: &str,
+        binary: &Path,
+        port: Option<u16>,
+        args: &[String],
+        deadline: std::time::Duration,
+    ) -> Self {
+        let config = runtime_config(deadline);
+        let mut engine = ProcessEngine::new(name, binary).with_args(args.iter().cloned());
+        if let Some(port) = port {
+            engine = engine.with_endpoint(ProcessEndpoint::Tcp { port });
+        }
+        let runtime = ProcessRuntime::new(engine, config);
         Self {
             source: Source::Ready(Arc::new(runtime)),
         }
@@ -69,7 +91,7 @@ impl RuntimeEngine {
             Some(port) => EngineEndpoint::Tcp { port },
             None => EngineEndpoint::UnixSocket,
         };
-        let config = RuntimeConfig::default().with_operation_deadline(deadline);
+        let config = runtime_config(deadline);
         Self {
             source: Source::Container {
                 socket,

@@ -15,13 +15,18 @@ pub struct EngineConfig {
     /// OCI image pinned by digest, for `--engine docker|podman` (e.g. an ODF engine image).
     #[serde(default)]
     pub image: Option<String>,
-    /// The TCP port the image's engine listens on: 2884 for ODF engine images, Weir's included (when run
+    /// The TCP port the engine listens on. For an image: 2884 for ODF engine images, Weir's included (run
     /// with their own command; without `port:`, Weir's image is served on a Unix socket with no network).
+    /// For a binary (`--engine process`): the engine is started with only `args` and reached on
+    /// 127.0.0.1:`port` (a foreign ODF engine binary); without `port:`, Weir passes `--unix-socket PATH`.
     #[serde(default)]
     pub port: Option<u16>,
     /// A local engine binary, for `--engine process` (relative to the workspace).
     #[serde(default)]
     pub binary: Option<String>,
+    /// Arguments of the engine binary (`--engine process`), before any Weir adds.
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// `weir.yaml`.
