@@ -21,7 +21,8 @@ pub struct Cli {
     /// to finish, instead of failing with exit 9.
     #[arg(long, global = true)]
     pub wait_lock: bool,
-    /// Log filter (`RUST_LOG` syntax), e.g. `weir=debug`.
+    /// Log filter (`RUST_LOG` syntax), e.g. `weir=debug` (`weir` names weir's own logs; `reference_engine`,
+    /// `engine_runtime`, `engine_contract` and `gen_stage` those of its parts).
     #[arg(long, global = true, default_value = "warn")]
     pub log: String,
     /// The command.
@@ -66,11 +67,11 @@ pub enum Command {
         /// A dispatcher plugin (`.so`) that also receives progress events; its snapshot is printed at the end.
         #[arg(long)]
         dispatcher_plugin: Option<PathBuf>,
-        /// Engine workers running at the same time.
-        #[arg(long, default_value_t = 2)]
+        /// Engine workers running at the same time (at least 1).
+        #[arg(long, default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         max_concurrency: usize,
-        /// Deadline for one engine operation, in seconds.
-        #[arg(long, default_value_t = 600)]
+        /// Deadline for one engine operation, in seconds (at least 1).
+        #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
         deadline_secs: u64,
         /// No progress bars.
         #[arg(long)]
@@ -158,4 +159,31 @@ pub enum EngineCommand {
     },
     /// Engine compatibility records.
     List,
+}
+
+/// The `--log` filter as tracing reads it: `weir` (and `weir::module`) stand for the coordinator's own
+/// logs, whose targets are its module paths (`coordinator::...`).
+///
+/// ```
+/// use coordinator::cli::log_filter;
+/// assert_eq!(log_filter("weir=debug"), "coordinator=debug");
+/// assert_eq!(log_filter("warn,weir::transaction=trace,gen_stage=info"), "warn,coordinator::transaction=trace,gen_stage=info");
+/// assert_eq!(log_filter("weirdo=debug"), "weirdo=debug");
+/// ```
+pub fn log_filter(filter: &str) -> String {
+    filter
+        .split(',')
+        .map(|directive| {
+            let (target, rest) = directive
+                .find(['=', '['])
+                .map_or((directive, ""), |i| directive.split_at(i));
+            let target = target.trim();
+            match target.strip_prefix("weir") {
+                Some("") => format!("coordinator{rest}"),
+                Some(tail) if tail.starts_with("::") => format!("coordinator{tail}{rest}"),
+                _ => directive.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -14,6 +14,15 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.format == Format::Dot && !matches!(cli.command, Command::Lineage) {
+        use clap::CommandFactory as _;
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::InvalidValue,
+                "`--format dot` is only for `weir lineage`; use text or json",
+            )
+            .exit();
+    }
     // Before any thread exists: this process's scratch folder, where TMPDIR points from now on.
     let scratch = match ScratchRoot::create_in(&std::env::temp_dir()) {
         Ok(s) => {
@@ -33,11 +42,13 @@ fn main() -> ExitCode {
     // `weir conformance` sends an engine bad requests on purpose: the embedded engine's and its server's
     // complaints about them are the checks' expected answers, not problems (`--log` still shows them).
     let filter = match (&cli.command, cli.log.as_str()) {
-        (Command::Conformance { .. }, "warn") => "warn,reference_engine=off,engine_contract=off",
-        (_, log) => log,
+        (Command::Conformance { .. }, "warn") => {
+            "warn,reference_engine=off,engine_contract=off".into()
+        }
+        (_, log) => coordinator::cli::log_filter(log),
     };
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("warn")))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)

@@ -118,3 +118,36 @@ fn an_engine_the_runtime_cannot_serve_is_named_with_a_hint() {
     assert_eq!(head_and_records(ws.path(), "readings").1, 432);
     assert!(head_and_records(ws.path(), "readings.clean").0.is_null());
 }
+
+#[test]
+fn values_clap_can_refuse_are_usage_errors_exit_2() {
+    let ws = workspace();
+    for args in [
+        &["pull", "--max-concurrency", "0"][..],
+        &["pull", "--deadline-secs", "0"],
+        &["--format", "dot", "list"],
+    ] {
+        let out = weir(ws.path()).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("error:"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn log_weir_names_weirs_own_logs() {
+    let ws = workspace();
+    let out = weir(ws.path())
+        .args(["--log", "weir=info", "pull", "--all", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("transaction committed"), "{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "no colour codes when stderr is not a terminal: {err}"
+    );
+}

@@ -151,14 +151,12 @@ impl DatasetManifest {
             }
         }
         let name: String = ctx.typed("content.name", content.get("name"))?;
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+        if !is_dataset_name(&name) {
             return Err(ctx.err(
                 "content.name",
-                format!("`{name}` is not a dataset name (letters, digits, `-`, `_`, `.`)"),
+                format!(
+                    "`{name}` is not a dataset name: parts separated by single dots, each of letters, digits, `-` and `_`, starting and ending with a letter or digit (e.g. `readings.hot-days`)"
+                ),
             ));
         }
         let kind: DatasetKind = ctx.typed("content.kind", content.get("kind"))?;
@@ -391,8 +389,40 @@ impl Ctx<'_> {
     }
 }
 
+/// ODF's dataset names (as kamu reads them): dot-separated parts, each starting and ending with a letter or
+/// digit, with `-` or `_` allowed inside. So no leading `-` (it would read as a command-line option), no
+/// empty part (`a..b`), nothing that is not ASCII.
+pub fn is_dataset_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.split('.').all(|part| {
+            let bytes = part.as_bytes();
+            match (bytes.first(), bytes.last()) {
+                (Some(first), Some(last)) => {
+                    first.is_ascii_alphanumeric()
+                        && last.is_ascii_alphanumeric()
+                        && bytes
+                            .iter()
+                            .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_')
+                }
+                _ => false,
+            }
+        })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dataset_names_follow_odf() {
+        for good in ["readings", "readings.hot-days", "a_b.c1", "X"] {
+            assert!(super::is_dataset_name(good), "{good}");
+        }
+        for bad in [
+            "", "-zones", "a..b", ".a", "a.", "zones-", "a b", "a/b", "é",
+        ] {
+            assert!(!super::is_dataset_name(bad), "{bad}");
+        }
+    }
+
     use super::*;
     use odf::{FetchStep, ReadStep};
 
