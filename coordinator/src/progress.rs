@@ -13,10 +13,14 @@
 //! let sink = seen.clone();
 //! let progress = Progress::new(move |r: Report| sink.lock().unwrap().push(r));
 //! progress.phase(Phase::Ingest);
+//! // Within the interval of the last report: dropped.
 //! progress.report(Report::new(Phase::Ingest).rows(10).bytes(400).total_bytes(Some(4000)));
+//! // The phase's last counts always go through.
+//! progress.finish(Report::new(Phase::Ingest).rows(100).bytes(4000).total_bytes(Some(4000)));
 //! let seen = seen.lock().unwrap();
+//! assert_eq!(seen.len(), 2);
 //! assert_eq!(seen[0].phase, Phase::Ingest);
-//! assert_eq!(seen.last().unwrap().total_bytes, Some(4000));
+//! assert_eq!(seen[1].done_of(), Some((4000, 4000)));
 //! ```
 
 use std::sync::Arc;
