@@ -66,15 +66,17 @@ pub enum CommandError {
         /// One line per file: block, file, expected and actual hash.
         problems: Vec<String>,
     },
-    /// Datasets failed during a pull.
-    #[error("{failed} dataset(s) failed: {}", messages.join("; "))]
+    /// Datasets failed during a pull (what each failed with is in the summary, printed before the error).
+    #[error("{failed} dataset(s) failed: {}", datasets.join(", "))]
     PullFailed {
         /// How many.
         failed: usize,
-        /// Their errors.
-        messages: Vec<String>,
+        /// Which.
+        datasets: Vec<String>,
         /// The exit code of the first failure.
         code: u8,
+        /// The pull's summary: every dataset's outcome, as text and as JSON.
+        summary: Box<crate::commands::Output>,
     },
     /// The stage pipeline failed.
     #[error("pipeline: {message}")]
@@ -190,6 +192,12 @@ impl CommandError {
                 ..
             } => Some(
                 "fix the file at the place named (nothing of it was committed), then rerun `weir pull`",
+            ),
+            CommandError::PullFailed {
+                code: exit::INVALID_QUERY,
+                ..
+            } => Some(
+                "fix the query in the dataset's manifest (`weir validate` checks the workspace); the dataset keeps its previous head",
             ),
             CommandError::PullFailed { .. } => {
                 Some("datasets that failed keep their previous head; rerun `weir pull`")

@@ -140,10 +140,25 @@ fn report(e: &CommandError, format: Format) {
         }
         src = s.source();
     }
+    let summary = match e {
+        CommandError::PullFailed { summary, .. } => Some(summary),
+        _ => None,
+    };
     if format == Format::Json {
-        let v = serde_json::json!({ "error": chain[0], "causes": &chain[1..], "hint": e.hint(), "exitCode": e.exit_code() });
+        let mut v = serde_json::json!({ "error": chain[0], "causes": &chain[1..], "hint": e.hint(), "exitCode": e.exit_code() });
+        // A failed pull stays one structured document: every dataset's outcome beside the error.
+        if let (Some(s), Some(fields)) = (summary, v.as_object_mut())
+            && let Some(more) = s.json.as_object()
+        {
+            for (k, val) in more {
+                fields.insert(k.clone(), val.clone());
+            }
+        }
         eprintln!("{v}");
         return;
+    }
+    if let Some(s) = summary {
+        eprintln!("{}", s.text);
     }
     eprintln!("error: {}", chain[0]);
     for c in &chain[1..] {

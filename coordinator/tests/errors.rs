@@ -151,3 +151,51 @@ fn log_weir_names_weirs_own_logs() {
         "no colour codes when stderr is not a terminal: {err}"
     );
 }
+
+#[test]
+fn a_failed_pull_says_each_failure_once_and_stays_structured_in_json() {
+    let ws = workspace();
+    let manifest = ws.path().join("datasets/readings.clean.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("FROM readings", "FROM readingz")).unwrap();
+    let out = weir(ws.path())
+        .args(["pull", "--all", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(err.matches("readingz").count(), 1, "{err}");
+    assert!(
+        err.contains("error: 1 dataset(s) failed: readings.clean"),
+        "{err}"
+    );
+    assert!(err.contains("fix the query"), "{err}");
+
+    let out = weir(ws.path())
+        .args(["--format", "json", "pull", "--all", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(doc["exitCode"], 5);
+    let state = |name: &str| {
+        doc["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["dataset"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(state("readings")["state"], "upToDate");
+    assert_eq!(state("readings.clean")["state"], "failed");
+    assert_eq!(state("readings.clean")["exitCode"], 5);
+    assert!(
+        state("readings.clean")["error"]
+            .as_str()
+            .unwrap()
+            .contains("readingz")
+    );
+    assert_eq!(state("readings.daily")["state"], "skipped");
+    assert_eq!(state("readings.daily")["skippedBecause"], "readings.clean");
+}

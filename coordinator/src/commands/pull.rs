@@ -28,7 +28,7 @@ use gen_stage::{
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::{Output, known};
 use crate::error::{CommandError, tx_code};
@@ -384,7 +384,8 @@ impl Consumer for Worker {
                 ),
                 Err(e) => {
                     let message = error_chain(&e);
-                    warn!(dataset = %dataset, error = %message, "transaction failed; the dataset keeps its previous head");
+                    // The summary says it once; the log has it for those who ask (`--log weir=info`).
+                    info!(dataset = %dataset, error = %message, "transaction failed; the dataset keeps its previous head");
                     (
                         Completion::Failed(message.clone()),
                         ProgressEvent::Failed {
@@ -842,11 +843,23 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     let mut lines = Vec::new();
     let mut items = Vec::new();
     for (name, state, transactions) in &report.states {
-        let what = match state {
-            DatasetState::UpToDate => format!("up to date ({transactions} transaction(s))"),
-            DatasetState::Failed(m) => format!("FAILED: {m}"),
-            DatasetState::Skipped { because } => format!("skipped: input `{because}` failed"),
-            other => format!("{other:?}"),
+        let (what, code, error, because) = match state {
+            DatasetState::UpToDate => (
+                format!("up to date ({transactions} transaction(s))"),
+                "upToDate",
+                None,
+                None,
+            ),
+            DatasetState::Failed(m) => (format!("FAILED: {m}"), "failed", Some(m), None),
+            DatasetState::Skipped { because } => (
+                format!("skipped: input `{because}` failed"),
+                "skipped",
+                None,
+                Some(because),
+            ),
+            DatasetState::Pending | DatasetState::InFlight => {
+                (format!("{state:?}"), "unfinished", None, None)
+            }
         };
         let timing = report.timings.get(name).copied().unwrap_or_default();
         let change = report.changes.get(name);
@@ -861,7 +874,11 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         }
         items.push(json!({
             "dataset": name,
-            "state": what,
+            "state": code,
+            "error": error,
+            "exitCode": report.errors.get(name).map(|(_, c)| *c),
+            "skippedBecause": because,
+            "summary": what,
             "transactions": transactions,
             "recordsAdded": change.map_or(0, |c| c.records),
             "oldHead": change.and_then(|c| c.old_head.clone()),
@@ -887,24 +904,7 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         ));
         lines.push(m.trim_end().to_string());
     }
-    if !report.errors.is_empty() {
-        eprintln!("{}", lines.join("\n"));
-        let code = report
-            .errors
-            .values()
-            .next()
-            .map_or(exit::FAILURE, |(_, c)| *c);
-        return Err(CommandError::PullFailed {
-            failed: report.errors.len(),
-            messages: report
-                .errors
-                .iter()
-                .map(|(d, (m, _))| format!("{d}: {m}"))
-                .collect(),
-            code,
-        });
-    }
-    Ok(Output {
+    let summary = Output {
         text: lines.join("\n"),
         json: json!({
             "datasets": items,
@@ -912,7 +912,21 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             "engineMillis": millis(engine_time),
             "pluginMetrics": metrics_text,
         }),
-    })
+    };
+    if !report.errors.is_empty() {
+        let code = report
+            .errors
+            .values()
+            .next()
+            .map_or(exit::FAILURE, |(_, c)| *c);
+        return Err(CommandError::PullFailed {
+            failed: report.errors.len(),
+            datasets: report.errors.keys().cloned().collect(),
+            code,
+            summary: Box::new(summary),
+        });
+    }
+    Ok(summary)
 }
 
 /// The end of a block hash, enough to tell heads apart in a summary line (`weir log` shows them whole).
