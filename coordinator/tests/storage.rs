@@ -194,9 +194,28 @@ fn a_lost_head_is_a_storage_error_naming_the_block_to_restore_never_a_new_datase
 
     // An unreadable head is the same error.
     std::fs::write(head_file(dir, "readings"), "not a hash").unwrap();
-    let err = fails(dir, &["list"], 8);
+    let err = fails(dir, &["validate"], 8);
     assert!(err.contains("is not a multihash"), "{err}");
     assert!(err.contains(&format!("block {head}")), "{err}");
+    // `list` still lists every dataset: the unreadable one as such, with why.
+    let text = ok(dir, &["list"]);
+    assert!(text.contains("UNREADABLE"), "{text}");
+    assert!(text.contains("is not a multihash"), "{text}");
+    assert!(text.contains("readings.clean "), "{text}");
+    let listed = list(dir);
+    let readings = listed["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "readings")
+        .unwrap()
+        .clone();
+    assert!(
+        readings["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not a multihash")
+    );
 
     // Following the advice restores the dataset as it was, and nothing downstream reprocesses.
     std::fs::write(head_file(dir, "readings"), &head).unwrap();

@@ -10,9 +10,29 @@ use crate::transaction::Context;
 pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
     let mut rows = Vec::new();
     let mut items = Vec::new();
+    let mut problems = Vec::new();
     for name in ctx.workspace.topological_order()? {
         let m = &ctx.workspace.datasets[&name];
-        let chain = ctx.storage.dataset(&name).chain().await?;
+        // One unreadable chain does not hide the others: it is listed as unreadable, with why.
+        let chain = match ctx.storage.dataset(&name).chain().await {
+            Ok(chain) => chain,
+            // A workspace of the old format is one problem with one fix (`weir upgrade`), not one per row.
+            Err(e @ crate::chain::store::StoreError::OldFormat { .. }) => return Err(e.into()),
+            Err(e) => {
+                let why = e.to_string();
+                rows.push(vec![
+                    name.clone(),
+                    format!("{:?}", m.kind),
+                    "UNREADABLE".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ]);
+                items.push(json!({ "name": name, "kind": m.kind, "error": why }));
+                problems.push(format!("{name}: {why}"));
+                continue;
+            }
+        };
         let s = &chain.summary;
         rows.push(vec![
             name.clone(),
@@ -34,11 +54,19 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
             "watermark": s.watermark,
         }));
     }
+    let mut text = table(
+        &["DATASET", "KIND", "HEAD", "RECORDS", "UPDATED", "WATERMARK"],
+        &rows,
+    );
+    if !problems.is_empty() {
+        text.push_str(&format!(
+            "\n{} dataset(s) could not be read (`weir validate` checks every chain):\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        ));
+    }
     Ok(Output {
-        text: table(
-            &["DATASET", "KIND", "HEAD", "RECORDS", "UPDATED", "WATERMARK"],
-            &rows,
-        ),
+        text,
         json: json!({ "datasets": items }),
     })
 }
