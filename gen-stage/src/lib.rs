@@ -211,10 +211,12 @@
 pub struct ReadmeDoctests;
 
 pub mod buffer;
+mod closures;
 mod consumer;
 mod consumer_supervisor;
 mod context;
 pub mod demand;
+pub mod drain;
 mod error;
 mod from_iter;
 mod group;
@@ -248,22 +250,30 @@ pub use dispatchers::{
 };
 
 pub use buffer::{BufferKeep, BufferSize};
-pub use consumer::{Consumer, ConsumerContext, start_consumer};
+pub use closures::{FilterMap, FlatMap, ForEach, Map, filter_map, flat_map, for_each, map};
+pub use consumer::{Consumer, ConsumerContext, start_consumer, start_consumer_with};
 pub use consumer_supervisor::{
     ChildExit, ChildId, ChildInfo, ChildType, ChildrenCount, ConsumerSupervisor, CountChildren,
     Restart, SupervisorInfo,
 };
 pub use context::Context;
+pub use drain::{AnyStage, Drain, DrainOutcome, DrainReport, StageDrain, Undelivered};
 pub use error::Error;
 pub use from_iter::{
     FromIterOptions, OnCancel, from_iter, from_iter_with, from_stream, from_stream_with,
 };
 pub use group::StageGroup;
-pub use handle::{AsProducer, ConsumerRef, DEFAULT_TIMEOUT, ProducerRef, StageRef};
+pub use handle::{
+    AsProducer, ConsumerHandle, ConsumerRef, DEFAULT_TIMEOUT, ProducerConsumerHandle,
+    ProducerHandle, ProducerRef, StageRef,
+};
 pub use ids::{StageId, new_subscription_id};
 pub use options::{ConsumerOptions, DemandMode, ProducerConsumerOptions, ProducerOptions};
-pub use producer::{Producer, ProducerContext, start_producer};
-pub use producer_consumer::{ProducerConsumer, ProducerConsumerContext, start_producer_consumer};
+pub use producer::{Producer, ProducerContext, start_producer, start_producer_with};
+pub use producer_consumer::{
+    ProducerConsumer, ProducerConsumerContext, start_producer_consumer,
+    start_producer_consumer_with,
+};
 pub use reason::{Cancellation, StopReason};
 pub use reply::{Noreply, Reply, ReplyTo};
 pub use stage::{

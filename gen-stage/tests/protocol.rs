@@ -384,7 +384,7 @@ async fn either_side_can_cancel_a_subscription() {
         .await
         .expect("accepted");
     consumer
-        .cancel(second, StopReason::custom("from_consumer"))
+        .cancel_upstream(second, StopReason::custom("from_consumer"))
         .expect("sent");
     let (sub, cancellation) = next_matching(&mut seen, |n| match n {
         Note::ProducerCancelled(s, c) if s.id == second => Some((s.id, c)),
