@@ -150,6 +150,15 @@ pub trait Consumer: Send + Sized + 'static {
         async { Noreply::none() }
     }
 
+    /// Work this stage started and has not finished, outside the runtime's
+    /// view (e.g. tasks it spawned for events it handled). A stage being
+    /// [drained](crate::Drain) stops only once this is 0; it is asked again
+    /// after every message, so the work should report its end with one
+    /// (a cast or an info to the stage). Default 0.
+    fn in_flight(&self) -> usize {
+        0
+    }
+
     /// The stage is stopping with `reason` (also after a panic).
     fn terminate(
         &mut self,
@@ -163,6 +172,15 @@ pub trait Consumer: Send + Sized + 'static {
     fn start(self) -> impl Future<Output = Result<StageRef<ConsumerStage<Self>>, Error>> + Send {
         start_consumer(self)
     }
+
+    /// Start this consumer in its own tokio task with `options` (see
+    /// [`start_consumer_with`]).
+    fn start_with(
+        self,
+        options: ConsumerOptions<Self::Event>,
+    ) -> impl Future<Output = Result<StageRef<ConsumerStage<Self>>, Error>> + Send {
+        start_consumer_with(self, options)
+    }
 }
 
 /// Start `consumer` in its own tokio task; returns once its `init` has run
@@ -170,6 +188,32 @@ pub trait Consumer: Send + Sized + 'static {
 /// runtime.
 pub async fn start_consumer<C: Consumer>(consumer: C) -> Result<StageRef<ConsumerStage<C>>, Error> {
     crate::run::start(ConsumerStage(consumer)).await
+}
+
+/// Start `consumer` in its own tokio task with `options` (its initial
+/// subscriptions), so that its `init` need not return them. Subscriptions
+/// its `init` returns are made too, after these.
+///
+/// ```
+/// use gen_stage::{ConsumerOptions, ForEach, SubscribeOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), gen_stage::Error> {
+/// let numbers = gen_stage::from_iter(1..=3u32).await?;
+/// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+/// let options = ConsumerOptions::new().subscribe_to(&numbers, SubscribeOptions::new());
+/// gen_stage::start_consumer_with(ForEach::new(move |n: u32| {
+///     let _ = tx.send(n);
+/// }), options).await?;
+/// assert_eq!(rx.recv().await, Some(1));
+/// # Ok(())
+/// # }
+/// ```
+pub async fn start_consumer_with<C: Consumer>(
+    consumer: C,
+    options: ConsumerOptions<C::Event>,
+) -> Result<StageRef<ConsumerStage<C>>, Error> {
+    crate::run::start_in(ConsumerStage(consumer), None, Some(options.into())).await
 }
 
 impl<C: Consumer> Stage for ConsumerStage<C> {
@@ -264,6 +308,10 @@ impl<C: Consumer> Callbacks for ConsumerStage<C> {
 
     fn handle_discarded(&mut self, _discarded: usize) -> bool {
         true
+    }
+
+    fn in_flight(&self) -> usize {
+        self.0.in_flight()
     }
 
     fn terminate(

@@ -529,6 +529,10 @@ where
         Noreply::none()
     }
 
+    fn in_flight(&self) -> usize {
+        self.children.len()
+    }
+
     async fn terminate(&mut self, _reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
         for (_, child) in self.children.drain() {
             child.handle.abort();

@@ -136,7 +136,6 @@ struct Exhausted;
 
 struct FromSource<S: Source> {
     source: Option<S>,
-    options: Option<ProducerOptions<S::Item>>,
     on_cancel: OnCancel,
     consumers: HashSet<SubscriptionId>,
 }
@@ -147,13 +146,6 @@ impl<S: Source> Producer for FromSource<S> {
     type Reply = ();
     type Cast = ();
     type Info = Exhausted;
-
-    async fn init(
-        &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
-    ) -> Result<ProducerOptions<S::Item>, StopReason> {
-        Ok(self.options.take().unwrap_or_default())
-    }
 
     async fn handle_demand(
         &mut self,
@@ -209,11 +201,15 @@ async fn start_source<S: Source>(
 ) -> Result<ProducerRef<S::Item>, Error> {
     let stage = FromSource {
         source: Some(source),
-        options: Some(options.producer),
         on_cancel: options.on_cancel,
         consumers: HashSet::new(),
     };
-    let stage = crate::run::start_in(ProducerStage(stage), options.group.as_ref()).await?;
+    let stage = crate::run::start_in(
+        ProducerStage(stage),
+        options.group.as_ref(),
+        Some(options.producer.into()),
+    )
+    .await?;
     Ok(stage.producer())
 }
 

@@ -27,7 +27,10 @@ use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{Mutex, coop};
 
 use crate::stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
-use crate::{Consumer, Error, Producer, ProducerConsumer, StageRef};
+use crate::{
+    Consumer, ConsumerOptions, Error, Producer, ProducerConsumer, ProducerConsumerOptions,
+    ProducerOptions, StageRef,
+};
 
 /// The most stage polls in one poll of the group task: a stage that wakes
 /// itself without spending tokio's budget (a hand-written yield, a spin on
@@ -232,7 +235,7 @@ impl StageGroup {
         &self,
         producer: P,
     ) -> Result<StageRef<ProducerStage<P>>, Error> {
-        crate::run::start_in(ProducerStage(producer), Some(self)).await
+        crate::run::start_in(ProducerStage(producer), Some(self), None).await
     }
 
     /// Starts a [`ProducerConsumer`] in this group and waits for its `init`,
@@ -241,7 +244,7 @@ impl StageGroup {
         &self,
         stage: P,
     ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
-        crate::run::start_in(ProducerConsumerStage(stage), Some(self)).await
+        crate::run::start_in(ProducerConsumerStage(stage), Some(self), None).await
     }
 
     /// Starts a [`Consumer`] in this group and waits for its `init`, as
@@ -250,7 +253,44 @@ impl StageGroup {
         &self,
         consumer: C,
     ) -> Result<StageRef<ConsumerStage<C>>, Error> {
-        crate::run::start_in(ConsumerStage(consumer), Some(self)).await
+        crate::run::start_in(ConsumerStage(consumer), Some(self), None).await
+    }
+
+    /// [`start_producer`](Self::start_producer) with options, as
+    /// [`start_producer_with`](crate::start_producer_with) does.
+    pub async fn start_producer_with<P: Producer>(
+        &self,
+        producer: P,
+        options: ProducerOptions<P::Event>,
+    ) -> Result<StageRef<ProducerStage<P>>, Error> {
+        crate::run::start_in(ProducerStage(producer), Some(self), Some(options.into())).await
+    }
+
+    /// [`start_producer_consumer`](Self::start_producer_consumer) with
+    /// options, as
+    /// [`start_producer_consumer_with`](crate::start_producer_consumer_with)
+    /// does.
+    pub async fn start_producer_consumer_with<P: ProducerConsumer>(
+        &self,
+        stage: P,
+        options: ProducerConsumerOptions<P::In, P::Out>,
+    ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
+        crate::run::start_in(
+            ProducerConsumerStage(stage),
+            Some(self),
+            Some(options.into()),
+        )
+        .await
+    }
+
+    /// [`start_consumer`](Self::start_consumer) with options, as
+    /// [`start_consumer_with`](crate::start_consumer_with) does.
+    pub async fn start_consumer_with<C: Consumer>(
+        &self,
+        consumer: C,
+        options: ConsumerOptions<C::Event>,
+    ) -> Result<StageRef<ConsumerStage<C>>, Error> {
+        crate::run::start_in(ConsumerStage(consumer), Some(self), Some(options.into())).await
     }
 
     /// Hands a stage's task to the group; spawns the group task first if

@@ -15,6 +15,7 @@ use std::time::Duration;
 use dispatchers::SubscriptionId;
 use tokio::sync::oneshot;
 
+use crate::drain::DrainRequest;
 use crate::mailbox::Sender;
 use crate::message::{Msg, SubscribeRequest, SubscribeTo};
 use crate::shared::StageShared;
@@ -39,6 +40,8 @@ pub(crate) trait ProducerEndpoint<T>: Send + Sync {
     fn estimate_buffered_count(&self, reply: oneshot::Sender<Result<usize, Error>>) -> bool;
     /// Ask for a [`StageStatus`]; refused by ends that are not stages.
     fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error>;
+    /// Part of a [`Drain`](crate::Drain); refused by ends that are not stages.
+    fn drain(&self, request: DrainRequest) -> Result<(), Error>;
     fn stop(&self, reason: StopReason) -> bool;
 }
 
@@ -58,6 +61,8 @@ pub(crate) trait ConsumerEndpoint<T>: Send + Sync {
     ) -> bool;
     /// Ask for a [`StageStatus`]; refused by ends that are not stages.
     fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error>;
+    /// Part of a [`Drain`](crate::Drain); refused by ends that are not stages.
+    fn drain(&self, request: DrainRequest) -> Result<(), Error>;
     fn stop(&self, reason: StopReason) -> bool;
 }
 
@@ -89,6 +94,47 @@ impl<S: Stage> Mailbox<S> {
             Err(not_alive(&self.shared))
         }
     }
+
+    fn send_drain(&self, request: DrainRequest) -> Result<(), Error> {
+        if self.send(Msg::Drain(request)) {
+            Ok(())
+        } else {
+            Err(not_alive(&self.shared))
+        }
+    }
+}
+
+/// What a [`Drain`](crate::Drain) needs from a stage, whatever its type.
+pub(crate) trait Drainable: Send + Sync {
+    fn shared(&self) -> &Arc<StageShared>;
+    fn drain(&self, request: DrainRequest) -> Result<(), Error>;
+}
+
+impl<S: Stage> Drainable for Mailbox<S> {
+    fn shared(&self) -> &Arc<StageShared> {
+        &self.shared
+    }
+    fn drain(&self, request: DrainRequest) -> Result<(), Error> {
+        self.send_drain(request)
+    }
+}
+
+impl<T> Drainable for ProducerRef<T> {
+    fn shared(&self) -> &Arc<StageShared> {
+        self.inner.shared()
+    }
+    fn drain(&self, request: DrainRequest) -> Result<(), Error> {
+        self.inner.drain(request)
+    }
+}
+
+impl<T> Drainable for ConsumerRef<T> {
+    fn shared(&self) -> &Arc<StageShared> {
+        self.inner.shared()
+    }
+    fn drain(&self, request: DrainRequest) -> Result<(), Error> {
+        self.inner.drain(request)
+    }
 }
 
 /// A stage's answer to a status request.
@@ -99,6 +145,16 @@ async fn status(
     let (tx, rx) = oneshot::channel();
     send(tx)?;
     answer(shared, rx, DEFAULT_TIMEOUT).await
+}
+
+/// What raw protocol ends answer to a drain: they are not stages.
+pub(crate) fn no_drain(shared: &StageShared) -> Result<(), Error> {
+    Err(Error::WrongKind {
+        stage: shared.id(),
+        kind: shared.kind().name(),
+        operation: "drain",
+        expected: "stages (producers, producer_consumers and consumers)",
+    })
 }
 
 /// What raw protocol ends answer to a status request: they are not stages.
@@ -136,6 +192,9 @@ impl<S: Stage> ProducerEndpoint<S::Out> for Mailbox<S> {
     }
     fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error> {
         self.send_status(reply)
+    }
+    fn drain(&self, request: DrainRequest) -> Result<(), Error> {
+        self.send_drain(request)
     }
     fn stop(&self, reason: StopReason) -> bool {
         self.send(Msg::Stop { reason })
@@ -176,6 +235,9 @@ impl<S: Stage> ConsumerEndpoint<S::In> for Mailbox<S> {
     }
     fn status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error> {
         self.send_status(reply)
+    }
+    fn drain(&self, request: DrainRequest) -> Result<(), Error> {
+        self.send_drain(request)
     }
     fn stop(&self, reason: StopReason) -> bool {
         self.send(Msg::Stop { reason })
@@ -512,6 +574,15 @@ impl<T> ConsumerRef<T> {
     }
 }
 
+/// The handle of a running [`Producer`](crate::Producer) `P`.
+pub type ProducerHandle<P> = StageRef<crate::ProducerStage<P>>;
+
+/// The handle of a running [`ProducerConsumer`](crate::ProducerConsumer) `P`.
+pub type ProducerConsumerHandle<P> = StageRef<crate::ProducerConsumerStage<P>>;
+
+/// The handle of a running [`Consumer`](crate::Consumer) `C`.
+pub type ConsumerHandle<C> = StageRef<crate::ConsumerStage<C>>;
+
 /// A running stage of type `S` (one of [`ProducerStage`](crate::ProducerStage),
 /// [`ConsumerStage`](crate::ConsumerStage),
 /// [`ProducerConsumerStage`](crate::ProducerConsumerStage)), returned by the
@@ -672,13 +743,29 @@ impl<S: ProducesEvents> StageRef<S> {
         self.producer().set_demand_mode(mode).await
     }
 
-    /// See [`ProducerRef::cancel`].
-    pub fn cancel_consumer(
+    /// Cancel a consumer's subscription to this stage (its downstream
+    /// side; GenStage's `cancel({producer, subscription}, reason)` with
+    /// this stage as the producer): the stage removes it and tells the
+    /// consumer, whose cancel mode decides what happens next. Unknown
+    /// subscriptions are ignored. See [`ProducerRef::cancel`].
+    pub fn cancel_downstream(
         &self,
         subscription: SubscriptionId,
         reason: StopReason,
     ) -> Result<(), Error> {
         self.producer().cancel(subscription, reason)
+    }
+
+    /// The old name of [`cancel_downstream`](Self::cancel_downstream).
+    #[deprecated(
+        note = "use `cancel_downstream`: it cancels a consumer's subscription to this stage"
+    )]
+    pub fn cancel_consumer(
+        &self,
+        subscription: SubscriptionId,
+        reason: StopReason,
+    ) -> Result<(), Error> {
+        self.cancel_downstream(subscription, reason)
     }
 }
 
@@ -749,8 +836,23 @@ impl<S: ConsumesEvents> StageRef<S> {
         self.consumer().ask_and_wait(subscription, n).await
     }
 
-    /// See [`ConsumerRef::cancel`].
-    pub fn cancel(&self, subscription: SubscriptionId, reason: StopReason) -> Result<(), Error> {
+    /// Cancel one of this stage's subscriptions to a producer (its
+    /// upstream side): the stage asks its producer to cancel, and handles
+    /// the cancellation (by its cancel mode) when the producer confirms.
+    /// Unknown subscriptions are ignored. See [`ConsumerRef::cancel`].
+    pub fn cancel_upstream(
+        &self,
+        subscription: SubscriptionId,
+        reason: StopReason,
+    ) -> Result<(), Error> {
         self.consumer().cancel(subscription, reason)
+    }
+
+    /// The old name of [`cancel_upstream`](Self::cancel_upstream).
+    #[deprecated(
+        note = "use `cancel_upstream`: it cancels this stage's subscription to a producer"
+    )]
+    pub fn cancel(&self, subscription: SubscriptionId, reason: StopReason) -> Result<(), Error> {
+        self.cancel_upstream(subscription, reason)
     }
 }

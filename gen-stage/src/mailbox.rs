@@ -236,6 +236,13 @@ impl<M> Receiver<M> {
     }
 }
 
+impl<M> Receiver<M> {
+    /// Everything queued, without waiting (what a stopping stage leaves).
+    pub(crate) fn take_queued(&mut self) -> VecDeque<M> {
+        std::mem::take(&mut self.chan.lock().queue)
+    }
+}
+
 impl<M> Drop for Receiver<M> {
     fn drop(&mut self) {
         let (queue, waker) = {

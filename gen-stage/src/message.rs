@@ -4,6 +4,7 @@
 use dispatchers::{SubscriptionId, SubscriptionOptions};
 use tokio::sync::oneshot;
 
+use crate::drain::DrainRequest;
 use crate::stage::Stage;
 use crate::{
     ConsumerRef, DemandMode, Error, ProducerRef, ReplyTo, StageStatus, StopReason, SubscribeOptions,
@@ -96,6 +97,8 @@ pub(crate) enum Msg<S: Stage> {
     Stop {
         reason: StopReason,
     },
+    /// Part of a [`Drain`](crate::Drain).
+    Drain(DrainRequest),
 }
 
 /// A consumer's subscription request, as the producer receives it.

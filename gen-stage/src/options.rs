@@ -23,6 +23,10 @@ pub enum DemandMode {
 
 /// A producer's options (GenStage's `init` options for `:producer`).
 ///
+/// Given when the stage starts ([`start_producer_with`](crate::start_producer_with))
+/// or returned by its `init`, or both: what `init` sets wins, option by
+/// option; what neither sets has its default.
+///
 /// ```
 /// use gen_stage::{BroadcastDispatcher, BufferKeep, DemandMode, ProducerOptions};
 ///
@@ -34,21 +38,16 @@ pub enum DemandMode {
 /// # let _ = options;
 /// ```
 pub struct ProducerOptions<T> {
-    pub(crate) dispatcher: Box<dyn Dispatcher<T>>,
-    pub(crate) buffer_size: BufferSize,
-    pub(crate) buffer_keep: BufferKeep,
-    pub(crate) demand: DemandMode,
+    pub(crate) setup: ProducerSetup<T>,
 }
 
 impl<T: 'static> ProducerOptions<T> {
-    /// The Demand dispatcher, a buffer of 10 000 keeping the last events,
-    /// forward demand.
+    /// Nothing set: the Demand dispatcher, a buffer of 10 000 keeping the
+    /// last events, forward demand, unless set here or by the other side
+    /// (start or `init`).
     pub fn new() -> Self {
         Self {
-            dispatcher: Box::new(DemandDispatcher::new()),
-            buffer_size: BufferSize::Limited(10_000),
-            buffer_keep: BufferKeep::Last,
-            demand: DemandMode::Forward,
+            setup: ProducerSetup::default(),
         }
     }
 }
@@ -56,32 +55,32 @@ impl<T: 'static> ProducerOptions<T> {
 impl<T> ProducerOptions<T> {
     /// The dispatcher (default: [`DemandDispatcher`]).
     pub fn dispatcher(mut self, dispatcher: impl Dispatcher<T> + 'static) -> Self {
-        self.dispatcher = Box::new(dispatcher);
+        self.setup.dispatcher = Some(Box::new(dispatcher));
         self
     }
 
     /// A dispatcher already boxed (e.g. a plugin).
     pub fn boxed_dispatcher(mut self, dispatcher: Box<dyn Dispatcher<T>>) -> Self {
-        self.dispatcher = dispatcher;
+        self.setup.dispatcher = Some(dispatcher);
         self
     }
 
     /// How many undispatched events to keep (default 10 000; `0` is refused
     /// when the stage starts).
     pub fn buffer_size(mut self, size: impl Into<BufferSize>) -> Self {
-        self.buffer_size = size.into();
+        self.setup.buffer_size = Some(size.into());
         self
     }
 
     /// Which events a full buffer keeps (default [`BufferKeep::Last`]).
     pub fn buffer_keep(mut self, keep: BufferKeep) -> Self {
-        self.buffer_keep = keep;
+        self.setup.buffer_keep = Some(keep);
         self
     }
 
     /// The initial demand mode (default [`DemandMode::Forward`]).
     pub fn demand(mut self, mode: DemandMode) -> Self {
-        self.demand = mode;
+        self.setup.demand = Some(mode);
         self
     }
 }
@@ -95,10 +94,13 @@ impl<T: 'static> Default for ProducerOptions<T> {
 impl<T> fmt::Debug for ProducerOptions<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProducerOptions")
-            .field("dispatcher", &self.dispatcher.name())
-            .field("buffer_size", &self.buffer_size)
-            .field("buffer_keep", &self.buffer_keep)
-            .field("demand", &self.demand)
+            .field(
+                "dispatcher",
+                &self.setup.dispatcher.as_ref().map(|d| d.name()),
+            )
+            .field("buffer_size", &self.setup.buffer_size)
+            .field("buffer_keep", &self.setup.buffer_keep)
+            .field("demand", &self.setup.demand)
             .finish()
     }
 }
@@ -108,6 +110,10 @@ impl<T> fmt::Debug for ProducerOptions<T> {
 pub(crate) type SubscribeTo<T> = Vec<(ProducerRef<T>, SubscribeOptions<T>)>;
 
 /// A consumer's options (GenStage's `init` options for `:consumer`).
+///
+/// Given when the stage starts ([`start_consumer_with`](crate::start_consumer_with))
+/// or returned by its `init`, or both: the subscriptions of both are made,
+/// those given at the start first.
 ///
 /// ```no_run
 /// # async fn example(producer: gen_stage::ProducerRef<u64>) {
@@ -160,20 +166,22 @@ impl<T: 'static> fmt::Debug for ConsumerOptions<T> {
 /// `:producer_consumer`): a dispatcher and buffer like a producer (but an
 /// unbounded buffer by default, and always forward demand), and initial
 /// subscriptions like a consumer.
+///
+/// Given when the stage starts
+/// ([`start_producer_consumer_with`](crate::start_producer_consumer_with))
+/// or returned by its `init`, or both: what `init` sets wins, option by
+/// option, and the subscriptions of both are made (the start's first).
 pub struct ProducerConsumerOptions<In, Out> {
-    pub(crate) dispatcher: Box<dyn Dispatcher<Out>>,
-    pub(crate) buffer_size: BufferSize,
-    pub(crate) buffer_keep: BufferKeep,
+    pub(crate) setup: ProducerSetup<Out>,
     pub(crate) subscribe_to: SubscribeTo<In>,
 }
 
 impl<In, Out: 'static> ProducerConsumerOptions<In, Out> {
-    /// The Demand dispatcher, an unbounded buffer, no subscriptions.
+    /// Nothing set: the Demand dispatcher, an unbounded buffer, no
+    /// subscriptions, unless set here or by the other side.
     pub fn new() -> Self {
         Self {
-            dispatcher: Box::new(DemandDispatcher::new()),
-            buffer_size: BufferSize::Infinity,
-            buffer_keep: BufferKeep::Last,
+            setup: ProducerSetup::default(),
             subscribe_to: Vec::new(),
         }
     }
@@ -182,25 +190,25 @@ impl<In, Out: 'static> ProducerConsumerOptions<In, Out> {
 impl<In: 'static, Out> ProducerConsumerOptions<In, Out> {
     /// The dispatcher (default: [`DemandDispatcher`]).
     pub fn dispatcher(mut self, dispatcher: impl Dispatcher<Out> + 'static) -> Self {
-        self.dispatcher = Box::new(dispatcher);
+        self.setup.dispatcher = Some(Box::new(dispatcher));
         self
     }
 
     /// A dispatcher already boxed (e.g. a plugin).
     pub fn boxed_dispatcher(mut self, dispatcher: Box<dyn Dispatcher<Out>>) -> Self {
-        self.dispatcher = dispatcher;
+        self.setup.dispatcher = Some(dispatcher);
         self
     }
 
     /// How many undispatched events to keep (default unbounded).
     pub fn buffer_size(mut self, size: impl Into<BufferSize>) -> Self {
-        self.buffer_size = size.into();
+        self.setup.buffer_size = Some(size.into());
         self
     }
 
     /// Which events a full buffer keeps.
     pub fn buffer_keep(mut self, keep: BufferKeep) -> Self {
-        self.buffer_keep = keep;
+        self.setup.buffer_keep = Some(keep);
         self
     }
 
@@ -224,28 +232,85 @@ impl<In, Out: 'static> Default for ProducerConsumerOptions<In, Out> {
 impl<In: 'static, Out> fmt::Debug for ProducerConsumerOptions<In, Out> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProducerConsumerOptions")
-            .field("dispatcher", &self.dispatcher.name())
-            .field("buffer_size", &self.buffer_size)
-            .field("buffer_keep", &self.buffer_keep)
+            .field(
+                "dispatcher",
+                &self.setup.dispatcher.as_ref().map(|d| d.name()),
+            )
+            .field("buffer_size", &self.setup.buffer_size)
+            .field("buffer_keep", &self.setup.buffer_keep)
             .field("subscribe_to", &self.subscribe_to)
             .finish()
     }
 }
 
-/// Everything `init` decided, whatever the kind of stage.
+/// Everything `init` (or the start) decided, whatever the kind of stage.
 pub(crate) struct Setup<In, Out> {
     pub(crate) producer: Option<ProducerSetup<Out>>,
     pub(crate) subscribe_to: SubscribeTo<In>,
 }
 
+/// A producer side's options, each unset until someone sets it.
 pub(crate) struct ProducerSetup<T> {
+    pub(crate) dispatcher: Option<Box<dyn Dispatcher<T>>>,
+    pub(crate) buffer_size: Option<BufferSize>,
+    pub(crate) buffer_keep: Option<BufferKeep>,
+    pub(crate) demand: Option<DemandMode>,
+}
+
+impl<T> Default for ProducerSetup<T> {
+    fn default() -> Self {
+        Self {
+            dispatcher: None,
+            buffer_size: None,
+            buffer_keep: None,
+            demand: None,
+        }
+    }
+}
+
+impl<T> ProducerSetup<T> {
+    /// These options, with `base`'s where these leave one unset.
+    fn over(self, base: Self) -> Self {
+        Self {
+            dispatcher: self.dispatcher.or(base.dispatcher),
+            buffer_size: self.buffer_size.or(base.buffer_size),
+            buffer_keep: self.buffer_keep.or(base.buffer_keep),
+            demand: self.demand.or(base.demand),
+        }
+    }
+}
+
+/// A producer side's options with every default filled in.
+pub(crate) struct ProducerConfig<T> {
     pub(crate) dispatcher: Box<dyn Dispatcher<T>>,
     pub(crate) buffer_size: BufferSize,
     pub(crate) buffer_keep: BufferKeep,
     pub(crate) demand: DemandMode,
 }
 
-impl<T> ProducerSetup<T> {
+impl<T: 'static> ProducerConfig<T> {
+    /// GenStage's defaults: the Demand dispatcher, a buffer of 10 000
+    /// (unbounded for producer_consumers) keeping the last events, forward
+    /// demand (always, for producer_consumers).
+    pub(crate) fn new(setup: ProducerSetup<T>, producer_consumer: bool) -> Self {
+        let default_size = if producer_consumer {
+            BufferSize::Infinity
+        } else {
+            BufferSize::Limited(10_000)
+        };
+        Self {
+            dispatcher: setup
+                .dispatcher
+                .unwrap_or_else(|| Box::new(DemandDispatcher::new())),
+            buffer_size: setup.buffer_size.unwrap_or(default_size),
+            buffer_keep: setup.buffer_keep.unwrap_or(BufferKeep::Last),
+            demand: match producer_consumer {
+                true => DemandMode::Forward,
+                false => setup.demand.unwrap_or_default(),
+            },
+        }
+    }
+
     /// Refuses `buffer_size: 0` (GenStage accepts it, then crashes).
     pub(crate) fn validate(&self) -> Result<(), Error> {
         if self.buffer_size == BufferSize::Limited(0) {
@@ -260,10 +325,22 @@ impl<T> ProducerSetup<T> {
 }
 
 impl<In, Out> Setup<In, Out> {
-    pub(crate) fn validate(&self) -> Result<(), Error> {
-        if let Some(producer) = &self.producer {
-            producer.validate()?;
+    /// What `init` returned (`self`) over what the start gave (`base`):
+    /// option by option, and the subscriptions of both, the start's first.
+    pub(crate) fn over(self, base: Self) -> Self {
+        let producer = match (self.producer, base.producer) {
+            (Some(mine), Some(base)) => Some(mine.over(base)),
+            (mine, base) => mine.or(base),
+        };
+        let mut subscribe_to = base.subscribe_to;
+        subscribe_to.extend(self.subscribe_to);
+        Setup {
+            producer,
+            subscribe_to,
         }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
         for (_, options) in &self.subscribe_to {
             options.validate()?;
         }
@@ -274,12 +351,7 @@ impl<In, Out> Setup<In, Out> {
 impl<T> From<ProducerOptions<T>> for Setup<std::convert::Infallible, T> {
     fn from(options: ProducerOptions<T>) -> Self {
         Setup {
-            producer: Some(ProducerSetup {
-                dispatcher: options.dispatcher,
-                buffer_size: options.buffer_size,
-                buffer_keep: options.buffer_keep,
-                demand: options.demand,
-            }),
+            producer: Some(options.setup),
             subscribe_to: Vec::new(),
         }
     }
@@ -297,12 +369,7 @@ impl<T> From<ConsumerOptions<T>> for Setup<T, std::convert::Infallible> {
 impl<In, Out> From<ProducerConsumerOptions<In, Out>> for Setup<In, Out> {
     fn from(options: ProducerConsumerOptions<In, Out>) -> Self {
         Setup {
-            producer: Some(ProducerSetup {
-                dispatcher: options.dispatcher,
-                buffer_size: options.buffer_size,
-                buffer_keep: options.buffer_keep,
-                demand: DemandMode::Forward,
-            }),
+            producer: Some(options.setup),
             subscribe_to: options.subscribe_to,
         }
     }

@@ -166,12 +166,60 @@ pub trait Producer: Send + Sized + 'static {
     fn start(self) -> impl Future<Output = Result<StageRef<ProducerStage<Self>>, Error>> + Send {
         start_producer(self)
     }
+
+    /// Start this producer in its own tokio task with `options` (see
+    /// [`start_producer_with`]).
+    fn start_with(
+        self,
+        options: ProducerOptions<Self::Event>,
+    ) -> impl Future<Output = Result<StageRef<ProducerStage<Self>>, Error>> + Send {
+        start_producer_with(self, options)
+    }
 }
 
 /// Start `producer` in its own tokio task; returns once its `init` has run.
 /// Must be called within a tokio runtime.
 pub async fn start_producer<P: Producer>(producer: P) -> Result<StageRef<ProducerStage<P>>, Error> {
     crate::run::start(ProducerStage(producer)).await
+}
+
+/// Start `producer` in its own tokio task with `options` (dispatcher,
+/// buffer, demand mode), so that its `init` need not return them. Options
+/// its `init` sets win over these, one by one.
+///
+/// ```
+/// use gen_stage::{BroadcastDispatcher, Noreply, Producer, ProducerContext, ProducerOptions};
+///
+/// struct Ticks(u64);
+///
+/// impl Producer for Ticks {
+///     type Event = u64;
+///     type Call = ();
+///     type Reply = ();
+///     type Cast = ();
+///     type Info = ();
+///
+///     async fn handle_demand(&mut self, demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<u64> {
+///         let events = (self.0..self.0 + demand as u64).collect();
+///         self.0 += demand as u64;
+///         Noreply::Emit(events)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), gen_stage::Error> {
+/// let options = ProducerOptions::new().dispatcher(BroadcastDispatcher::new());
+/// let ticks = gen_stage::start_producer_with(Ticks(0), options).await?;
+/// let status = ticks.status().await?;
+/// assert_eq!(status.producer.expect("a producer side").dispatcher, "broadcast");
+/// # Ok(())
+/// # }
+/// ```
+pub async fn start_producer_with<P: Producer>(
+    producer: P,
+    options: ProducerOptions<P::Event>,
+) -> Result<StageRef<ProducerStage<P>>, Error> {
+    crate::run::start_in(ProducerStage(producer), None, Some(options.into())).await
 }
 
 impl<P: Producer> Stage for ProducerStage<P> {
@@ -270,6 +318,10 @@ impl<P: Producer> Callbacks for ProducerStage<P> {
 
     fn handle_discarded(&mut self, discarded: usize) -> bool {
         self.0.handle_discarded(discarded)
+    }
+
+    fn in_flight(&self) -> usize {
+        0
     }
 
     fn terminate(

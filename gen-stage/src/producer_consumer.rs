@@ -168,6 +168,15 @@ pub trait ProducerConsumer: Send + Sized + 'static {
         true
     }
 
+    /// Work this stage started and has not finished, outside the runtime's
+    /// view (e.g. tasks it spawned for events it handled). A stage being
+    /// [drained](crate::Drain) stops only once this is 0; it is asked again
+    /// after every message, so the work should report its end with one
+    /// (a cast or an info to the stage). Default 0.
+    fn in_flight(&self) -> usize {
+        0
+    }
+
     /// The stage is stopping with `reason` (also after a panic).
     fn terminate(
         &mut self,
@@ -184,6 +193,15 @@ pub trait ProducerConsumer: Send + Sized + 'static {
     ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self>>, Error>> + Send {
         start_producer_consumer(self)
     }
+
+    /// Start this stage in its own tokio task with `options` (see
+    /// [`start_producer_consumer_with`]).
+    fn start_with(
+        self,
+        options: ProducerConsumerOptions<Self::In, Self::Out>,
+    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self>>, Error>> + Send {
+        start_producer_consumer_with(self, options)
+    }
 }
 
 /// Start a producer_consumer in its own tokio task; returns once its `init`
@@ -193,6 +211,17 @@ pub async fn start_producer_consumer<P: ProducerConsumer>(
     stage: P,
 ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
     crate::run::start(ProducerConsumerStage(stage)).await
+}
+
+/// Start a producer_consumer in its own tokio task with `options`
+/// (dispatcher, buffer, initial subscriptions), so that its `init` need not
+/// return them. Options its `init` sets win over these, one by one; the
+/// subscriptions of both are made, these first.
+pub async fn start_producer_consumer_with<P: ProducerConsumer>(
+    stage: P,
+    options: ProducerConsumerOptions<P::In, P::Out>,
+) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
+    crate::run::start_in(ProducerConsumerStage(stage), None, Some(options.into())).await
 }
 
 impl<P: ProducerConsumer> Stage for ProducerConsumerStage<P> {
@@ -293,6 +322,10 @@ impl<P: ProducerConsumer> Callbacks for ProducerConsumerStage<P> {
 
     fn handle_discarded(&mut self, discarded: usize) -> bool {
         self.0.handle_discarded(discarded)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.0.in_flight()
     }
 
     fn terminate(

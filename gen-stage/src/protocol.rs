@@ -123,6 +123,9 @@ impl<T: Send + 'static> ConsumerEndpoint<T> for RawConsumerEnd<T> {
     fn status(&self, _reply: oneshot::Sender<crate::StageStatus>) -> Result<(), Error> {
         crate::handle::no_status(&self.shared)
     }
+    fn drain(&self, _request: crate::drain::DrainRequest) -> Result<(), Error> {
+        crate::handle::no_drain(&self.shared)
+    }
     fn stop(&self, _reason: StopReason) -> bool {
         false
     }
@@ -364,6 +367,9 @@ impl<T: Send + 'static> ProducerEndpoint<T> for RawProducerEnd<T> {
     }
     fn status(&self, _reply: oneshot::Sender<crate::StageStatus>) -> Result<(), Error> {
         crate::handle::no_status(&self.shared)
+    }
+    fn drain(&self, _request: crate::drain::DrainRequest) -> Result<(), Error> {
+        crate::handle::no_drain(&self.shared)
     }
     fn stop(&self, _reason: StopReason) -> bool {
         false

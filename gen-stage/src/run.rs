@@ -8,6 +8,7 @@
 //! [`demand`](crate::demand) and [`buffer`](crate::buffer) modules.
 
 mod consumer_side;
+mod draining;
 mod producer_side;
 
 use std::collections::VecDeque;
@@ -21,6 +22,7 @@ use tracing::Instrument;
 
 use consumer_side::Queued;
 pub(crate) use consumer_side::Upstream;
+use draining::Draining;
 use producer_side::ProducerSide;
 
 use crate::group::StageGroup;
@@ -28,6 +30,7 @@ use crate::handle::Mailbox;
 use crate::ids::IdMap;
 use crate::mailbox::{self, Receiver, WeakSender};
 use crate::message::{Msg, SubscribeTo};
+use crate::options::{ProducerConfig, Setup};
 use crate::shared::{DeadOnDrop, Kind, StageShared};
 use crate::stage::Callbacks;
 use crate::{Error, Noreply, Reply, ReplyTo, StageRef, StageStatus, StopReason};
@@ -73,18 +76,21 @@ pub(crate) struct Core<S: Callbacks> {
     pending: VecDeque<Pending>,
     /// The call being handled, so a panic inside it still answers the caller.
     current_call: Option<ReplyTo<S::Reply>>,
+    /// `Some` while a [`Drain`](crate::Drain) runs on this stage.
+    drain: Option<Box<Draining>>,
 }
 
 /// Start `stage` in its own task and wait for its `init`.
 pub(crate) async fn start<S: Callbacks>(stage: S) -> Result<StageRef<S>, Error> {
-    start_in(stage, None).await
+    start_in(stage, None, None).await
 }
 
 /// Start `stage` in `group` (or, without one, in its own task) and wait for
-/// its `init`.
+/// its `init`, which `options` (the start's) are the base for.
 pub(crate) async fn start_in<S: Callbacks>(
     stage: S,
     group: Option<&StageGroup>,
+    options: Option<Setup<S::In, S::Out>>,
 ) -> Result<StageRef<S>, Error> {
     // A group checks for a runtime itself (it spawns its task once).
     let place = match group {
@@ -111,11 +117,12 @@ pub(crate) async fn start_in<S: Callbacks>(
         next_info: 0,
         pending: VecDeque::new(),
         current_call: None,
+        drain: None,
     };
     // No subscriber wants the span: entering it on every poll would only
     // cost time.
     let instrument = !span.is_disabled();
-    let task = run(core, rx, started_tx);
+    let task = run(core, options, rx, started_tx);
     match place {
         Place::Task(runtime) if instrument => drop(runtime.spawn(task.instrument(span))),
         Place::Task(runtime) => drop(runtime.spawn(task)),
@@ -143,11 +150,12 @@ enum Place<'a> {
 
 async fn run<S: Callbacks>(
     mut core: Core<S>,
+    options: Option<Setup<S::In, S::Out>>,
     mut rx: Receiver<Msg<S>>,
     started: oneshot::Sender<Result<(), Error>>,
 ) {
     let _dead_on_drop = DeadOnDrop(core.shared.clone());
-    let init = match AssertUnwindSafe(core.init()).catch_unwind().await {
+    let init = match AssertUnwindSafe(core.init(options)).catch_unwind().await {
         Ok(result) => result,
         Err(panic) => Err(Error::InitFailed {
             stage: core.shared.id(),
@@ -179,9 +187,9 @@ async fn run<S: Callbacks>(
 }
 
 impl<S: Callbacks> Core<S> {
-    async fn init(&mut self) -> Result<(), Error> {
+    async fn init(&mut self, options: Option<Setup<S::In, S::Out>>) -> Result<(), Error> {
         let stage_id = self.shared.id();
-        let setup = self
+        let mut setup = self
             .stage
             .init(ctx!(self))
             .await
@@ -189,9 +197,14 @@ impl<S: Callbacks> Core<S> {
                 stage: stage_id,
                 reason,
             })?;
+        if let Some(options) = options {
+            setup = setup.over(options);
+        }
         setup.validate()?;
         if let Some(producer) = setup.producer {
-            self.producer = Some(ProducerSide::new(producer));
+            let config = ProducerConfig::new(producer, S::KIND == Kind::ProducerConsumer);
+            config.validate()?;
+            self.producer = Some(ProducerSide::new(config));
         }
         for (producer, options) in setup.subscribe_to {
             let request = SubscribeTo {
@@ -236,6 +249,11 @@ impl<S: Callbacks> Core<S> {
                 }
                 if !self.pending.is_empty()
                     && let Err(reason) = Box::pin(self.run_pending()).await
+                {
+                    return reason;
+                }
+                if self.drain.is_some()
+                    && let Some(reason) = self.drain_check()
                 {
                     return reason;
                 }
@@ -304,6 +322,10 @@ impl<S: Callbacks> Core<S> {
                 Ok(())
             }
             Msg::Stop { reason } => Err(reason),
+            Msg::Drain(request) => {
+                self.on_drain(request);
+                Ok(())
+            }
         }
     }
 
@@ -382,7 +404,7 @@ impl<S: Callbacks> Core<S> {
     async fn terminate(
         mut self,
         reason: StopReason,
-        rx: Receiver<Msg<S>>,
+        mut rx: Receiver<Msg<S>>,
         unhandled: VecDeque<Msg<S>>,
     ) {
         if let Some(from) = self.current_call.take() {
@@ -410,6 +432,9 @@ impl<S: Callbacks> Core<S> {
         if let Some(producer) = &mut self.producer {
             producer.demonitor_all();
         }
+        // Before the stage is marked dead: a drain learns of the stops in
+        // the order they happened.
+        self.report_drain(&reason, &unhandled, &mut rx);
         self.shared.mark_dead(reason);
         drop(unhandled);
         drop(rx);

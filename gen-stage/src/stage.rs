@@ -150,6 +150,10 @@ pub(crate) trait Callbacks: Stage {
 
     fn handle_discarded(&mut self, discarded: usize) -> bool;
 
+    /// Work in flight outside the runtime's view (a draining stage stops
+    /// only at 0).
+    fn in_flight(&self) -> usize;
+
     fn terminate(
         &mut self,
         reason: &StopReason,

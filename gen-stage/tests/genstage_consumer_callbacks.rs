@@ -145,7 +145,7 @@ async fn handle_cancel_3_with_temporary_subscription() {
     let (producer, consumer, subscription, mut inbox) = subscribed(CancelMode::Temporary).await;
 
     producer
-        .cancel_consumer(subscription.id, StopReason::custom("oops"))
+        .cancel_downstream(subscription.id, StopReason::custom("oops"))
         .unwrap();
 
     inbox
@@ -162,7 +162,7 @@ async fn handle_cancel_3_with_normal_transient_subscription() {
     let (producer, consumer, subscription, mut inbox) = subscribed(CancelMode::Transient).await;
 
     producer
-        .cancel_consumer(subscription.id, StopReason::Normal)
+        .cancel_downstream(subscription.id, StopReason::Normal)
         .unwrap();
 
     inbox
@@ -179,7 +179,7 @@ async fn handle_cancel_3_with_non_normal_transient_subscription() {
     let (producer, consumer, subscription, mut inbox) = subscribed(CancelMode::Transient).await;
 
     producer
-        .cancel_consumer(subscription.id, StopReason::custom("oops"))
+        .cancel_downstream(subscription.id, StopReason::custom("oops"))
         .unwrap();
 
     inbox
@@ -196,7 +196,7 @@ async fn handle_cancel_3_with_permanent_subscription() {
     let (producer, consumer, subscription, mut inbox) = subscribed(CancelMode::Permanent).await;
 
     producer
-        .cancel_consumer(subscription.id, StopReason::custom("oops"))
+        .cancel_downstream(subscription.id, StopReason::custom("oops"))
         .unwrap();
 
     inbox

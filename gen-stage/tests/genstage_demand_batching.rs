@@ -283,7 +283,7 @@ async fn queued_events_with_lost_producer() {
     // The producer sent 100 events before it handled the cancellation: the
     // cancellation waits behind them in the producer_consumer's queue.
     producer
-        .cancel_consumer(sub, StopReason::custom("done"))
+        .cancel_downstream(sub, StopReason::custom("done"))
         .unwrap();
     support::barrier(&producer).await;
     ping_doubler(&doubler).await;

@@ -139,7 +139,7 @@ async fn handle_cancel_3() {
         .await;
 
     producer
-        .cancel_consumer(sub, StopReason::custom("oops"))
+        .cancel_downstream(sub, StopReason::custom("oops"))
         .unwrap();
 
     inbox

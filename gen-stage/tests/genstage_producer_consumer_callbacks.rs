@@ -130,7 +130,7 @@ async fn producer_handle_cancel_3() {
     let (producer, _consumer, subscription, mut inbox) = doubler_with_consumer().await;
 
     producer
-        .cancel_consumer(subscription.id, StopReason::custom("oops"))
+        .cancel_downstream(subscription.id, StopReason::custom("oops"))
         .unwrap();
 
     inbox
@@ -214,7 +214,7 @@ async fn consumer_handle_cancel_3_with_temporary_subscription() {
         pipeline(CancelMode::Temporary).await;
 
     producer
-        .cancel_consumer(subscription.id, StopReason::custom("oops"))
+        .cancel_downstream(subscription.id, StopReason::custom("oops"))
         .unwrap();
 
     inbox
@@ -233,7 +233,7 @@ async fn consumer_handle_cancel_3_with_permanent_subscription() {
         pipeline(CancelMode::Permanent).await;
 
     producer
-        .cancel_consumer(subscription.id, StopReason::custom("oops"))
+        .cancel_downstream(subscription.id, StopReason::custom("oops"))
         .unwrap();
 
     inbox

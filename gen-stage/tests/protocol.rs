@@ -384,7 +384,7 @@ async fn either_side_can_cancel_a_subscription() {
         .await
         .expect("accepted");
     consumer
-        .cancel(second, StopReason::custom("from_consumer"))
+        .cancel_upstream(second, StopReason::custom("from_consumer"))
         .expect("sent");
     let (sub, cancellation) = next_matching(&mut seen, |n| match n {
         Note::ProducerCancelled(s, c) if s.id == second => Some((s.id, c)),
@@ -552,4 +552,46 @@ async fn manual_demand_asks_only_when_told_and_hands_whole_messages() {
         consumer.ask_and_wait(new_subscription_id(), 1).await,
         Err(Error::UnknownSubscription { .. })
     ));
+}
+
+/// `cancel` and `cancel_consumer`, the old names of `cancel_upstream` and
+/// `cancel_downstream`, still cancel on the same side.
+#[tokio::test(flavor = "current_thread")]
+#[allow(deprecated)]
+async fn the_deprecated_cancel_names_still_cancel_the_same_side() {
+    let numbers = gen_stage::from_iter(0..u64::MAX).await.expect("producer");
+    let middle = gen_stage::map(|n: u64| n).await.expect("map");
+    let temporary = || SubscribeOptions::new().cancel(CancelMode::Temporary);
+    let upstream = middle
+        .subscribe(&numbers, temporary())
+        .await
+        .expect("accepted");
+    let sink = gen_stage::for_each(|_: u64| {}).await.expect("consumer");
+    let downstream = sink
+        .subscribe(&middle, temporary())
+        .await
+        .expect("accepted");
+
+    // `cancel` on a producer_consumer: its subscription to its producer.
+    middle
+        .cancel(upstream, StopReason::custom("old name"))
+        .expect("sent");
+    // Answered once `middle` has passed the cancel on; `numbers` answers
+    // once it has handled it.
+    middle.status().await.expect("running");
+    assert!(
+        numbers
+            .status()
+            .await
+            .expect("running")
+            .consumers
+            .is_empty()
+    );
+
+    // `cancel_consumer`: a consumer's subscription to it.
+    middle
+        .cancel_consumer(downstream, StopReason::custom("old name"))
+        .expect("sent");
+    assert!(middle.status().await.expect("running").consumers.is_empty());
+    assert!(middle.is_alive() && sink.is_alive());
 }

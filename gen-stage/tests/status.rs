@@ -386,14 +386,16 @@ async fn a_cancelled_subscription_disappears_from_both_sides() {
     );
 
     // The consumer passes the cancel to the producer, which confirms.
-    consumer.cancel(a, StopReason::Normal).expect("alive");
+    consumer
+        .cancel_upstream(a, StopReason::Normal)
+        .expect("alive");
     consumer.status().await.expect("the cancel went out");
     assert!(first.status().await.expect("status").consumers.is_empty());
     assert_eq!(ids(&consumer.status().await.expect("status")), vec![b]);
 
     // Cancelled from the producer's side.
     second
-        .cancel_consumer(b, StopReason::Normal)
+        .cancel_downstream(b, StopReason::Normal)
         .expect("alive");
     assert!(second.status().await.expect("status").consumers.is_empty());
     assert!(

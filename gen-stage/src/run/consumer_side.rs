@@ -239,6 +239,7 @@ impl<S: Callbacks> Core<S> {
             // The usual case inline: one piece, then its ask (no
             // `hand_over` future to build and poll).
             if let Pieces::One { ask } = pieces {
+                self.count_handled(events.len());
                 let result = self
                     .stage
                     .handle_events(events, subscription, ctx!(self))
@@ -302,10 +303,12 @@ impl<S: Callbacks> Core<S> {
         let sub = from.id;
         match pieces {
             Pieces::Manual => {
+                self.count_handled(events.len());
                 let result = self.stage.handle_events(events, from, ctx!(self)).await;
                 self.noreply(result)
             }
             Pieces::One { ask } => {
+                self.count_handled(events.len());
                 let result = self.stage.handle_events(events, from, ctx!(self)).await;
                 self.noreply(result)?;
                 self.ask_producer(sub, ask);
@@ -315,6 +318,7 @@ impl<S: Callbacks> Core<S> {
                 let mut events = events.into_iter();
                 for batch in batches {
                     let piece: Vec<S::In> = events.by_ref().take(batch.size).collect();
+                    self.count_handled(piece.len());
                     let result = self.stage.handle_events(piece, from, ctx!(self)).await;
                     self.noreply(result)?;
                     self.ask_producer(sub, batch.ask);
@@ -404,7 +408,9 @@ impl<S: Callbacks> Core<S> {
             .handle_cancel(cancellation, subscription, ctx!(self))
             .await;
         self.noreply(result)?;
-        if mode.stops_consumer(&reason) && !is_already_subscribed(&reason) {
+        // A draining stage stops only once drained, whatever its
+        // subscriptions' cancel modes.
+        if mode.stops_consumer(&reason) && !is_already_subscribed(&reason) && self.drain.is_none() {
             tracing::info!(
                 producer = %subscription.producer,
                 subscription = %subscription.id,

@@ -7,7 +7,7 @@ use super::{Core, Flow, Pending, ctx};
 use crate::buffer::Buffer;
 use crate::ids::IdMap;
 use crate::message::{Msg, SubscribeRequest};
-use crate::options::ProducerSetup;
+use crate::options::ProducerConfig;
 use crate::shared::{Kind, MonitorId};
 use crate::stage::Callbacks;
 use crate::status::{BufferStatus, ConsumerSubscriptionStatus, ProducerStatus};
@@ -56,7 +56,7 @@ pub(super) struct ProducerSide<T> {
 }
 
 impl<T: 'static> ProducerSide<T> {
-    pub(super) fn new(setup: ProducerSetup<T>) -> Self {
+    pub(super) fn new(setup: ProducerConfig<T>) -> Self {
         Self {
             dispatcher: setup.dispatcher,
             outbox: Outbox::new(),
@@ -72,6 +72,21 @@ impl<T: 'static> ProducerSide<T> {
 
     pub(super) fn buffered_count(&self) -> usize {
         self.buffer.len() + self.dispatcher.buffered()
+    }
+
+    /// Events produced and not sent: buffered, held by the dispatcher, or
+    /// recorded while accumulating.
+    pub(super) fn undelivered(&self) -> usize {
+        let accumulated = self.accumulated.as_ref().map_or(0, |accumulated| {
+            accumulated
+                .iter()
+                .map(|entry| match entry {
+                    Accumulated::Dispatch(events) => events.len(),
+                    Accumulated::Demand(_) => 0,
+                })
+                .sum()
+        });
+        self.buffered_count() + accumulated
     }
 
     /// The producer side's part of [`StageStatus`](crate::StageStatus): its
@@ -136,6 +151,7 @@ impl<S: Callbacks> Core<S> {
             match emit {
                 Emit::Events { to, events } => match consumers.get_mut(&to) {
                     Some(downstream) => {
+                        Self::count_dispatched(&mut self.drain, events.len());
                         downstream.demand = downstream.demand.saturating_sub(events.len());
                         downstream.consumer.inner.events(to, events, None);
                     }
@@ -279,7 +295,7 @@ impl<S: Callbacks> Core<S> {
         } else {
             counter
         };
-        if rest == 0 {
+        if rest == 0 || self.emitting_stopped() {
             return Upstream::Served;
         }
         if let Some(accumulated) = self.producer.as_mut().and_then(|p| p.accumulated.as_mut()) {
