@@ -28,7 +28,7 @@ use gen_stage::{
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::oneshot;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{Output, known};
 use crate::error::{CommandError, tx_code};
@@ -290,7 +290,6 @@ impl ProducerConsumer for WorkerPool {
 /// An engine worker: runs one transaction at a time.
 struct Worker {
     ctx: Context,
-    emitted: Arc<std::sync::atomic::AtomicUsize>,
     scheduler: StageRef<ProducerStage<PendingTransactions>>,
     progress: StageRef<ProducerStage<ProgressHub>>,
 }
@@ -320,7 +319,6 @@ impl Consumer for Worker {
             };
             let started = Instant::now();
             let hub = self.progress.clone();
-            let emitted = self.emitted.clone();
             let reporting = dataset.clone();
             let clock = Arc::new(Mutex::new(PhaseTimes::default()));
             let ticking = clock.clone();
@@ -332,9 +330,8 @@ impl Consumer for Worker {
                     dataset: reporting.clone(),
                     report,
                 };
-                if hub.cast(event).is_ok() {
-                    emitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
+                // A hub that stopped (the pull is ending) misses a report, nothing else.
+                let _ = hub.cast(event);
             });
             let outcome = self.ctx.with_progress(progress).run_once(&dataset).await;
             let mut change = None;
@@ -411,10 +408,7 @@ impl Consumer for Worker {
 
 impl Worker {
     fn emit(&self, event: ProgressEvent) {
-        if self.progress.cast(event).is_ok() {
-            self.emitted
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
+        let _ = self.progress.cast(event);
     }
 }
 
@@ -470,7 +464,6 @@ impl Producer for ProgressHub {
 struct Renderer {
     bars: BTreeMap<String, (indicatif::ProgressBar, Option<crate::progress::Phase>)>,
     multi: indicatif::MultiProgress,
-    log: Arc<Mutex<Vec<ProgressEvent>>>,
 }
 
 impl Consumer for Renderer {
@@ -526,9 +519,6 @@ impl Consumer for Renderer {
                     bar.set_style(spinner_style());
                     bar.finish_with_message(format!("FAILED: {message}"))
                 }
-            }
-            if let Ok(mut log) = self.log.lock() {
-                log.push(e);
             }
         }
         Noreply::none()
@@ -703,11 +693,9 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     if opts.quiet {
         multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let log = Arc::new(Mutex::new(Vec::new()));
     let renderer = gen_stage::start_consumer(Renderer {
         bars: BTreeMap::new(),
         multi,
-        log: log.clone(),
     })
     .await
     .map_err(pipeline_err)?;
@@ -780,11 +768,9 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         lanes.push(lane);
     }
     let mut workers = Vec::new();
-    let emitted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for _ in 0..opts.max_concurrency.max(1) {
         let w = gen_stage::start_consumer(Worker {
             ctx: ctx.clone(),
-            emitted: emitted.clone(),
             scheduler: producer.clone(),
             progress: hub.clone(),
         })
@@ -806,29 +792,22 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         "pull finished"
     );
 
-    // Let the renderer see every progress event, then stop everything.
-    for _ in 0..200 {
-        let seen = log.lock().map(|l| l.len()).unwrap_or(0);
-        if seen >= emitted.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    for w in &workers {
-        let _ = w.stop(gen_stage::StopReason::Normal).await;
-    }
-    let _ = pool.stop(gen_stage::StopReason::Normal).await;
-    for l in &lanes {
-        let _ = l.stop(gen_stage::StopReason::Normal).await;
-    }
-    let _ = producer.stop(gen_stage::StopReason::Normal).await;
+    // Every stage drained, upstream first: the progress events still on their way reach the renderer
+    // and the plugin, then each stage stops (gen-stage's `Drain`).
+    let mut drain = gen_stage::Drain::new(Duration::from_secs(10))
+        .stage(&producer)
+        .stages(lanes.iter())
+        .stage(&pool)
+        .stages(workers.iter())
+        .stage(&hub)
+        .stage(&renderer);
     for (relay, sink) in &plugin_stages {
-        let _ = sink.stop(gen_stage::StopReason::Normal).await;
-        let _ = relay.stop(gen_stage::StopReason::Normal).await;
+        drain = drain.stage(relay).stage(sink);
     }
-    let _ = renderer.stop(gen_stage::StopReason::Normal).await;
-    let _ = hub.stop(gen_stage::StopReason::Normal).await;
-
+    let drained = drain.run().await;
+    if !drained.is_complete() {
+        warn!(undelivered = ?drained.undelivered(), "the pull's pipeline did not drain within 10 s");
+    }
     let metrics_text = match &metrics {
         Some(m) => Some(
             m.snapshot()
