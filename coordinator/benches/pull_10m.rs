@@ -329,6 +329,7 @@ fn pull_once(
         datasets: Vec::new(),
         max_concurrency: 1,
         dispatcher_plugin: None,
+        dispatcher_plugin_options: serde_json::Value::Null,
         quiet: true,
     };
     let floor = floor_once(&root.join("data/readings.parquet"));

@@ -63,6 +63,7 @@ fn main() {
             datasets: Vec::new(),
             max_concurrency: 1,
             dispatcher_plugin: None,
+            dispatcher_plugin_options: serde_json::Value::Null,
             quiet: true,
         };
         pull::run(&ctx, &options).await.expect("pull")

@@ -67,6 +67,9 @@ pub enum Command {
         /// A dispatcher plugin (`.so`) that also receives progress events; its snapshot is printed at the end.
         #[arg(long)]
         dispatcher_plugin: Option<PathBuf>,
+        /// The plugin's options, as a JSON object (e.g. `{"tag": "nightly"}`).
+        #[arg(long, requires = "dispatcher_plugin", value_parser = parse_json_object)]
+        dispatcher_plugin_options: Option<serde_json::Value>,
         /// Engine workers running at the same time (at least 1).
         #[arg(long, default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         max_concurrency: usize,
@@ -186,4 +189,13 @@ pub fn log_filter(filter: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// A JSON object given on the command line.
+fn parse_json_object(text: &str) -> Result<serde_json::Value, String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(_) => Err("expected a JSON object, e.g. {\"key\": \"value\"}".into()),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
 }

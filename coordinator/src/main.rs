@@ -191,6 +191,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             all,
             datasets,
             dispatcher_plugin,
+            dispatcher_plugin_options,
             max_concurrency,
             quiet,
             ..
@@ -200,6 +201,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
                 datasets: datasets.clone(),
                 max_concurrency: *max_concurrency,
                 dispatcher_plugin: dispatcher_plugin.clone(),
+                dispatcher_plugin_options: dispatcher_plugin_options.clone().unwrap_or_default(),
                 quiet: *quiet || cli.format == Format::Json,
             };
             commands::pull::run(&ctx, &opts).await

@@ -652,6 +652,8 @@ pub struct PullOptions {
     pub max_concurrency: usize,
     /// A dispatcher plugin receiving progress events.
     pub dispatcher_plugin: Option<PathBuf>,
+    /// Its options (a JSON object; `null` for none).
+    pub dispatcher_plugin_options: serde_json::Value,
     /// No progress bars.
     pub quiet: bool,
 }
@@ -711,8 +713,18 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             path: path.display().to_string(),
             message: e.to_string(),
         };
-        let factory = plugin_host::load(path, &json!({})).map_err(plugin_err)?;
-        let dispatcher = factory.dispatcher::<ProgressEvent>().map_err(plugin_err)?;
+        let options = match &opts.dispatcher_plugin_options {
+            serde_json::Value::Null => json!({}),
+            given => given.clone(),
+        };
+        let factory = plugin_host::load(path, &options).map_err(plugin_err)?;
+        // A plugin that panics or breaks the dispatcher contract stops its relay stage (instead of
+        // degrading quietly), and the pull fails naming the plugin and the callback.
+        // Progress events are keyed by their dataset, for plugins that route by key (key-affinity).
+        let dispatcher = factory
+            .dispatcher_with_key(|e: &ProgressEvent| dataset_key(e.dataset()))
+            .map_err(plugin_err)?
+            .panic_on_fault();
         metrics = dispatcher.metrics();
         let relay = gen_stage::start_producer_consumer(PluginRelay {
             dispatcher: Some(dispatcher),
@@ -808,6 +820,21 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     if !drained.is_complete() {
         warn!(undelivered = ?drained.undelivered(), "the pull's pipeline did not drain within 10 s");
     }
+    if let (Some(path), Some((relay, _))) = (&opts.dispatcher_plugin, plugin_stages.first()) {
+        let fault = drained.stage(relay.id()).and_then(|s| match &s.outcome {
+            gen_stage::DrainOutcome::Stopped(gen_stage::StopReason::Panicked(m))
+            | gen_stage::DrainOutcome::AlreadyStopped(gen_stage::StopReason::Panicked(m)) => {
+                Some(m.clone())
+            }
+            _ => None,
+        });
+        if let Some(message) = fault {
+            return Err(CommandError::Plugin {
+                path: path.display().to_string(),
+                message,
+            });
+        }
+    }
     let metrics_text = match &metrics {
         Some(m) => Some(
             m.snapshot()
@@ -876,11 +903,15 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         elapsed.as_secs_f64(),
         engine_time.as_secs_f64()
     ));
-    if let Some(m) = &metrics_text {
+    let delivered = delivered.lock().map(|d| *d).unwrap_or(0);
+    if let Some(path) = &opts.dispatcher_plugin {
         lines.push(format!(
-            "dispatcher plugin metrics ({} event(s) delivered):",
-            delivered.lock().map(|d| *d).unwrap_or(0)
+            "dispatcher plugin {}: {delivered} event(s) delivered",
+            path.display()
         ));
+    }
+    if let Some(m) = &metrics_text {
+        lines.push("dispatcher plugin metrics:".to_string());
         lines.push(m.trim_end().to_string());
     }
     let summary = Output {
@@ -890,6 +921,7 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
             "millis": millis(elapsed),
             "engineMillis": millis(engine_time),
             "pluginMetrics": metrics_text,
+            "pluginEventsDelivered": opts.dispatcher_plugin.as_ref().map(|_| delivered),
         }),
     };
     if !report.errors.is_empty() {
@@ -906,6 +938,13 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         });
     }
     Ok(summary)
+}
+
+/// A dataset's 64-bit routing key for dispatcher plugins: FNV-1a of its name, the same in every run.
+fn dataset_key(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The end of a block hash, enough to tell heads apart in a summary line (`weir log` shows them whole).
