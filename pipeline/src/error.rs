@@ -1,0 +1,47 @@
+//! The crate's error.
+
+/// What went wrong building, starting or testing a pipeline.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `start` was called without a producer.
+    #[error("the pipeline has no producer: call `producer`, `producer_of` or `test_producer`")]
+    NoProducer,
+    /// `start` was called without `processors`.
+    #[error("the pipeline has no processors: call `processors(concurrency, handle_message)`")]
+    NoProcessors,
+    /// A concurrency of 0.
+    #[error("{stage} need a concurrency of at least 1")]
+    ZeroConcurrency {
+        /// `processors`, or the batcher's name.
+        stage: String,
+    },
+    /// A batcher with `batch_size(0)`.
+    #[error("batcher {batcher:?} needs a batch_size of at least 1")]
+    ZeroBatchSize {
+        /// The batcher's name.
+        batcher: String,
+    },
+    /// Two batchers with the same name.
+    #[error("two batchers are named {batcher:?}")]
+    DuplicateBatcher {
+        /// The name.
+        batcher: String,
+    },
+    /// A stage of the pipeline could not start or subscribe.
+    #[error("a stage of the pipeline could not start")]
+    Stage(#[from] gen_stage::Error),
+    /// `test_message`, `test_batch` or `push_messages` on a pipeline built
+    /// without `test_producer`.
+    #[error("the pipeline has no test producer: build it with `test_producer()`")]
+    NoTestProducer,
+    /// Messages pushed by `test_message`/`test_batch` were dropped without
+    /// an ack (the pipeline stopped before handling them).
+    #[error("{acked} of {expected} messages were acked; the others were dropped")]
+    NotAcked {
+        /// Messages acked.
+        acked: usize,
+        /// Messages pushed.
+        expected: usize,
+    },
+}

@@ -1,0 +1,54 @@
+//! The user's callbacks, shared by every stage that runs them, and the
+//! catch_unwind around each call.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use crate::message::{ack_messages, panic_reason};
+use crate::{BatchInfo, Message};
+
+pub(crate) type HandleMessage<T> = Arc<dyn Fn(&mut Message<T>) + Send + Sync>;
+pub(crate) type HandleBatch<T> = Arc<dyn Fn(&mut [Message<T>], &BatchInfo) + Send + Sync>;
+pub(crate) type HandleFailed<T> = Arc<dyn Fn(&mut [Message<T>]) + Send + Sync>;
+
+/// Run `handle_message`; a panic fails the message.
+pub(crate) fn run_handle_message<T>(handler: &HandleMessage<T>, message: &mut Message<T>) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| handler(message))) {
+        let reason = panic_reason(payload.as_ref());
+        tracing::warn!(%reason, "handle_message panicked: the message fails");
+        message.fail(reason);
+    }
+}
+
+/// Run `handle_batch`; a panic fails every message of the batch.
+pub(crate) fn run_handle_batch<T>(
+    handler: &HandleBatch<T>,
+    messages: &mut [Message<T>],
+    info: &BatchInfo,
+) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| handler(messages, info))) {
+        let reason = panic_reason(payload.as_ref());
+        tracing::warn!(batcher = %info.batcher, size = info.size, %reason, "handle_batch panicked: the batch fails");
+        for message in messages {
+            message.fail(reason.clone());
+        }
+    }
+}
+
+/// `handle_failed` on the failed messages (a panic there is logged, the
+/// messages stay failed), then one ack per acknowledger.
+pub(crate) fn ack_with_failed_hook<T: 'static>(
+    handle_failed: Option<&HandleFailed<T>>,
+    successful: Vec<Message<T>>,
+    mut failed: Vec<Message<T>>,
+) {
+    if let Some(hook) = handle_failed.filter(|_| !failed.is_empty())
+        && let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(&mut failed)))
+    {
+        let reason = panic_reason(payload.as_ref());
+        tracing::warn!(%reason, "handle_failed panicked: the messages are acked failed");
+    }
+    if !successful.is_empty() || !failed.is_empty() {
+        ack_messages(successful, failed);
+    }
+}

@@ -1,0 +1,243 @@
+//! Messages and their acknowledgers.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// The batcher a message goes to when its handler names none.
+pub const DEFAULT_BATCHER: &str = "default";
+
+/// The batch key a message has when its handler sets none.
+pub const DEFAULT_BATCH_KEY: &str = "default";
+
+/// Whether a message was handled: Broadway's `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Handled so far (the status every message starts with).
+    Ok,
+    /// Failed, with why: a handler called [`Message::fail`], panicked, or the
+    /// pipeline could not deliver it (unknown batcher, shutdown).
+    Failed(String),
+}
+
+/// Told once for every message whether it was handled: Broadway's
+/// `Broadway.Acknowledger`.
+///
+/// `ack` is called with messages that share this acknowledger, once per
+/// batch (or, for messages that go to no batcher, once per group of
+/// messages a processor handled together), and every message of a pipeline
+/// reaches exactly one `ack` call: it is moved there, so it cannot be acked
+/// twice.
+///
+/// `ack` is synchronous and runs on the stage that acks (a processor or a
+/// batch processor): an acknowledger with slow work to do (a network call)
+/// should hand it to a task or a channel of its own, as Broadway's
+/// acknowledgers send a message. Any `Fn(Vec<Message<T>>, Vec<Message<T>>)`
+/// is an acknowledger.
+pub trait Acknowledger<T>: Send + Sync + 'static {
+    /// `successful` were handled; `failed` were not (see each one's
+    /// [`Message::status`]).
+    fn ack(&self, successful: Vec<Message<T>>, failed: Vec<Message<T>>);
+}
+
+impl<T, F> Acknowledger<T> for F
+where
+    F: Fn(Vec<Message<T>>, Vec<Message<T>>) + Send + Sync + 'static,
+{
+    fn ack(&self, successful: Vec<Message<T>>, failed: Vec<Message<T>>) {
+        self(successful, failed)
+    }
+}
+
+/// An acknowledger that does nothing (for sources with nothing to confirm).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopAcknowledger;
+
+impl<T: 'static> Acknowledger<T> for NoopAcknowledger {
+    fn ack(&self, _successful: Vec<Message<T>>, _failed: Vec<Message<T>>) {}
+}
+
+/// One piece of data moving through a pipeline, with the acknowledger to
+/// tell when it is done: Broadway's `%Broadway.Message{}`.
+///
+/// Messages are not `Clone`: each is acked exactly once, by moving it into
+/// [`Acknowledger::ack`].
+pub struct Message<T> {
+    /// The data; handlers may change it in place.
+    pub data: T,
+    pub(crate) acknowledger: Arc<dyn Acknowledger<T>>,
+    status: Status,
+    batcher: String,
+    batch_key: String,
+    /// Set by the processor once `batcher` is resolved: the partition of
+    /// the batcher's stage.
+    pub(crate) batcher_index: usize,
+}
+
+impl<T> Message<T> {
+    /// A message with status [`Status::Ok`], for the default batcher.
+    pub fn new(data: T, acknowledger: Arc<dyn Acknowledger<T>>) -> Self {
+        Self {
+            data,
+            acknowledger,
+            status: Status::Ok,
+            batcher: DEFAULT_BATCHER.to_owned(),
+            batch_key: DEFAULT_BATCH_KEY.to_owned(),
+            batcher_index: 0,
+        }
+    }
+
+    /// Mark the message failed: it goes to no batcher, and is acked failed
+    /// (after `handle_failed`). Failing an already failed message keeps the
+    /// first reason.
+    pub fn fail(&mut self, reason: impl Into<String>) {
+        if self.status == Status::Ok {
+            self.status = Status::Failed(reason.into());
+        }
+    }
+
+    /// Send the message to the batcher named `batcher` (Broadway's
+    /// `put_batcher`).
+    pub fn put_batcher(&mut self, batcher: impl Into<String>) {
+        self.batcher = batcher.into();
+    }
+
+    /// Batch the message only with messages of the same key (Broadway's
+    /// `put_batch_key`).
+    pub fn put_batch_key(&mut self, key: impl Into<String>) {
+        self.batch_key = key.into();
+    }
+
+    /// Ok, or failed with why.
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// Not failed.
+    pub fn is_ok(&self) -> bool {
+        self.status == Status::Ok
+    }
+
+    /// The batcher this message goes to.
+    pub fn batcher(&self) -> &str {
+        &self.batcher
+    }
+
+    /// The batch key.
+    pub fn batch_key(&self) -> &str {
+        &self.batch_key
+    }
+
+    /// The acknowledger.
+    pub fn acknowledger(&self) -> &Arc<dyn Acknowledger<T>> {
+        &self.acknowledger
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Message<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("data", &self.data)
+            .field("status", &self.status)
+            .field("batcher", &self.batcher)
+            .field("batch_key", &self.batch_key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Ack `successful` and `failed`, one `ack` call per acknowledger (in the
+/// order the acknowledgers first appear), as Broadway's `ack_messages`.
+pub fn ack_messages<T: 'static>(successful: Vec<Message<T>>, failed: Vec<Message<T>>) {
+    struct Group<T> {
+        acknowledger: Arc<dyn Acknowledger<T>>,
+        successful: Vec<Message<T>>,
+        failed: Vec<Message<T>>,
+    }
+    let mut groups: Vec<Group<T>> = Vec::new();
+    let mut place = |message: Message<T>, ok: bool| {
+        let key = Arc::as_ptr(&message.acknowledger).cast::<()>();
+        let index = match groups
+            .iter()
+            .position(|g| Arc::as_ptr(&g.acknowledger).cast::<()>() == key)
+        {
+            Some(index) => index,
+            None => {
+                groups.push(Group {
+                    acknowledger: message.acknowledger.clone(),
+                    successful: Vec::new(),
+                    failed: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[index];
+        if ok {
+            group.successful.push(message);
+        } else {
+            group.failed.push(message);
+        }
+    };
+    for message in successful {
+        place(message, true);
+    }
+    for message in failed {
+        place(message, false);
+    }
+    for group in groups {
+        group.acknowledger.ack(group.successful, group.failed);
+    }
+}
+
+/// Split messages into (successful, failed) by status.
+pub(crate) fn split<T>(messages: Vec<Message<T>>) -> (Vec<Message<T>>, Vec<Message<T>>) {
+    messages.into_iter().partition(Message::is_ok)
+}
+
+/// The text of a panic's payload.
+pub(crate) fn panic_reason(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a non-string payload".to_owned());
+    format!("panicked: {text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    type Calls = Arc<Mutex<Vec<(Vec<u32>, Vec<u32>)>>>;
+
+    fn recorder(calls: &Calls) -> Arc<dyn Acknowledger<u32>> {
+        let calls = calls.clone();
+        Arc::new(move |ok: Vec<Message<u32>>, failed: Vec<Message<u32>>| {
+            let ok = ok.into_iter().map(|m| m.data).collect();
+            let failed = failed.into_iter().map(|m| m.data).collect();
+            calls.lock().map(|mut c| c.push((ok, failed))).ok();
+        })
+    }
+
+    #[test]
+    fn ack_messages_calls_each_acknowledger_once_with_its_messages() {
+        let (a, b) = (Calls::default(), Calls::default());
+        let (ack_a, ack_b) = (recorder(&a), recorder(&b));
+        let mut failed = Message::new(2, ack_a.clone());
+        failed.fail("bad");
+        let successful = vec![
+            Message::new(1, ack_a.clone()),
+            Message::new(3, ack_b.clone()),
+        ];
+        ack_messages(successful, vec![failed, Message::new(4, ack_b)]);
+        assert_eq!(*a.lock().expect("lock"), vec![(vec![1], vec![2])]);
+        assert_eq!(*b.lock().expect("lock"), vec![(vec![3], vec![4])]);
+    }
+
+    #[test]
+    fn fail_keeps_the_first_reason() {
+        let mut message = Message::new(1u32, Arc::new(NoopAcknowledger));
+        message.fail("first");
+        message.fail("second");
+        assert_eq!(message.status(), &Status::Failed("first".into()));
+    }
+}

@@ -1,0 +1,484 @@
+//! The builder and the running pipeline: which stages there are, how they
+//! subscribe to each other, and how they stop.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gen_stage::{
+    AnyStage, AsProducer, CancelMode, ConsumerRef, Drain, DrainReport, PartitionDispatcher,
+    ProducerConsumerOptions, ProducerHandle, ProducerRef, SubscribeOptions,
+};
+use tokio::sync::mpsc;
+
+use crate::batcher::{BatchProcessor, BatcherStage};
+use crate::handlers::{HandleBatch, HandleFailed, HandleMessage};
+use crate::processor::{Processor, ProcessorSink, ProcessorStage};
+use crate::test_producer::{CallerAcknowledger, PushProducer};
+use crate::{Acknowledger, BatchInfo, Error, Message};
+
+/// A batcher: its name, batch size and timeout, how many batch processors
+/// run `handle_batch`, and `handle_batch` itself (Broadway's `batchers:`
+/// entry and `handle_batch/4`).
+pub struct Batcher<T> {
+    name: String,
+    batch_size: usize,
+    batch_timeout: Duration,
+    concurrency: usize,
+    handle_batch: HandleBatch<T>,
+}
+
+impl<T> std::fmt::Debug for Batcher<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("name", &self.name)
+            .field("batch_size", &self.batch_size)
+            .field("batch_timeout", &self.batch_timeout)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Batcher<T> {
+    /// A batcher named `name` (messages go to it by [`Message::put_batcher`];
+    /// [`DEFAULT_BATCHER`](crate::DEFAULT_BATCHER) unless the handler says
+    /// otherwise) with Broadway's defaults: batches of 100, a timeout of one
+    /// second, one batch processor.
+    ///
+    /// `handle_batch` gets the messages of a batch (one batch key) and may
+    /// [`fail`](Message::fail) some; a panic fails the whole batch. When it
+    /// returns, the batch is acked.
+    pub fn new(
+        name: impl Into<String>,
+        handle_batch: impl Fn(&mut [Message<T>], &BatchInfo) + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            batch_size: 100,
+            batch_timeout: Duration::from_secs(1),
+            concurrency: 1,
+            handle_batch: Arc::new(handle_batch),
+        }
+    }
+
+    /// The most messages in a batch; a batch this big is handed over at once.
+    pub fn batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// How long a partial batch waits after its first message before it is
+    /// handed over anyway.
+    pub fn batch_timeout(mut self, batch_timeout: Duration) -> Self {
+        self.batch_timeout = batch_timeout;
+        self
+    }
+
+    /// How many batch processors run `handle_batch` in parallel.
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+}
+
+enum Source<T> {
+    Messages(ProducerRef<Message<T>>),
+    Data(ProducerRef<T>, Arc<dyn Acknowledger<T>>),
+    Test,
+}
+
+/// Stages never stop because a subscription ended (`Temporary`): the
+/// pipeline stops them with a drain, upstream first, so that nothing held
+/// downstream is lost.
+fn temporary<E>() -> SubscribeOptions<E> {
+    SubscribeOptions::new().cancel(CancelMode::Temporary)
+}
+
+/// A `Temporary` subscription asking `max_demand` at a time, again when half
+/// is handled.
+fn with_demand<E>(max_demand: usize) -> SubscribeOptions<E> {
+    temporary()
+        .max_demand(max_demand)
+        .min_demand(max_demand / 2)
+}
+
+/// Builds a [`Pipeline`]: `Pipeline::builder()`.
+pub struct PipelineBuilder<T> {
+    sources: Vec<Source<T>>,
+    processors: Option<(usize, HandleMessage<T>)>,
+    processor_max_demand: usize,
+    batchers: Vec<Batcher<T>>,
+    handle_failed: Option<HandleFailed<T>>,
+    shutdown_timeout: Duration,
+}
+
+impl<T> std::fmt::Debug for PipelineBuilder<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineBuilder")
+            .field("sources", &self.sources.len())
+            .field("processors", &self.processors.as_ref().map(|(n, _)| n))
+            .field("processor_max_demand", &self.processor_max_demand)
+            .field("batchers", &self.batchers)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> PipelineBuilder<T> {
+    /// A producer of messages (any gen-stage producer or producer_consumer
+    /// of [`Message<T>`]). May be called more than once: the processors
+    /// subscribe to every producer.
+    pub fn producer(mut self, producer: &impl AsProducer<Message<T>>) -> Self {
+        self.sources.push(Source::Messages(producer.producer_ref()));
+        self
+    }
+
+    /// A producer of plain data: each event becomes a message acked by
+    /// `acknowledger` (a `map` stage in front of the processors).
+    pub fn producer_of(
+        mut self,
+        producer: &impl AsProducer<T>,
+        acknowledger: Arc<dyn Acknowledger<T>>,
+    ) -> Self {
+        self.sources
+            .push(Source::Data(producer.producer_ref(), acknowledger));
+        self
+    }
+
+    /// A producer fed by [`Pipeline::test_message`],
+    /// [`Pipeline::test_batch`] and [`Pipeline::push_messages`] (Broadway's
+    /// `DummyProducer`). It never finishes: stop such a pipeline with
+    /// [`Pipeline::drain`].
+    pub fn test_producer(mut self) -> Self {
+        self.sources.push(Source::Test);
+        self
+    }
+
+    /// `concurrency` processors run `handle_message` on each message: it may
+    /// change `data`, [`fail`](Message::fail) the message or choose its
+    /// batcher and batch key. A panic fails the message. Failed messages are
+    /// acked by the processor (after `handle_failed`); the others go to their
+    /// batcher, or are acked by the processor when there are no batchers.
+    pub fn processors(
+        mut self,
+        concurrency: usize,
+        handle_message: impl Fn(&mut Message<T>) + Send + Sync + 'static,
+    ) -> Self {
+        self.processors = Some((concurrency, Arc::new(handle_message)));
+        self
+    }
+
+    /// How many messages each processor asks of each producer at a time
+    /// (Broadway's processor `max_demand`, default 10).
+    pub fn processor_max_demand(mut self, max_demand: usize) -> Self {
+        self.processor_max_demand = max_demand.max(1);
+        self
+    }
+
+    /// Add a batcher.
+    pub fn batcher(mut self, batcher: Batcher<T>) -> Self {
+        self.batchers.push(batcher);
+        self
+    }
+
+    /// Runs on failed messages (failed by `handle_message` or
+    /// `handle_batch`, a panic, or an unknown batcher) just before they are
+    /// acked; it may change their data. A panic in it is logged and the
+    /// messages are acked failed all the same.
+    pub fn handle_failed(
+        mut self,
+        handle_failed: impl Fn(&mut [Message<T>]) + Send + Sync + 'static,
+    ) -> Self {
+        self.handle_failed = Some(Arc::new(handle_failed));
+        self
+    }
+
+    /// How long the pipeline gives itself to drain once its producers have
+    /// all finished (default 30 s, Broadway's `shutdown` default).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Start every stage, downstream first, and subscribe them.
+    pub async fn start(self) -> Result<Pipeline<T>, Error> {
+        if self.sources.is_empty() {
+            return Err(Error::NoProducer);
+        }
+        let Some((concurrency, handle_message)) = self.processors else {
+            return Err(Error::NoProcessors);
+        };
+        if concurrency == 0 {
+            return Err(Error::ZeroConcurrency {
+                stage: "processors".into(),
+            });
+        }
+        let mut names = HashMap::new();
+        for (index, batcher) in self.batchers.iter().enumerate() {
+            if batcher.batch_size == 0 {
+                return Err(Error::ZeroBatchSize {
+                    batcher: batcher.name.clone(),
+                });
+            }
+            if batcher.concurrency == 0 {
+                return Err(Error::ZeroConcurrency {
+                    stage: format!("batcher {:?}", batcher.name),
+                });
+            }
+            if names.insert(batcher.name.clone(), index).is_some() {
+                return Err(Error::DuplicateBatcher {
+                    batcher: batcher.name.clone(),
+                });
+            }
+        }
+        let mut downstream: Vec<AnyStage> = Vec::new();
+
+        // Batchers and their batch processors.
+        let mut batchers = Vec::with_capacity(self.batchers.len());
+        for batcher in self.batchers {
+            let stage = gen_stage::start_producer_consumer(BatcherStage::<T>::new(
+                batcher.name.clone(),
+                batcher.batch_size,
+                batcher.batch_timeout,
+            ))
+            .await?;
+            for _ in 0..batcher.concurrency {
+                let processor = gen_stage::start_consumer(BatchProcessor {
+                    handle_batch: batcher.handle_batch.clone(),
+                    handle_failed: self.handle_failed.clone(),
+                })
+                .await?;
+                processor
+                    .subscribe(&stage, temporary().max_demand(1).min_demand(0))
+                    .await?;
+                downstream.push(AnyStage::from(&processor));
+            }
+            batchers.push((stage, batcher.batch_size));
+        }
+
+        // Processors, each subscribed to by every batcher (one partition
+        // each).
+        let processor = Processor {
+            handle_message,
+            handle_failed: self.handle_failed.clone(),
+            batchers: (!batchers.is_empty()).then(|| Arc::new(names)),
+        };
+        let mut processors: Vec<ConsumerRef<Message<T>>> = Vec::with_capacity(concurrency);
+        let mut middle: Vec<AnyStage> = Vec::new();
+        for _ in 0..concurrency {
+            if batchers.is_empty() {
+                let sink = gen_stage::start_consumer(ProcessorSink(processor.clone())).await?;
+                processors.push(sink.consumer());
+                middle.push(AnyStage::from(&sink));
+                continue;
+            }
+            let route = PartitionDispatcher::with_hash(batchers.len(), |message: Message<T>| {
+                let index = message.batcher_index;
+                Some((message, index))
+            });
+            let stage = gen_stage::start_producer_consumer_with(
+                ProcessorStage(processor.clone()),
+                ProducerConsumerOptions::new().dispatcher(route),
+            )
+            .await?;
+            for (index, (batcher, batch_size)) in batchers.iter().enumerate() {
+                let options = with_demand(*batch_size).partition(index);
+                batcher.subscribe(&stage, options).await?;
+            }
+            processors.push(stage.consumer());
+            middle.push(AnyStage::from(&stage));
+        }
+        for (batcher, _) in &batchers {
+            middle.push(AnyStage::from(batcher));
+        }
+
+        // Producers last, so that nothing flows before every stage is
+        // subscribed.
+        let max_demand = self.processor_max_demand;
+        let mut sources = Vec::new();
+        let mut front = Vec::new();
+        let mut test_producer = None;
+        let mut inputs: Vec<ProducerRef<Message<T>>> = Vec::new();
+        for source in self.sources {
+            match source {
+                Source::Messages(producer) => {
+                    sources.push(AnyStage::from(&producer));
+                    inputs.push(producer);
+                }
+                Source::Data(producer, acknowledger) => {
+                    let wrap =
+                        gen_stage::map(move |data: T| Message::new(data, acknowledger.clone()))
+                            .await?;
+                    wrap.subscribe(&producer, with_demand(max_demand)).await?;
+                    sources.push(AnyStage::from(&producer));
+                    front.push(AnyStage::from(&wrap));
+                    inputs.push(wrap.producer());
+                }
+                Source::Test => {
+                    let push = gen_stage::start_producer(PushProducer::<T>::new()).await?;
+                    sources.push(AnyStage::from(&push));
+                    inputs.push(push.producer());
+                    test_producer = Some(push);
+                }
+            }
+        }
+        for processor in &processors {
+            for input in &inputs {
+                processor.subscribe(input, with_demand(max_demand)).await?;
+            }
+        }
+
+        let mut stages = front;
+        stages.extend(middle);
+        stages.extend(downstream);
+        let pipeline = Pipeline {
+            sources,
+            stages,
+            test_producer,
+        };
+        pipeline.finish_when_producers_finish(self.shutdown_timeout);
+        Ok(pipeline)
+    }
+}
+
+/// A running pipeline: producers, processors, batchers and batch
+/// processors, each a gen-stage stage. See the [crate documentation](crate).
+pub struct Pipeline<T: Send + 'static> {
+    /// The producers given to the builder (and the test producer).
+    sources: Vec<AnyStage>,
+    /// Every other stage, upstream first.
+    stages: Vec<AnyStage>,
+    test_producer: Option<ProducerHandle<PushProducer<T>>>,
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Pipeline<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("sources", &self.sources)
+            .field("stages", &self.stages)
+            .field("test_producer", &self.test_producer.is_some())
+            .finish()
+    }
+}
+
+impl<T: Send + 'static> Pipeline<T> {
+    /// Start building a pipeline.
+    pub fn builder() -> PipelineBuilder<T> {
+        PipelineBuilder {
+            sources: Vec::new(),
+            processors: None,
+            processor_max_demand: 10,
+            batchers: Vec::new(),
+            handle_failed: None,
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Once every producer has stopped on its own (e.g. its iterator
+    /// ended), drain the rest: partial batches are flushed and acked.
+    fn finish_when_producers_finish(&self, timeout: Duration) {
+        let sources = self.sources.clone();
+        let stages = self.stages.clone();
+        tokio::spawn(async move {
+            for source in &sources {
+                source.stopped().await;
+            }
+            let report = Drain::new(timeout).stages(stages.iter()).run().await;
+            if !report.is_complete() {
+                tracing::warn!(
+                    undelivered = report.undelivered(),
+                    "the pipeline's producers finished, but it did not drain in time"
+                );
+            }
+        });
+    }
+
+    /// Graceful shutdown: producers stop emitting, every message already
+    /// produced is handled, partial batches are flushed, and everything is
+    /// acked; then the stages stop, upstream first. If `deadline` passes
+    /// first, the stages stop anyway and the report says what they still
+    /// held (see the crate documentation for what is acked then).
+    pub async fn drain(&self, deadline: Duration) -> DrainReport {
+        Drain::new(deadline)
+            .stages(self.sources.iter())
+            .stages(self.stages.iter())
+            .run()
+            .await
+    }
+
+    /// Wait until every stage of the pipeline has stopped (after its
+    /// producers finished and it drained, or after [`drain`](Self::drain)).
+    pub async fn stopped(&self) {
+        for stage in self.sources.iter().chain(&self.stages) {
+            stage.stopped().await;
+        }
+    }
+
+    /// Every stage of the pipeline, producers first.
+    pub fn stages(&self) -> impl Iterator<Item = &AnyStage> {
+        self.sources.iter().chain(&self.stages)
+    }
+
+    /// Push messages into the test producer (Broadway's `push_messages`):
+    /// they flow through the pipeline like any other.
+    pub fn push_messages(&self, messages: Vec<Message<T>>) -> Result<(), Error> {
+        let producer = self.test_producer.as_ref().ok_or(Error::NoTestProducer)?;
+        producer.cast(messages)?;
+        Ok(())
+    }
+
+    /// Push one message with `data` through the pipeline (Broadway's
+    /// `test_message`). It is pushed now; the future resolves with the
+    /// message as acked: [`Message::status`] says whether successful or
+    /// failed.
+    pub fn test_message(
+        &self,
+        data: T,
+    ) -> impl Future<Output = Result<Message<T>, Error>> + Send + 'static {
+        let batch = self.test_batch(vec![data]);
+        async move {
+            let mut acked = batch.await?;
+            acked.pop().ok_or(Error::NotAcked {
+                acked: 0,
+                expected: 1,
+            })
+        }
+    }
+
+    /// Push messages with `data` through the pipeline together (Broadway's
+    /// `test_batch`); the future resolves once every one of them was acked,
+    /// with the messages in the order they were acked.
+    pub fn test_batch(
+        &self,
+        data: Vec<T>,
+    ) -> impl Future<Output = Result<Vec<Message<T>>, Error>> + Send + 'static {
+        let expected = data.len();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let acknowledger: Arc<dyn Acknowledger<T>> = Arc::new(CallerAcknowledger { tx });
+        let messages = data
+            .into_iter()
+            .map(|data| Message::new(data, acknowledger.clone()))
+            .collect();
+        // Only the messages hold the acknowledger now: once each is acked or
+        // dropped, the channel closes.
+        drop(acknowledger);
+        let pushed = self.push_messages(messages);
+        async move {
+            pushed?;
+            let mut acked = Vec::with_capacity(expected);
+            while acked.len() < expected {
+                match rx.recv().await {
+                    Some(message) => acked.push(message),
+                    None => {
+                        return Err(Error::NotAcked {
+                            acked: acked.len(),
+                            expected,
+                        });
+                    }
+                }
+            }
+            Ok(acked)
+        }
+    }
+}
