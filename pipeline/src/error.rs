@@ -28,8 +28,9 @@ pub enum Error {
         /// The name.
         batcher: String,
     },
-    /// A stage of the pipeline could not start or subscribe.
-    #[error("a stage of the pipeline could not start")]
+    /// A stage of the pipeline could not be started, subscribed or reached
+    /// (e.g. `push_messages` after the pipeline stopped).
+    #[error("a stage of the pipeline could not be started, subscribed or reached")]
     Stage(#[from] gen_stage::Error),
     /// `test_message`, `test_batch` or `push_messages` on a pipeline built
     /// without `test_producer`.

@@ -145,7 +145,8 @@ impl<T: fmt::Debug> fmt::Debug for Message<T> {
 }
 
 /// Ack `successful` and `failed`, one `ack` call per acknowledger (in the
-/// order the acknowledgers first appear), as Broadway's `ack_messages`.
+/// order the acknowledgers first appear), as Broadway's `ack_messages`. An
+/// acknowledger that panics is logged; the caller carries on.
 pub fn ack_messages<T: 'static>(successful: Vec<Message<T>>, failed: Vec<Message<T>>) {
     struct Group<T> {
         acknowledger: Arc<dyn Acknowledger<T>>,
@@ -183,7 +184,16 @@ pub fn ack_messages<T: 'static>(successful: Vec<Message<T>>, failed: Vec<Message
         place(message, false);
     }
     for group in groups {
-        group.acknowledger.ack(group.successful, group.failed);
+        let (successful, failed) = (group.successful.len(), group.failed.len());
+        let acked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            group.acknowledger.ack(group.successful, group.failed)
+        }));
+        // The messages went to the acknowledger all the same: they are not
+        // acked again. The stage keeps running.
+        if let Err(payload) = acked {
+            let reason = panic_reason(payload.as_ref());
+            tracing::error!(successful, failed, %reason, "an acknowledger panicked");
+        }
     }
 }
 

@@ -235,3 +235,23 @@ async fn invalid_topologies_are_refused_naming_what_is_wrong() {
         .await;
     assert!(matches!(no_producer, Err(Error::NoProducer)));
 }
+
+#[tokio::test]
+async fn a_panicking_acknowledger_does_not_stop_the_pipeline() -> Result<(), Error> {
+    let pipeline = Pipeline::builder()
+        .test_producer()
+        .processors(1, |_: &mut Message<u32>| {})
+        .start()
+        .await?;
+    let panicking = Arc::new(|_: Vec<Message<u32>>, _: Vec<Message<u32>>| panic!("ack failed"));
+    pipeline.push_messages(vec![Message::new(1, panicking)])?;
+    // The processor that acked it is still there for the next message.
+    assert!(pipeline.test_message(2).await?.is_ok());
+    assert!(
+        pipeline
+            .drain(std::time::Duration::from_secs(5))
+            .await
+            .is_complete()
+    );
+    Ok(())
+}
