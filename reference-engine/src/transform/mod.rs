@@ -21,6 +21,7 @@ use crate::request::{OffsetInterval, TransformRequest, TransformSuccess};
 use crate::session::new_session;
 use crate::window::WindowState;
 use crate::window::checkpoint;
+use crate::window::future::FutureEventTimes;
 use crate::window::query::WindowQuery;
 
 pub(crate) use map_filter::{MapFilterRun, run_map_filter};
@@ -150,18 +151,46 @@ async fn run_window(
     };
     let restored = state.buffered_records();
 
+    // With one input whose files carry offset and event-time statistics, windows are emitted as the stream
+    // passes them (see `window::future`); otherwise all at the end, as the bound would be unknown.
+    let future = match (watermark, request.query_inputs.as_slice()) {
+        (Some(_), [input]) => FutureEventTimes::read(
+            &input.data_paths,
+            &input.vocab.offset_column,
+            &input.vocab.event_time_column,
+        ),
+        _ => None,
+    };
+    let width = window.spec.width_ms;
+    let mut emitted = Vec::new();
+
     reporter.report(Phase::Executing, Some(0), Some(0));
     let mut stream = execute(ctx, &prepared.physical)?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(EngineError::execution)?;
         state.push(&batch)?;
+        if let (Some(future), Some(watermark)) = (&future, watermark)
+            && let Some(last) = last_offset(&batch)
+        {
+            let watermark = watermark.timestamp_millis();
+            let safe = future
+                .after(last)
+                .map_or(watermark, |t| t.saturating_sub(width).min(watermark));
+            // Only once a whole window more is safe: each advance looks at every buffered record.
+            if state
+                .closed_through_ms()
+                .is_none_or(|closed| safe >= closed.saturating_add(width))
+            {
+                emitted.push(state.advance(safe)?);
+            }
+        }
         reporter.tick(Phase::Executing, &prepared.physical, Some(0));
     }
     let read = rows_read(&prepared.physical);
-    let results = match watermark {
-        Some(watermark) => state.advance(watermark.timestamp_millis())?,
-        None => RecordBatch::new_empty(state.result_schema()),
-    };
+    if let Some(watermark) = watermark {
+        emitted.push(state.advance(watermark.timestamp_millis())?);
+    }
+    let results = datafusion::arrow::compute::concat_batches(&state.result_schema(), &emitted)?;
     tracing::debug!(
         restored,
         read,
@@ -186,6 +215,22 @@ async fn run_window(
         &prepared.fingerprint,
     )?;
     Ok(rows)
+}
+
+/// The offset of the last record of a pre-aggregation batch (its offset carrier, second to last column).
+fn last_offset(batch: &RecordBatch) -> Option<i64> {
+    let columns = batch.num_columns();
+    let offsets = batch.column(columns.checked_sub(2)?);
+    let offsets =
+        datafusion::arrow::compute::cast(offsets, &datafusion::arrow::datatypes::DataType::Int64)
+            .ok()?;
+    let offsets = offsets
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::Int64Array>()?;
+    (0..offsets.len())
+        .rev()
+        .find(|&i| datafusion::arrow::array::Array::is_valid(offsets, i))
+        .map(|i| offsets.value(i))
 }
 
 /// Writes aggregation results as Append records; the file is written even with zero rows.
