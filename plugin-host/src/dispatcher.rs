@@ -232,7 +232,10 @@ impl<T> Dispatcher<T> for PluginDispatcher<T> {
         out: &mut Outbox<T>,
     ) -> Result<usize, SubscribeError> {
         if let Some(fault) = &self.fault {
-            return Err(SubscribeError::Refused(fault.to_string()));
+            // Not this subscription's fault: an earlier callback poisoned the dispatcher.
+            return Err(SubscribeError::Refused(format!(
+                "the dispatcher takes no new subscriptions since an earlier callback failed: {fault}"
+            )));
         }
         if self.ledger.contains(subscriber.subscription) {
             return Err(SubscribeError::Refused(format!(

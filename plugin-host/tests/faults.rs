@@ -58,10 +58,13 @@ fn assert_poisoned(dispatcher: &mut PluginDispatcher<u64>) {
         subscription: SubscriptionId(2),
         consumer: ConsumerId(2),
     };
-    assert!(matches!(
-        dispatcher.subscribe(b, &SubscriptionOptions::new(10, 5), &mut out),
-        Err(SubscribeError::Refused(_))
-    ));
+    match dispatcher.subscribe(b, &SubscriptionOptions::new(10, 5), &mut out) {
+        Err(SubscribeError::Refused(reason)) => assert!(
+            reason.contains("since an earlier callback failed") && reason.contains("plugin `"),
+            "a later refusal says why: {reason}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
     assert_eq!(dispatcher.cancel(A.subscription, &mut out), 0);
     dispatcher.info(InfoId(3), &mut out);
     assert_eq!(out.drain().collect::<Vec<_>>(), vec![Emit::Info(InfoId(3))]);
