@@ -86,18 +86,26 @@ pub fn read_parquet(bytes: Bytes) -> Result<RecordBatch> {
     concat_batches(&schema, &batches).map_err(arrow_err("reading Parquet"))
 }
 
-/// The named columns of a Parquet file, a batch at a time (only their pages are read and decoded).
-pub fn read_columns(
+/// A local Parquet file's reader builder, and the context its errors are told in (`reading PATH`).
+fn open_local(
     path: &std::path::Path,
-    columns: &[String],
-) -> Result<impl Iterator<Item = Result<RecordBatch>> + use<>> {
-    use parquet::arrow::ProjectionMask;
+) -> Result<(ParquetRecordBatchReaderBuilder<std::fs::File>, String)> {
     let context = format!("reading {}", path.display());
     let file = std::fs::File::open(path).map_err(|e| DataError::Column {
         message: format!("{context}: {e}"),
     })?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(context.clone()))?;
+    Ok((builder, context))
+}
+
+/// The named columns of a Parquet file, a batch at a time (only their pages are read and decoded).
+pub fn read_columns(
+    path: &std::path::Path,
+    columns: &[String],
+) -> Result<impl Iterator<Item = Result<RecordBatch>> + use<>> {
+    use parquet::arrow::ProjectionMask;
+    let (builder, context) = open_local(path)?;
     let schema = builder.schema().clone();
     if let Some(missing) = columns.iter().find(|c| schema.index_of(c).is_err()) {
         return Err(DataError::Column {
@@ -117,12 +125,7 @@ pub fn read_columns(
 /// holding them are decoded.
 pub fn read_rows(path: &std::path::Path, rows: &[usize]) -> Result<RecordBatch> {
     use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-    let context = format!("reading {}", path.display());
-    let file = std::fs::File::open(path).map_err(|e| DataError::Column {
-        message: format!("{context}: {e}"),
-    })?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(context.clone()))?;
+    let (builder, context) = open_local(path)?;
     let total = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
     if let Some(&beyond) = rows.iter().find(|&&r| r >= total) {
         return Err(DataError::Column {
@@ -152,12 +155,7 @@ pub fn read_rows(path: &std::path::Path, rows: &[usize]) -> Result<RecordBatch> 
 /// The last `n` records of a Parquet file, reading only the row groups that hold them.
 pub fn read_last_rows(path: &std::path::Path, n: usize) -> Result<Vec<RecordBatch>> {
     use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-    let context = format!("reading {}", path.display());
-    let file = std::fs::File::open(path).map_err(|e| DataError::Column {
-        message: format!("{context}: {e}"),
-    })?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(context.clone()))?;
+    let (builder, context) = open_local(path)?;
     let total = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
     let skip = total.saturating_sub(n);
     let selection = RowSelection::from(vec![

@@ -1202,6 +1202,33 @@ pub enum LoadError {
     Data(DataError),
 }
 
+/// Runs `read` on a blocking thread over a stored slice, checked against its hash first: the stored file
+/// itself on a local disk, a copy staged in `dir` otherwise (removed once read).
+async fn with_slice<T: Send + 'static>(
+    store: &DatasetStore,
+    slice: &DataSlice,
+    dir: &Path,
+    what: &str,
+    read: impl FnOnce(&Path) -> Result<T, DataError> + Send + 'static,
+) -> Result<T, LoadError> {
+    let path = store
+        .stage_file(FileKind::Data, &slice.physical_hash, Some(slice.size), dir)
+        .await
+        .map_err(LoadError::Store)?;
+    let staged = path.clone();
+    let result = tokio::task::spawn_blocking(move || read(&staged)).await;
+    if path.starts_with(dir) {
+        let _ = std::fs::remove_file(&path);
+    }
+    result
+        .map_err(|_| {
+            LoadError::Data(DataError::Panicked {
+                context: what.to_string(),
+            })
+        })?
+        .map_err(LoadError::Data)
+}
+
 /// The primary keys of a dataset's records (all of them, retracted or not: a Ledger never retracts), read
 /// slice by slice, each slice checked against its hash first and only its key columns decoded.
 pub async fn ledger_index(
@@ -1212,30 +1239,15 @@ pub async fn ledger_index(
 ) -> Result<merge::LedgerIndex, LoadError> {
     let mut index = merge::LedgerIndex::new(primary_key);
     for s in chain.data_slices() {
-        let path = store
-            .stage_file(FileKind::Data, &s.physical_hash, Some(s.size), dir)
-            .await
-            .map_err(LoadError::Store)?;
         let columns = primary_key.to_vec();
-        let staged = path.clone();
-        index = tokio::task::spawn_blocking(move || {
+        index = with_slice(store, s, dir, "reading a Ledger's keys", move |path| {
             let mut index = index;
-            for batch in data::read_columns(&staged, &columns)? {
+            for batch in data::read_columns(path, &columns)? {
                 index.add_history(&batch?)?;
             }
-            Ok::<_, DataError>(index)
+            Ok(index)
         })
-        .await
-        .map_err(|_| {
-            LoadError::Data(DataError::Panicked {
-                context: "reading a Ledger's keys".into(),
-            })
-        })?
-        .map_err(LoadError::Data)?;
-        // A copy staged from an object store goes once read; a local slice is read in place.
-        if path.starts_with(dir) {
-            let _ = std::fs::remove_file(&path);
-        }
+        .await?;
     }
     Ok(index)
 }
@@ -1251,31 +1263,18 @@ pub async fn snapshot_index(
 ) -> Result<merge::SnapshotIndex, LoadError> {
     let columns = index.history_columns(vocab);
     for (n, s) in chain.data_slices().enumerate() {
-        let path = store
-            .stage_file(FileKind::Data, &s.physical_hash, Some(s.size), dir)
-            .await
-            .map_err(LoadError::Store)?;
-        let (staged, columns, vocab) = (path.clone(), columns.clone(), vocab.clone());
-        index = tokio::task::spawn_blocking(move || {
+        let (columns, vocab) = (columns.clone(), vocab.clone());
+        index = with_slice(store, s, dir, "replaying a Snapshot's state", move |path| {
             let mut index = index;
             let mut row = 0;
-            for batch in data::read_columns(&staged, &columns)? {
+            for batch in data::read_columns(path, &columns)? {
                 let batch = batch?;
                 index.add_history(&batch, n, row, &vocab)?;
                 row += batch.num_rows();
             }
-            Ok::<_, DataError>(index)
+            Ok(index)
         })
-        .await
-        .map_err(|_| {
-            LoadError::Data(DataError::Panicked {
-                context: "replaying a Snapshot's state".into(),
-            })
-        })?
-        .map_err(LoadError::Data)?;
-        if path.starts_with(dir) {
-            let _ = std::fs::remove_file(&path);
-        }
+        .await?;
     }
     Ok(index)
 }
@@ -1304,24 +1303,11 @@ pub async fn stored_records(
                 message: format!("the chain has no data slice number {slice}"),
             })
         })?;
-        let path = store
-            .stage_file(FileKind::Data, &s.physical_hash, Some(s.size), dir)
-            .await
-            .map_err(LoadError::Store)?;
-        let (staged, wanted, v) = (path.clone(), rows.clone(), vocab.clone());
-        let batch = tokio::task::spawn_blocking(move || {
-            data::data_columns(&data::read_rows(&staged, &wanted)?, &v)
+        let (wanted, v) = (rows.clone(), vocab.clone());
+        let batch = with_slice(store, s, dir, "reading stored records", move |path| {
+            data::data_columns(&data::read_rows(path, &wanted)?, &v)
         })
-        .await
-        .map_err(|_| {
-            LoadError::Data(DataError::Panicked {
-                context: "reading stored records".into(),
-            })
-        })?
-        .map_err(LoadError::Data)?;
-        if path.starts_with(dir) {
-            let _ = std::fs::remove_file(&path);
-        }
+        .await?;
         for (i, row) in rows.iter().enumerate() {
             places.insert(merge::RecordAt { slice, row: *row }, (batches.len(), i));
         }

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gen_stage::{
-    BroadcastDispatcher, Consumer, ConsumerContext, DemandDispatcher, Noreply, PartitionDispatcher,
-    Producer, ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
+    BroadcastDispatcher, Consumer, ConsumerContext, Noreply, PartitionDispatcher, Producer,
+    ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
     ProducerOptions, ProducerStage, StageRef, SubscribeOptions, Subscription,
 };
 use serde::Serialize;
@@ -235,55 +235,6 @@ impl Producer for PendingTransactions {
         }
         self.scheduler.complete(&done.dataset, done.completion);
         Noreply::Emit(self.ready())
-    }
-}
-
-/// One dataset's lane: the consumer of its partition, forwarding in order.
-struct Lane;
-
-impl ProducerConsumer for Lane {
-    type In = Task;
-    type Out = Task;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
-
-    async fn handle_events(
-        &mut self,
-        events: Vec<Task>,
-        _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
-    ) -> Noreply<Task> {
-        Noreply::Emit(events)
-    }
-}
-
-/// Gathers the lanes and hands tasks to free workers (Demand dispatcher).
-struct WorkerPool;
-
-impl ProducerConsumer for WorkerPool {
-    type In = Task;
-    type Out = Task;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
-
-    async fn init(
-        &mut self,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
-    ) -> Result<ProducerConsumerOptions<Task, Task>, gen_stage::StopReason> {
-        Ok(ProducerConsumerOptions::new().dispatcher(DemandDispatcher::new()))
-    }
-
-    async fn handle_events(
-        &mut self,
-        events: Vec<Task>,
-        _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
-    ) -> Noreply<Task> {
-        Noreply::Emit(events)
     }
 }
 
@@ -757,14 +708,12 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     })
     .await
     .map_err(pipeline_err)?;
-    let pool = gen_stage::start_producer_consumer(WorkerPool)
-        .await
-        .map_err(pipeline_err)?;
+    // The pool gathers the lanes and hands tasks to free workers (a forwarding stage's Demand dispatcher).
+    let pool = gen_stage::map(|t: Task| t).await.map_err(pipeline_err)?;
     let mut lanes = Vec::new();
     for d in &targets {
-        let lane = gen_stage::start_producer_consumer(Lane)
-            .await
-            .map_err(pipeline_err)?;
+        // One dataset's lane: the consumer of its partition, forwarding in order.
+        let lane = gen_stage::map(|t: Task| t).await.map_err(pipeline_err)?;
         lane.subscribe(
             &producer,
             SubscribeOptions::new()

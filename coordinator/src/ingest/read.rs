@@ -462,32 +462,29 @@ fn parquet(source: &Source, file: &str, ddl: &[String]) -> Result<Batches, Inges
         file: file.to_string(),
         message,
     };
-    let (builder, reader) = match source {
-        Source::File(p) => {
-            let f = std::fs::File::open(p).map_err(|e| unreadable(e.to_string()))?;
-            let b = ParquetRecordBatchReaderBuilder::try_new(f)
-                .map_err(|e| unreadable(e.to_string()))?
-                .with_batch_size(BATCH_ROWS);
-            let schema = b.schema().clone();
-            let rows = b.metadata().file_metadata().num_rows();
-            (
-                (schema, rows),
-                b.build().map_err(|e| unreadable(e.to_string()))?,
-            )
-        }
-        Source::Memory(bytes) => {
-            let b = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-                .map_err(|e| unreadable(e.to_string()))?
-                .with_batch_size(BATCH_ROWS);
-            let schema = b.schema().clone();
-            let rows = b.metadata().file_metadata().num_rows();
-            (
-                (schema, rows),
-                b.build().map_err(|e| unreadable(e.to_string()))?,
-            )
-        }
-    };
-    let (found, total_rows) = builder;
+    // The footer gives the schema and, up front, the number of records.
+    fn open<R: parquet::file::reader::ChunkReader + 'static>(
+        r: R,
+    ) -> Result<
+        (
+            SchemaRef,
+            i64,
+            parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+        ),
+        String,
+    > {
+        let b = ParquetRecordBatchReaderBuilder::try_new(r)
+            .map_err(|e| e.to_string())?
+            .with_batch_size(BATCH_ROWS);
+        let schema = b.schema().clone();
+        let rows = b.metadata().file_metadata().num_rows();
+        Ok((schema, rows, b.build().map_err(|e| e.to_string())?))
+    }
+    let (found, total_rows, reader) = match source {
+        Source::File(p) => open(std::fs::File::open(p).map_err(|e| unreadable(e.to_string()))?),
+        Source::Memory(bytes) => open(bytes.clone()),
+    }
+    .map_err(unreadable)?;
     unique_names(&found, file)?;
     let target = if ddl.is_empty() {
         found.clone()
