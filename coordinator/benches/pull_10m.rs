@@ -331,6 +331,7 @@ fn pull_once(
         dispatcher_plugin: None,
         dispatcher_plugin_options: serde_json::Value::Null,
         quiet: true,
+        recompute: false,
     };
     let floor = floor_once(&root.join("data/readings.parquet"));
     let started = Instant::now();

@@ -65,6 +65,7 @@ fn main() {
             dispatcher_plugin: None,
             dispatcher_plugin_options: serde_json::Value::Null,
             quiet: true,
+            recompute: false,
         };
         pull::run(&ctx, &options).await.expect("pull")
     });

@@ -79,11 +79,50 @@ pub enum Command {
         /// No progress bars.
         #[arg(long)]
         quiet: bool,
+        /// Datasets whose transform changed in a way their recorded state cannot follow (exit 11) are
+        /// reset to their Seed and computed again from their inputs with the new query (refused while
+        /// other datasets were computed from them: `weir reset DATASET --recursive` first).
+        #[arg(long)]
+        recompute: bool,
     },
     /// Replay every transform of a dataset with its recorded engine and compare output hashes.
     Verify {
+        /// The datasets (with `--recursive`, their inputs too).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        datasets: Vec<String>,
+        /// Every dataset of the workspace.
+        #[arg(long)]
+        all: bool,
+        /// The datasets' inputs too, all the way up.
+        #[arg(long)]
+        recursive: bool,
+    },
+    /// Move a dataset's head back to an earlier block (its Seed by default); the next pull computes it
+    /// again from there. It keeps its id.
+    Reset {
         /// The dataset.
         dataset: String,
+        /// The block to go back to: its hash (or the last 8+ characters of it) or `#N` (sequence number).
+        #[arg(long)]
+        to: Option<String>,
+        /// Also reset the datasets computed from the blocks removed (otherwise refused, exit 11).
+        #[arg(long)]
+        recursive: bool,
+    },
+    /// Give a dataset a new name; it keeps its id, chain and data, and the datasets that read it follow.
+    Rename {
+        /// The dataset.
+        dataset: String,
+        /// Its new name.
+        new_name: String,
+    },
+    /// Remove a dataset: its manifest and everything of it in storage.
+    Delete {
+        /// The dataset.
+        dataset: String,
+        /// Also delete the datasets that read it (otherwise refused, exit 11).
+        #[arg(long)]
+        recursive: bool,
     },
     /// Engine management.
     Engine {
@@ -116,8 +155,12 @@ pub enum Command {
         #[arg(short = 'n', long, default_value_t = 10)]
         num_records: usize,
     },
-    /// The dataset graph (`--format text|dot|json`).
-    Lineage,
+    /// The dataset graph (`--format text|dot|json`): the whole workspace, or one dataset with everything
+    /// upstream and downstream of it.
+    Lineage {
+        /// The dataset.
+        dataset: Option<String>,
+    },
     /// Convert datasets written by an older Weir (before its chains were ODF's) to the current format.
     Upgrade {
         /// Say what would change for each dataset, write nothing.
@@ -140,6 +183,9 @@ impl Command {
         matches!(
             self,
             Command::Pull { .. }
+                | Command::Reset { .. }
+                | Command::Rename { .. }
+                | Command::Delete { .. }
                 | Command::Engine {
                     command: EngineCommand::Deprecate { .. }
                 }

@@ -155,6 +155,12 @@ impl CommandError {
             | CommandError::Engine(EngineFailure::InvalidQuery { .. }) => {
                 Some("fix the SQL in the dataset's manifest; nothing was committed")
             }
+            CommandError::Transaction(TxError::InvalidTransform { .. }) => Some(
+                "fix the query at the position shown (nothing was recorded; `weir validate` checks every transform), then rerun `weir pull`",
+            ),
+            CommandError::Transaction(TxError::QueryChange { .. }) => Some(
+                "revert the query, or rerun with `weir pull --recompute DATASET` to reset the dataset to its Seed and compute it again from its inputs with the new query",
+            ),
             CommandError::Transaction(TxError::Engine { .. }) => Some(
                 "the dataset stayed at its previous head; rerun `weir pull` once the engine is fixed",
             ),
@@ -199,6 +205,12 @@ impl CommandError {
             } => Some(
                 "fix the query in the dataset's manifest (`weir validate` checks the workspace); the dataset keeps its previous head",
             ),
+            CommandError::PullFailed {
+                code: exit::REFUSED,
+                ..
+            } => Some(
+                "revert the query, or rerun with `weir pull --recompute DATASET` to reset the dataset to its Seed and compute it again with the new query; the dataset keeps its previous head",
+            ),
             CommandError::PullFailed { .. } => {
                 Some("datasets that failed keep their previous head; rerun `weir pull`")
             }
@@ -216,6 +228,8 @@ pub fn tx_code(t: &TxError) -> u8 {
         TxError::BadData { .. } => exit::BAD_DATA,
         TxError::Data { .. } | TxError::Fetch { .. } | TxError::Scratch { .. } => exit::FAILURE,
         TxError::Unsupported { .. } => exit::INVALID_WORKSPACE,
+        TxError::InvalidTransform { .. } => exit::INVALID_QUERY,
+        TxError::QueryChange { .. } | TxError::Refused { .. } => exit::REFUSED,
     }
 }
 
@@ -223,6 +237,8 @@ fn engine_code(e: &EngineFailure) -> u8 {
     match e {
         EngineFailure::InvalidQuery { .. } => exit::INVALID_QUERY,
         EngineFailure::NotConfigured { .. } => exit::NOT_FOUND,
-        EngineFailure::Internal { .. } | EngineFailure::Contract { .. } => exit::ENGINE_FAILED,
+        EngineFailure::Internal { .. }
+        | EngineFailure::Contract { .. }
+        | EngineFailure::NotSupported { .. } => exit::ENGINE_FAILED,
     }
 }

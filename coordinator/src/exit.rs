@@ -22,6 +22,9 @@ pub const STORAGE: u8 = 8;
 pub const LOCKED: u8 = 9;
 /// Ingest refused a source file's data (the message names the file, line and column); nothing was committed.
 pub const BAD_DATA: u8 = 10;
+/// Refused: a changed query that cannot continue the recorded one, or a reset, rename or delete that
+/// would break a dataset depending on this one. Nothing was changed.
+pub const REFUSED: u8 = 11;
 /// Stopped by SIGINT (Ctrl-C): 128 + 2, as shells report it. Engines stopped, scratch removed.
 pub const INTERRUPTED: u8 = 130;
 /// Stopped by SIGTERM: 128 + 15. Engines stopped, scratch removed.
@@ -43,6 +46,8 @@ Exit codes:
   9  the workspace is locked: another weir process is writing it (pull, engine deprecate, upgrade); pass
      --wait-lock to wait for it instead
  10  input data refused: the message names the file, line and column (nothing was committed)
+ 11  refused: a changed transform that cannot continue the recorded one (see `pull --recompute`), or a
+     reset, rename or delete that datasets depending on it would not survive (nothing was changed)
 130  stopped by SIGINT (Ctrl-C), 143 stopped by SIGTERM: transactions in flight are abandoned (their
      datasets keep their previous head), engine processes and containers are stopped and removed, and
      scratch folders removed";

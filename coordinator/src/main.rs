@@ -14,7 +14,7 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if cli.format == Format::Dot && !matches!(cli.command, Command::Lineage) {
+    if cli.format == Format::Dot && !matches!(cli.command, Command::Lineage { .. }) {
         use clap::CommandFactory as _;
         Cli::command()
             .error(
@@ -194,6 +194,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             dispatcher_plugin_options,
             max_concurrency,
             quiet,
+            recompute,
             ..
         } => {
             let opts = commands::pull::PullOptions {
@@ -203,10 +204,26 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
                 dispatcher_plugin: dispatcher_plugin.clone(),
                 dispatcher_plugin_options: dispatcher_plugin_options.clone().unwrap_or_default(),
                 quiet: *quiet || cli.format == Format::Json,
+                recompute: *recompute,
             };
             commands::pull::run(&ctx, &opts).await
         }
-        Command::Verify { dataset } => commands::verify::run(&ctx, dataset).await,
+        Command::Verify {
+            datasets,
+            all,
+            recursive,
+        } => commands::verify::run_many(&ctx, datasets, *all, *recursive).await,
+        Command::Reset {
+            dataset,
+            to,
+            recursive,
+        } => commands::reset::run(&ctx, dataset, to.as_deref(), *recursive).await,
+        Command::Rename { dataset, new_name } => {
+            commands::rename::run(&ctx, dataset, new_name).await
+        }
+        Command::Delete { dataset, recursive } => {
+            commands::delete::run(&ctx, dataset, *recursive).await
+        }
         Command::Engine {
             command: EngineCommand::Deprecate { engine, to },
         } => commands::deprecate::run(&ctx, engine, to).await,
@@ -223,7 +240,9 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             dataset,
             num_records,
         } => commands::tail::run(&ctx, dataset, *num_records).await,
-        Command::Lineage => commands::lineage::run(&ctx, cli.format),
+        Command::Lineage { dataset } => {
+            commands::lineage::run(&ctx, dataset.as_deref(), cli.format)
+        }
         Command::Upgrade { dry_run, quiet } => {
             let opts = commands::upgrade::UpgradeOptions {
                 dry_run: *dry_run,

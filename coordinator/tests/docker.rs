@@ -474,3 +474,51 @@ fn an_image_named_by_tag_is_refused_with_how_to_pin_it() {
     assert_eq!(code, Some(4), "{err}");
     assert!(err.contains("must be pinned by digest"), "{err}");
 }
+
+#[test]
+fn a_changed_query_is_validated_and_migrated_in_containers_as_on_the_embedded_engine() {
+    let Some(image) = image() else { return };
+    let edit = |ws: &Path, from: &str, to: &str| {
+        let file = ws.join("datasets/readings.daily.yaml");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(from));
+        std::fs::write(&file, text.replace(from, to)).unwrap();
+    };
+    let (docker_ws, embedded_ws) = (workspace(), workspace());
+    use_image(docker_ws.path(), &image.pinned);
+    ok(
+        docker_ws.path(),
+        &["--engine", "docker", "pull", "--all", "--quiet"],
+    );
+    ok(embedded_ws.path(), &["pull", "--all", "--quiet"]);
+
+    // An invalid query: ValidateQuery in a container refuses it, nothing is recorded.
+    let before = list(docker_ws.path());
+    edit(docker_ws.path(), "FROM clean", "FROM clean_typo");
+    let (code, stderr) = fails(
+        docker_ws.path(),
+        &["--engine", "docker", "pull", "--all", "--quiet"],
+    );
+    assert_eq!(code, Some(5), "{stderr}");
+    assert!(stderr.contains("readings.daily.yaml:"), "{stderr}");
+    assert_eq!(list(docker_ws.path()), before);
+    edit(docker_ws.path(), "FROM clean_typo", "FROM clean");
+
+    // A windowed query changed: MigrateQuery in a container, the same records as the embedded engine.
+    for ws in [docker_ws.path(), embedded_ws.path()] {
+        edit(
+            ws,
+            "max(temperature_c) AS max_temperature_c",
+            "max(temperature_c + 100.0) AS max_temperature_c",
+        );
+    }
+    ok(
+        docker_ws.path(),
+        &["--engine", "docker", "pull", "--all", "--quiet"],
+    );
+    ok(embedded_ws.path(), &["pull", "--all", "--quiet"]);
+    let daily = records(docker_ws.path(), "readings.daily");
+    assert_eq!(daily.len(), 18, "the open day finalised");
+    assert_eq!(daily, records(embedded_ws.path(), "readings.daily"));
+    ok(docker_ws.path(), &["--engine", "docker", "validate"]);
+}

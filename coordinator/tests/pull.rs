@@ -103,7 +103,11 @@ fn log_lineage_validate_and_provenance_describe_the_pulled_workspace() {
         ws.path(),
         &["provenance", "readings.clean", "--offset", "5"],
     );
-    assert!(p.contains("from input `readings` offsets [0, "), "{p}");
+    // A map/filter step: the exact input record, by DeriveProvenance.
+    assert!(
+        p.contains("input `readings` (as readings) offsets 5"),
+        "{p}"
+    );
     let out = weir(ws.path())
         .args(["provenance", "readings.clean", "--offset", "99999"])
         .output()

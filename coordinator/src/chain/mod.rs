@@ -15,6 +15,12 @@ pub fn new_dataset_id(name: &str, created: DateTime<Utc>) -> DatasetId {
     DatasetId::from_key(*h.digest())
 }
 
+/// The end of a dataset id, enough to tell datasets apart in a listing.
+pub fn short_id(id: &odf::DatasetId) -> String {
+    let text = id.to_string();
+    text[text.len().saturating_sub(8)..].to_string()
+}
+
 /// The last 8 characters of a hash's text, for tables.
 pub fn short(hash: &Multihash) -> String {
     let text = hash.to_string();

@@ -257,6 +257,120 @@ impl Storage {
         }
     }
 
+    /// Moves every file of dataset `old` to dataset `new` (`weir rename`): one folder rename on a local disk,
+    /// a copy of each object and then the deletion of the originals on an object store (so an interrupted
+    /// rename leaves the old dataset whole). Fails if `new` has files already.
+    pub async fn rename_dataset(&self, old: &str, new: &str) -> Result<(), StoreError> {
+        let from = self.dataset(old).prefix;
+        let to = self.dataset(new).prefix;
+        if let Some(root) = &self.local_root {
+            let dir = |p: &Path| {
+                p.parts()
+                    .fold(root.clone(), |d, part| d.join(part.as_ref()))
+            };
+            let (from_dir, to_dir) = (dir(&from), dir(&to));
+            let io = |path: &std::path::Path| {
+                let path = path.display().to_string();
+                move |source| StoreError::LocalIo {
+                    operation: "rename",
+                    path,
+                    source,
+                }
+            };
+            if to_dir.exists() {
+                return Err(io(&to_dir)(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "a dataset folder of that name exists",
+                )));
+            }
+            if !from_dir.exists() {
+                return Ok(());
+            }
+            std::fs::rename(&from_dir, &to_dir).map_err(io(&from_dir))?;
+            if let Some(parent) = to_dir.parent() {
+                crate::durable::sync_dir(parent).map_err(io(parent))?;
+            }
+            return Ok(());
+        }
+        if !self.list(&to).await?.is_empty() {
+            return Err(StoreError::Io {
+                operation: "rename",
+                path: self.display(&to),
+                source: object_store::Error::AlreadyExists {
+                    path: self.display(&to),
+                    source: "a dataset of that name has files".into(),
+                },
+            });
+        }
+        let objects = self.list(&from).await?;
+        let from_parts = from.parts().count();
+        for object in &objects {
+            let target = object
+                .parts()
+                .skip(from_parts)
+                .fold(to.clone(), |p, part| p.join(part.as_ref()));
+            self.store
+                .copy(object, &target)
+                .await
+                .map_err(|source| StoreError::Io {
+                    operation: "copy",
+                    path: self.display(object),
+                    source,
+                })?;
+        }
+        for object in objects {
+            self.delete_object(&object).await?;
+        }
+        Ok(())
+    }
+
+    async fn list(&self, prefix: &Path) -> Result<Vec<Path>, StoreError> {
+        self.store
+            .list(Some(prefix))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await
+            .map_err(|source| StoreError::Io {
+                operation: "list",
+                path: self.display(prefix),
+                source,
+            })
+    }
+
+    /// Removes every file of dataset `name` (`weir delete`).
+    pub async fn delete_dataset(&self, name: &str) -> Result<(), StoreError> {
+        let prefix = self.dataset(name).prefix;
+        if let Some(root) = &self.local_root {
+            let dir = prefix
+                .parts()
+                .fold(root.clone(), |d, part| d.join(part.as_ref()));
+            return match std::fs::remove_dir_all(&dir) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(source) => Err(StoreError::LocalIo {
+                    operation: "delete",
+                    path: dir.display().to_string(),
+                    source,
+                }),
+            };
+        }
+        for object in self.list(&prefix).await? {
+            self.delete_object(&object).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_object(&self, path: &Path) -> Result<(), StoreError> {
+        match self.store.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(StoreError::Io {
+                operation: "delete",
+                path: self.display(path),
+                source,
+            }),
+        }
+    }
+
     /// A workspace-level object (e.g. `engines/compatibility.json`).
     pub fn path(&self, rel: &str) -> Path {
         rel.split('/')

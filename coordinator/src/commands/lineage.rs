@@ -1,16 +1,25 @@
-//! `weir lineage`: the dataset graph as text, Graphviz dot or JSON.
+//! `weir lineage [DATASET]`: the dataset graph as text, Graphviz dot or JSON: the whole workspace, or one
+//! dataset with everything upstream and downstream of it.
 
 use serde_json::json;
 
-use super::Output;
+use std::collections::BTreeSet;
+
+use super::{Output, known};
 use crate::cli::Format;
 use crate::error::CommandError;
 use crate::transaction::Context;
 
 /// Runs `lineage`.
-pub fn run(ctx: &Context, format: Format) -> Result<Output, CommandError> {
+pub fn run(ctx: &Context, dataset: Option<&str>, format: Format) -> Result<Output, CommandError> {
     let ws = &ctx.workspace;
-    let order = ws.topological_order()?;
+    let mut order = ws.topological_order()?;
+    if let Some(name) = dataset {
+        known(ctx, name)?;
+        let related = related(ws, name);
+        order.retain(|n| related.contains(n));
+    }
+    let shown: BTreeSet<&String> = order.iter().collect();
     let text = if format == Format::Dot {
         let mut lines = vec!["digraph lineage {".to_string(), "  rankdir=LR;".to_string()];
         for name in &order {
@@ -22,15 +31,20 @@ pub fn run(ctx: &Context, format: Format) -> Result<Output, CommandError> {
             };
             lines.push(format!("  \"{name}\" [shape={shape}];"));
             for input in ws.inputs_of(name) {
-                lines.push(format!("  \"{input}\" -> \"{name}\";"));
+                if shown.contains(&input) {
+                    lines.push(format!("  \"{input}\" -> \"{name}\";"));
+                }
             }
         }
         lines.push("}".into());
         lines.join("\n")
     } else {
         let mut lines = Vec::new();
-        for name in order.iter().filter(|n| ws.inputs_of(n).is_empty()) {
-            tree(ws, name, 0, &mut lines);
+        for name in order
+            .iter()
+            .filter(|n| !ws.inputs_of(n).iter().any(|i| shown.contains(i)))
+        {
+            tree(ws, &shown, name, 0, &mut lines);
         }
         lines.join("\n")
     };
@@ -44,8 +58,31 @@ pub fn run(ctx: &Context, format: Format) -> Result<Output, CommandError> {
     })
 }
 
+/// `name`, everything it is computed from and everything computed from it.
+fn related(ws: &crate::manifest::workspace::Workspace, name: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::from([name.to_string()]);
+    let mut up = vec![name.to_string()];
+    while let Some(n) = up.pop() {
+        for i in ws.inputs_of(&n) {
+            if out.insert(i.clone()) {
+                up.push(i);
+            }
+        }
+    }
+    let mut down = vec![name.to_string()];
+    while let Some(n) = down.pop() {
+        for d in ws.dependents_of(&n) {
+            if out.insert(d.clone()) {
+                down.push(d);
+            }
+        }
+    }
+    out
+}
+
 fn tree(
     ws: &crate::manifest::workspace::Workspace,
+    shown: &BTreeSet<&String>,
     name: &str,
     depth: usize,
     out: &mut Vec<String>,
@@ -63,6 +100,8 @@ fn tree(
         m.kind
     ));
     for d in ws.dependents_of(name) {
-        tree(ws, &d, depth + 1, out);
+        if shown.contains(&d) {
+            tree(ws, shown, &d, depth + 1, out);
+        }
     }
 }

@@ -64,16 +64,34 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
                 support::merge_kind(&p.merge)
             )
         }
-        MetadataEvent::SetTransform(t) => format!(
-            "SetTransform engine={} version={} inputs=[{}]",
-            t.transform.sql().engine,
-            t.transform.sql().version.as_deref().unwrap_or("-"),
-            t.inputs
-                .iter()
-                .map(|i| format!("{} as {}", i.dataset_ref, i.query_alias()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        MetadataEvent::SetTransform(t) => {
+            let sql = t.transform.sql().clone().normalize();
+            let mut text = format!(
+                "SetTransform engine={} version={} inputs=[{}]",
+                sql.engine,
+                sql.version.as_deref().unwrap_or("-"),
+                t.inputs
+                    .iter()
+                    .map(|i| format!("{} as {}", i.dataset_ref, i.query_alias()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            for step in sql.queries.iter().flatten() {
+                let query = step.query.trim().replace('\n', "\n      ");
+                match &step.alias {
+                    Some(alias) => text.push_str(&format!("\n    {alias} = {query}")),
+                    None => text.push_str(&format!("\n    {query}")),
+                }
+            }
+            for table in sql.temporal_tables.iter().flatten() {
+                text.push_str(&format!(
+                    "\n    temporal table {} (primary key {})",
+                    table.name,
+                    table.primary_key.join(", ")
+                ));
+            }
+            text
+        }
         MetadataEvent::SetVocab(v) => {
             let v = odf::DatasetVocabulary::from(v);
             format!(
@@ -114,8 +132,21 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
                 .map_or("-".into(), |s| s.value.clone())
         ),
         MetadataEvent::ExecuteTransform(t) => format!(
-            "ExecuteTransform {} watermark={} engine={}",
+            "ExecuteTransform {} inputs=[{}] watermark={} engine={}",
             slice(t.new_data.as_ref()),
+            t.query_inputs
+                .iter()
+                .map(|q| match (q.prev_offset, q.new_offset) {
+                    (p, n) if p == n => format!("{}: none", crate::chain::short_id(&q.dataset_id)),
+                    (p, Some(n)) => format!(
+                        "{}: [{}, {n}]",
+                        crate::chain::short_id(&q.dataset_id),
+                        p.map_or(0, |p| p + 1)
+                    ),
+                    (_, None) => format!("{}: none", crate::chain::short_id(&q.dataset_id)),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
             t.new_watermark.map_or("-".into(), |w| w.to_rfc3339()),
             engine.map_or("-".into(), |e| format!(
                 "{} ({} {})",

@@ -1,12 +1,15 @@
 //! The commands of `weir`, each in its own file, over a loaded workspace.
 
 pub mod conformance;
+pub mod delete;
 pub mod deprecate;
 pub mod lineage;
 pub mod list;
 pub mod log;
 pub mod provenance;
 pub mod pull;
+pub mod rename;
+pub mod reset;
 pub mod tail;
 pub mod upgrade;
 pub mod validate;

@@ -1,8 +1,13 @@
-//! `weir provenance DATASET --offset N`: the block that wrote a record and what it was computed from.
+//! `weir provenance DATASET --offset N`: the block that wrote a record and what it was computed from: the
+//! exact input records, by DeriveProvenance on the recorded engine, where the engine can tell them (a
+//! map/filter step); the input ranges the step read otherwise (a window's record summarises its window).
 
 use serde_json::json;
 
-use super::{Output, known};
+use super::{Output, known, verify};
+use crate::engine::identity::EngineIdentity;
+use crate::engine::job::{InputRecords, ProvenanceJob};
+use crate::engine::{EngineFailure, compat};
 use crate::error::CommandError;
 use crate::transaction::Context;
 use odf::MetadataEvent;
@@ -41,6 +46,54 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
         }
         MetadataEvent::ExecuteTransform(t) => {
             let names = id_names(ctx).await?;
+            match record_level(ctx, dataset, &chain, index, offset, &names).await? {
+                Ok((engine, found)) => {
+                    lines.push(format!(
+                        "  computed by engine {} ({} {}) from these input records:",
+                        engine.name, engine.runtime, engine.reference
+                    ));
+                    for input in &found {
+                        let name = names
+                            .iter()
+                            .find(|(id, _)| *id == input.dataset_id)
+                            .map_or("?".to_string(), |(_, n)| n.clone());
+                        let ranges: Vec<String> = input
+                            .offset_intervals
+                            .iter()
+                            .map(|iv| {
+                                if iv.start == iv.end {
+                                    format!("{}", iv.start)
+                                } else {
+                                    format!("[{}, {}]", iv.start, iv.end)
+                                }
+                            })
+                            .collect();
+                        lines.push(format!(
+                            "  input `{name}` (as {}) offsets {}",
+                            input.query_alias,
+                            ranges.join(", ")
+                        ));
+                        inputs_json.push(json!({
+                            "dataset": name,
+                            "queryAlias": input.query_alias,
+                            "offsets": input.offset_intervals.iter().map(|iv| [iv.start, iv.end]).collect::<Vec<_>>(),
+                        }));
+                    }
+                    return Ok(Output {
+                        text: lines.join("\n"),
+                        json: json!({
+                            "dataset": dataset,
+                            "offset": offset,
+                            "block": { "hash": hash, "sequenceNumber": block.sequence_number, "event": block.event.name() },
+                            "recordLevel": true,
+                            "inputs": inputs_json,
+                        }),
+                    });
+                }
+                Err(why) => {
+                    lines.push(format!("  ({why}; showing the input ranges the step read)"))
+                }
+            }
             if let Some(e) = crate::engine::identity::in_force(&chain.blocks[..index]) {
                 lines.push(format!(
                     "  computed by engine {} ({} {})",
@@ -78,9 +131,65 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
             "dataset": dataset,
             "offset": offset,
             "block": { "hash": hash, "sequenceNumber": block.sequence_number, "event": block.event.name() },
+            "recordLevel": false,
             "inputs": inputs_json,
         }),
     })
+}
+
+/// The input records behind output `offset` of the step in block `index`, by DeriveProvenance on the
+/// engine that recorded the step; `Err` with the reason when the engine cannot say (a window, an engine
+/// without DeriveProvenance, a migration step).
+async fn record_level(
+    ctx: &Context,
+    dataset: &str,
+    chain: &crate::chain::store::Chain,
+    index: usize,
+    offset: u64,
+    ids: &[(odf::DatasetId, String)],
+) -> Result<Result<(EngineIdentity, Vec<InputRecords>), String>, CommandError> {
+    let Some(step) = verify::recorded_step(ctx, dataset, chain, index, ids).await? else {
+        return Ok(Err(
+            "a migration step: it finalised the previous query's windows".into(),
+        ));
+    };
+    let compat = compat::load(&ctx.storage).await?;
+    let engine = verify::recorded_engine(
+        ctx,
+        &compat,
+        step.recorded_engine.as_ref(),
+        &step.plan.transform.engine,
+    )?;
+    let store = ctx.storage.dataset(dataset);
+    let dir = ctx.scratch(dataset)?;
+    let id = chain
+        .summary
+        .dataset_id
+        .unwrap_or(odf::DatasetId::from_key([0; 32]));
+    let system_time = chain.blocks[index].1.system_time;
+    let job = ctx
+        .stage_step(
+            &store,
+            dataset,
+            id,
+            &step.plan,
+            &step.vocab,
+            system_time,
+            dir.path(),
+        )
+        .await?;
+    match engine
+        .derive_provenance(&ProvenanceJob {
+            step: job,
+            output_offsets: vec![offset],
+        })
+        .await
+    {
+        Ok(found) => Ok(Ok((engine.identity().clone(), found))),
+        Err(EngineFailure::InvalidQuery { message, .. }) => Ok(Err(message)),
+        Err(e @ EngineFailure::NotSupported { .. }) => Ok(Err(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn id_names(ctx: &Context) -> Result<Vec<(odf::DatasetId, String)>, CommandError> {

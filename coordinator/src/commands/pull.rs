@@ -607,6 +607,8 @@ pub struct PullOptions {
     pub dispatcher_plugin_options: serde_json::Value,
     /// No progress bars.
     pub quiet: bool,
+    /// Reset pulled derivatives whose transform changed to their Seed, to compute them again.
+    pub recompute: bool,
 }
 
 fn pipeline_err(e: impl std::fmt::Display) -> CommandError {
@@ -633,6 +635,9 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         }
         order.into_iter().filter(|d| wanted.contains(d)).collect()
     };
+    if opts.recompute {
+        recompute(ctx, &targets).await?;
+    }
     let ws = ctx.workspace.clone();
     let scheduler = Scheduler::new(targets.clone(), |d| ws.inputs_of(d));
     let started = Instant::now();
@@ -887,6 +892,32 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         });
     }
     Ok(summary)
+}
+
+/// `--recompute`: every derivative among `targets` whose transform is not the one its chain records is reset
+/// to its Seed (refused, before anything changes, while datasets computed from it exist), so the pull
+/// computes it again from its inputs with the new query.
+async fn recompute(ctx: &Context, targets: &[String]) -> Result<(), CommandError> {
+    let mut moves = Vec::new();
+    for name in targets {
+        let m = &ctx.workspace.datasets[name];
+        if !ctx.transform_changed(m).await? {
+            continue;
+        }
+        let chain = ctx.storage.dataset(name).chain().await?;
+        let seed = super::reset::find_block(&chain, None).map_err(|reason| {
+            crate::transaction::TxError::Refused {
+                dataset: name.clone(),
+                reason,
+            }
+        })?;
+        moves.extend(super::reset::plan(ctx, name, seed, false).await?);
+    }
+    super::reset::apply(ctx, &moves).await?;
+    for m in &moves {
+        tracing::info!(dataset = %m.dataset, "transform changed: reset to its Seed to compute it again");
+    }
+    Ok(())
 }
 
 /// A dataset's 64-bit routing key for dispatcher plugins: FNV-1a of its name, the same in every run.

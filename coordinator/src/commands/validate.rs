@@ -1,4 +1,6 @@
-//! `weir validate`: the manifests (already checked on load) and every stored chain, block and file.
+//! `weir validate`: the manifests (already checked on load), every derivative's transform (ValidateQuery on
+//! its engine, against its inputs' schemas, so an invalid query is reported at its line in the manifest),
+//! and every stored chain, block and file.
 
 use serde_json::json;
 
@@ -77,12 +79,35 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
         if let Some(id) = chain.summary.dataset_id {
             chains_by_id.insert(id, chain.clone());
         }
+        let manifest = &ctx.workspace.datasets[&name];
+        let query = if manifest.transform.is_some() {
+            let id = chain
+                .summary
+                .dataset_id
+                .unwrap_or(odf::DatasetId::from_key([0; 32]));
+            match ctx.validate_transform(manifest, id).await {
+                Ok(Some(schema)) => format!(
+                    "; query valid, output [{}]",
+                    data::schema_text(&schema)
+                ),
+                Ok(None) => "; query not checked (an input has no records yet, or the engine cannot validate)"
+                    .to_string(),
+                // The engine is not served on this runtime: the query is checked where it is.
+                Err(crate::transaction::TxError::Engine {
+                    source: e @ crate::engine::EngineFailure::NotConfigured { .. },
+                    ..
+                }) => format!("; query not checked ({e})"),
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            String::new()
+        };
         lines.push(format!(
-            "{name}: {} block(s), {files} file(s) ok",
+            "{name}: {} block(s), {files} file(s) ok{query}",
             chain.blocks.len()
         ));
         items.push(
-            json!({ "dataset": name, "blocks": chain.blocks.len(), "files": files, "ok": true }),
+            json!({ "dataset": name, "blocks": chain.blocks.len(), "files": files, "ok": true, "queryChecked": !query.is_empty() && !query.contains("not checked") }),
         );
     }
     Ok(Output {

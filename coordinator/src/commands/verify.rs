@@ -62,7 +62,106 @@ impl ReplayedStep {
 pub type EngineChooser<'a> =
     dyn Fn(Option<&EngineIdentity>, &str) -> Result<Option<EngineHandle>, EngineFailure> + 'a;
 
-/// Replays the transform steps of `dataset` in order, stopping at the first mismatch.
+/// A recorded transform step, planned again from the chain alone.
+#[derive(Debug, Clone)]
+pub struct RecordedStep {
+    /// The chain before the step.
+    pub prefix: Chain,
+    /// The step as a plan: the recorded inputs, offsets and checkpoint.
+    pub plan: TransformPlan,
+    /// The engine the step recorded (by the `SetTransform` in force).
+    pub recorded_engine: Option<EngineIdentity>,
+    /// The output vocabulary.
+    pub vocab: DatasetVocabulary,
+}
+
+/// The step of block `k` of `chain` (the chain of `dataset`), planned again: `None` when the block is not
+/// an `ExecuteTransform`, has no transform in force, or is a migration (which consumes no input records:
+/// replaying it is MigrateQuery's, see [`crate::transaction::is_migration`]).
+pub async fn recorded_step(
+    ctx: &Context,
+    dataset: &str,
+    chain: &Chain,
+    k: usize,
+    ids: &[(DatasetId, String)],
+) -> Result<Option<RecordedStep>, CommandError> {
+    let Some((_, block)) = chain.blocks.get(k) else {
+        return Ok(None);
+    };
+    let MetadataEvent::ExecuteTransform(recorded) = &block.event else {
+        return Ok(None);
+    };
+    let previous = k
+        .checked_sub(1)
+        .and_then(|p| chain.blocks.get(p))
+        .map(|(_, b)| &b.event);
+    if crate::transaction::is_migration(previous, recorded) {
+        return Ok(None);
+    }
+    let prefix = Chain::from_blocks(dataset, &chain.blocks[..k])?;
+    let Some(set_transform) = &prefix.summary.transform else {
+        return Ok(None);
+    };
+    let recorded_engine = identity::in_force(&chain.blocks[..k]);
+    let sql = identity::without_engine(&set_transform.transform.sql().clone().normalize());
+    let mut inputs = Vec::new();
+    for (qi, ti) in recorded.query_inputs.iter().zip(&set_transform.inputs) {
+        let name = ids
+            .iter()
+            .find(|(id, _)| *id == qi.dataset_id)
+            .map(|(_, n)| n.clone())
+            .unwrap_or_else(|| ti.dataset_ref.clone());
+        let in_chain = ctx
+            .storage
+            .dataset(&name)
+            .chain_at(qi.new_block_hash)
+            .await?;
+        let Some(schema_slice) = in_chain.data_slices().next().cloned() else {
+            continue;
+        };
+        inputs.push(PlannedInput {
+            name,
+            query_alias: ti.query_alias().to_string(),
+            id: qi.dataset_id,
+            chain: in_chain,
+            prev_block: qi.prev_block_hash,
+            new_block: qi.new_block_hash,
+            prev_offset: qi.prev_offset,
+            new_offset: qi.new_offset,
+            schema_slice,
+        });
+    }
+    let plan = TransformPlan {
+        transform: sql,
+        inputs,
+        prev_checkpoint: recorded.prev_checkpoint.map(|h| Checkpoint {
+            physical_hash: h,
+            size: 0,
+        }),
+        prev_offset: recorded.prev_offset,
+    };
+    let vocab = DatasetVocabulary::from(&prefix.summary.vocab.clone().unwrap_or_default());
+    Ok(Some(RecordedStep {
+        prefix,
+        plan,
+        recorded_engine,
+        vocab,
+    }))
+}
+
+/// Every dataset of the workspace with an id, by id.
+pub async fn dataset_ids(ctx: &Context) -> Result<Vec<(DatasetId, String)>, CommandError> {
+    let mut ids = Vec::new();
+    for name in ctx.workspace.datasets.keys() {
+        if let Some(id) = ctx.storage.dataset(name).chain().await?.summary.dataset_id {
+            ids.push((id, name.clone()));
+        }
+    }
+    Ok(ids)
+}
+
+/// Replays the transform steps of `dataset` in order, stopping at the first mismatch. Migration steps
+/// are not replayed (see [`recorded_step`]); the steps after them are.
 pub async fn replay(
     ctx: &Context,
     dataset: &str,
@@ -70,63 +169,24 @@ pub async fn replay(
 ) -> Result<Vec<ReplayedStep>, CommandError> {
     let store = ctx.storage.dataset(dataset);
     let chain = store.chain().await?;
-    let mut ids = Vec::new();
-    for name in ctx.workspace.datasets.keys() {
-        if let Some(id) = ctx.storage.dataset(name).chain().await?.summary.dataset_id {
-            ids.push((id, name.clone()));
-        }
-    }
+    let ids = dataset_ids(ctx).await?;
     let mut steps = Vec::new();
     for (k, (hash, block)) in chain.blocks.iter().enumerate() {
+        let Some(step) = recorded_step(ctx, dataset, &chain, k, &ids).await? else {
+            continue;
+        };
         let MetadataEvent::ExecuteTransform(recorded) = &block.event else {
             continue;
         };
-        let prefix = Chain::from_blocks(dataset, &chain.blocks[..k])?;
-        let Some(set_transform) = &prefix.summary.transform else {
+        let RecordedStep {
+            prefix,
+            plan,
+            recorded_engine,
+            vocab,
+        } = step;
+        let Some(engine) = engine_for(recorded_engine.as_ref(), &plan.transform.engine)? else {
             continue;
         };
-        let recorded_engine = identity::in_force(&chain.blocks[..k]);
-        let sql = identity::without_engine(&set_transform.transform.sql().clone().normalize());
-        let Some(engine) = engine_for(recorded_engine.as_ref(), &sql.engine)? else {
-            continue;
-        };
-        let mut inputs = Vec::new();
-        for (qi, ti) in recorded.query_inputs.iter().zip(&set_transform.inputs) {
-            let name = ids
-                .iter()
-                .find(|(id, _)| *id == qi.dataset_id)
-                .map(|(_, n)| n.clone())
-                .unwrap_or_else(|| ti.dataset_ref.clone());
-            let in_chain = ctx
-                .storage
-                .dataset(&name)
-                .chain_at(qi.new_block_hash)
-                .await?;
-            let Some(schema_slice) = in_chain.data_slices().next().cloned() else {
-                continue;
-            };
-            inputs.push(PlannedInput {
-                name,
-                query_alias: ti.query_alias().to_string(),
-                id: qi.dataset_id,
-                chain: in_chain,
-                prev_block: qi.prev_block_hash,
-                new_block: qi.new_block_hash,
-                prev_offset: qi.prev_offset,
-                new_offset: qi.new_offset,
-                schema_slice,
-            });
-        }
-        let plan = TransformPlan {
-            transform: sql,
-            inputs,
-            prev_checkpoint: recorded.prev_checkpoint.map(|h| Checkpoint {
-                physical_hash: h,
-                size: 0,
-            }),
-            prev_offset: recorded.prev_offset,
-        };
-        let vocab = DatasetVocabulary::from(&prefix.summary.vocab.clone().unwrap_or_default());
         let id = chain
             .summary
             .dataset_id
@@ -283,18 +343,87 @@ pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
             summary: format!("verification failed: {}", bad.describe_mismatch()),
         });
     }
+    let chain = ctx.storage.dataset(dataset).chain().await?;
+    let migrations = chain
+        .blocks
+        .iter()
+        .enumerate()
+        .filter(|(k, (_, b))| match &b.event {
+            MetadataEvent::ExecuteTransform(t) => crate::transaction::is_migration(
+                k.checked_sub(1)
+                    .and_then(|p| chain.blocks.get(p))
+                    .map(|(_, b)| &b.event),
+                t,
+            ),
+            _ => false,
+        })
+        .count();
+    let migrated = if migrations > 0 {
+        format!("; {migrations} migration step(s) (MigrateQuery) not replayed")
+    } else {
+        String::new()
+    };
     let text = if steps.is_empty() {
         format!(
-            "dataset `{dataset}`: {files} stored file(s) intact; it has no transform steps to verify"
+            "dataset `{dataset}`: {files} stored file(s) intact; it has no transform steps to verify{migrated}"
         )
     } else {
         format!(
-            "dataset `{dataset}`: {files} stored file(s) intact; {} transform step(s) replayed, all outputs identical",
+            "dataset `{dataset}`: {files} stored file(s) intact; {} transform step(s) replayed, all outputs identical{migrated}",
             steps.len()
         )
     };
     Ok(Output {
         text,
-        json: json!({ "dataset": dataset, "verified": true, "filesChecked": files, "steps": steps }),
+        json: json!({ "dataset": dataset, "verified": true, "filesChecked": files, "steps": steps, "migrationsNotReplayed": migrations }),
+    })
+}
+
+/// Runs `verify` for several datasets (`--all`: every one; `--recursive`: their inputs too, all the way
+/// up), inputs before the datasets computed from them, stopping at the first that fails.
+pub async fn run_many(
+    ctx: &Context,
+    datasets: &[String],
+    all: bool,
+    recursive: bool,
+) -> Result<Output, CommandError> {
+    for d in datasets {
+        known(ctx, d)?;
+    }
+    let mut wanted: std::collections::BTreeSet<String> = if all {
+        ctx.workspace.datasets.keys().cloned().collect()
+    } else {
+        datasets.iter().cloned().collect()
+    };
+    if recursive {
+        let mut stack: Vec<String> = wanted.iter().cloned().collect();
+        while let Some(d) = stack.pop() {
+            for input in ctx.workspace.inputs_of(&d) {
+                if wanted.insert(input.clone()) {
+                    stack.push(input);
+                }
+            }
+        }
+    }
+    let order: Vec<String> = ctx
+        .workspace
+        .topological_order()?
+        .into_iter()
+        .filter(|d| wanted.contains(d))
+        .collect();
+    if let [one] = order.as_slice() {
+        return run(ctx, one).await;
+    }
+    let mut text = Vec::new();
+    let mut json = Vec::new();
+    for d in &order {
+        let out = run(ctx, d).await?;
+        text.push(out.text);
+        json.push(out.json);
+    }
+    text.push(format!("{} dataset(s) verified", order.len()));
+    Ok(Output {
+        text: text.join("\n"),
+        json: json!({ "verified": true, "datasets": json }),
     })
 }

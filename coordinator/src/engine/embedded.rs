@@ -1,21 +1,48 @@
 //! The reference DataFusion engine, in this process.
 
+use std::convert::Infallible;
 use std::path::Path;
 
-use std::convert::Infallible;
-
+use engine_contract::conformance::ConformanceReport;
 use reference_engine::{EngineError, ErrorKind, ReferenceEngine};
 
+use super::identity::EngineIdentity;
+use super::job::{
+    InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
+    TransformReport, ValidateJob, ValidateReport,
+};
+use super::{Engine, EngineFailure, EngineFuture};
 use crate::progress::Progress;
 
-use super::EngineFailure;
-use super::identity::EngineIdentity;
-use super::job::{RawQueryJob, TransformJob, TransformReport};
-
 /// The embedded engine.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Embedded {
+    name: String,
     engine: ReferenceEngine,
+}
+
+impl Embedded {
+    /// The embedded engine, serving the engine name `name`.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            engine: ReferenceEngine::new(),
+        }
+    }
+
+    fn failure(&self, e: EngineError) -> EngineFailure {
+        let engine = self.name.clone();
+        match e.kind() {
+            ErrorKind::InvalidQuery => EngineFailure::InvalidQuery {
+                engine,
+                message: e.to_string(),
+            },
+            ErrorKind::Internal => EngineFailure::Internal {
+                engine,
+                message: e.to_string(),
+            },
+        }
+    }
 }
 
 /// The identity recorded for the embedded engine: the reference engine's exact crate version.
@@ -32,57 +59,131 @@ fn path(p: &Path) -> Result<String, Infallible> {
     Ok(p.to_string_lossy().into_owned())
 }
 
-fn failure(engine: &str, e: EngineError) -> EngineFailure {
-    match e.kind() {
-        ErrorKind::InvalidQuery => EngineFailure::InvalidQuery {
-            engine: engine.to_string(),
-            message: e.to_string(),
-        },
-        ErrorKind::Internal => EngineFailure::Internal {
-            engine: engine.to_string(),
-            message: e.to_string(),
-        },
+/// The engine's Progress messages as the coordinator's, with the records the operation reads (if known).
+fn sink(progress: &Progress, total: Option<u64>) -> impl Fn(reference_engine::Progress) + '_ {
+    move |p: reference_engine::Progress| {
+        progress.engine(Some(p.phase.as_str()), p.rows_read, p.rows_written, total)
     }
 }
 
-impl Embedded {
-    pub(super) async fn transform(
-        &self,
-        engine: &str,
-        job: &TransformJob,
-        progress: &Progress,
-    ) -> Result<TransformReport, EngineFailure> {
-        let Ok(request) = job.request(path);
-        let total = Some(job.input_records());
-        let sink = |p: reference_engine::Progress| {
-            progress.engine(Some(p.phase.as_str()), p.rows_read, p.rows_written, total)
-        };
-        let outcome = self
-            .engine
-            .execute_transform(&request, &sink)
-            .await
-            .map_err(|e| failure(engine, e))?;
-        Ok(TransformReport {
-            new_offset_interval: outcome.new_offset_interval,
-            new_watermark: outcome.new_watermark,
+impl Engine for Embedded {
+    fn transform<'a>(
+        &'a self,
+        job: &'a TransformJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, TransformReport> {
+        Box::pin(async move {
+            let Ok(request) = job.request(path);
+            let sink = sink(progress, Some(job.input_records()));
+            let outcome = self
+                .engine
+                .execute_transform(&request, &sink)
+                .await
+                .map_err(|e| self.failure(e))?;
+            Ok(TransformReport {
+                new_offset_interval: outcome.new_offset_interval,
+                new_watermark: outcome.new_watermark,
+            })
         })
     }
 
-    pub(super) async fn raw_query(
-        &self,
-        engine: &str,
-        job: &RawQueryJob,
-        progress: &Progress,
-    ) -> Result<u64, EngineFailure> {
-        let Ok(request) = job.request(path);
-        let sink = |p: reference_engine::Progress| {
-            progress.engine(Some(p.phase.as_str()), p.rows_read, p.rows_written, None)
-        };
-        let outcome = self
-            .engine
-            .execute_raw_query(&request, &sink)
-            .await
-            .map_err(|e| failure(engine, e))?;
-        Ok(outcome.num_records)
+    fn raw_query<'a>(
+        &'a self,
+        job: &'a RawQueryJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, u64> {
+        Box::pin(async move {
+            let Ok(request) = job.request(path);
+            let sink = sink(progress, None);
+            let outcome = self
+                .engine
+                .execute_raw_query(&request, &sink)
+                .await
+                .map_err(|e| self.failure(e))?;
+            Ok(outcome.num_records)
+        })
+    }
+
+    fn validate_query<'a>(&'a self, job: &'a ValidateJob) -> EngineFuture<'a, ValidateReport> {
+        Box::pin(async move {
+            let Ok(request) = job.request(path);
+            let outcome = self
+                .engine
+                .validate_query(&request)
+                .await
+                .map_err(|e| self.failure(e))?;
+            Ok(ValidateReport {
+                columns: outcome
+                    .output_columns
+                    .into_iter()
+                    .map(|c| (c.name, c.data_type, c.nullable))
+                    .collect(),
+            })
+        })
+    }
+
+    fn migrate_query<'a>(
+        &'a self,
+        job: &'a MigrateJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, MigrateReport> {
+        Box::pin(async move {
+            let Ok(request) = job.request(path);
+            let sink = sink(progress, None);
+            let outcome = self
+                .engine
+                .migrate_query(&request, &sink)
+                .await
+                .map_err(|e| self.failure(e))?;
+            Ok(MigrateReport {
+                new_checkpoint_written: outcome.new_checkpoint_written,
+                new_offset_interval: outcome.new_offset_interval,
+                new_watermark: outcome.new_watermark,
+            })
+        })
+    }
+
+    fn derive_provenance<'a>(
+        &'a self,
+        job: &'a ProvenanceJob,
+    ) -> EngineFuture<'a, Vec<InputRecords>> {
+        Box::pin(async move {
+            let Ok(request) = job.request(path);
+            let outcome = self
+                .engine
+                .derive_provenance(&request, &reference_engine::NoProgress)
+                .await
+                .map_err(|e| self.failure(e))?;
+            Ok(outcome
+                .inputs
+                .into_iter()
+                .map(|i| InputRecords {
+                    dataset_id: i.dataset_id,
+                    query_alias: i.query_alias,
+                    offset_intervals: i.offset_intervals,
+                })
+                .collect())
+        })
+    }
+
+    /// The embedded engine is served on a Unix socket in `dir` for the duration of the kit.
+    fn conformance<'a>(&'a self, dir: &'a Path) -> EngineFuture<'a, ConformanceReport> {
+        Box::pin(async move {
+            let socket = dir.join("engine.sock");
+            let address = engine_contract::EngineAddress::Unix(socket);
+            let server = tokio::spawn(engine_contract::serve(self.engine.clone(), address.clone()));
+            let options = engine_contract::conformance::ConformanceOptions::new(self.name.as_str())
+                .with_data(engine_contract::conformance::DataSetup {
+                    fixtures: std::sync::Arc::new(engine_conformance::ParquetFixtures),
+                    host_dir: dir.to_path_buf(),
+                    engine_dir: dir.to_path_buf(),
+                });
+            let report = engine_contract::conformance::run(&address, &options).await;
+            server.abort();
+            report.map_err(|e| EngineFailure::Internal {
+                engine: self.name.clone(),
+                message: e.to_string(),
+            })
+        })
     }
 }

@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use engine_contract::model::{RawQueryRequest, Transform, TransformRequest, TransformRequestInput};
+use engine_contract::model::{
+    DeriveProvenanceRequest, MigrateQueryRequest, RawQueryRequest, Transform, TransformRequest,
+    TransformRequestInput, ValidateQueryInput, ValidateQueryRequest,
+};
 use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
 
 use super::identity::without_engine;
@@ -103,22 +106,7 @@ impl TransformJob {
             query_inputs: self
                 .inputs
                 .iter()
-                .map(|i| {
-                    Ok(TransformRequestInput {
-                        dataset_id: i.dataset_id,
-                        dataset_alias: i.dataset_alias.clone(),
-                        query_alias: i.query_alias.clone(),
-                        vocab: i.vocab.clone(),
-                        offset_interval: i.offset_interval,
-                        data_paths: i
-                            .data_paths
-                            .iter()
-                            .map(|p| path(p))
-                            .collect::<Result<_, _>>()?,
-                        schema_file: path(&i.schema_file)?,
-                        explicit_watermarks: i.explicit_watermarks.clone(),
-                    })
-                })
+                .map(|i| job_input(i, &path))
                 .collect::<Result<_, E>>()?,
             next_offset: self.next_offset,
             prev_checkpoint_path: self
@@ -148,4 +136,231 @@ impl RawQueryJob {
             output_data_path: path(&self.output_data_path)?,
         })
     }
+}
+
+/// One ValidateQuery: plan `transform` against its inputs' schemas, read no data.
+#[derive(Debug, Clone)]
+pub struct ValidateJob {
+    /// Output dataset id.
+    pub dataset_id: DatasetId,
+    /// Output dataset name.
+    pub dataset_alias: String,
+    /// Output vocabulary.
+    pub vocab: DatasetVocabulary,
+    /// The SQL to validate.
+    pub transform: TransformSql,
+    /// Inputs in `SetTransform` order (only their schema files are read).
+    pub inputs: Vec<TransformJobInput>,
+    /// Where the engine writes an empty Parquet file with the output schema.
+    pub output_schema_path: PathBuf,
+}
+
+/// A Success of ValidateQuery: the output columns as the engine plans them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidateReport {
+    /// `name type` of each output column, in order (the engine's own type names, informative).
+    pub columns: Vec<(String, String, bool)>,
+}
+
+/// One MigrateQuery: finalise the state `prev_transform` left in `prev_checkpoint_path` and start
+/// `next_transform` from it, reading no input data.
+#[derive(Debug, Clone)]
+pub struct MigrateJob {
+    /// Output dataset id.
+    pub dataset_id: DatasetId,
+    /// Output dataset name.
+    pub dataset_alias: String,
+    /// The transaction's system time (stamped on any final output).
+    pub system_time: DateTime<Utc>,
+    /// Output vocabulary.
+    pub vocab: DatasetVocabulary,
+    /// The query the state was built by.
+    pub prev_transform: TransformSql,
+    /// The query to continue with.
+    pub next_transform: TransformSql,
+    /// The next query's inputs, with their schema files and no new records.
+    pub inputs: Vec<TransformJobInput>,
+    /// First offset of any final output.
+    pub next_offset: u64,
+    /// State the previous query left.
+    pub prev_checkpoint_path: Option<PathBuf>,
+    /// Where the engine writes the migrated state.
+    pub new_checkpoint_path: PathBuf,
+    /// Where the engine writes the final output, if any.
+    pub new_data_path: PathBuf,
+}
+
+/// A Success of MigrateQuery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrateReport {
+    /// Whether a checkpoint was written.
+    pub new_checkpoint_written: bool,
+    /// Final output records, if any.
+    pub new_offset_interval: Option<OffsetInterval>,
+    /// Output watermark after the final output, if it moved.
+    pub new_watermark: Option<DateTime<Utc>>,
+}
+
+/// One DeriveProvenance: which input records the given output records of one recorded step came from.
+#[derive(Debug, Clone)]
+pub struct ProvenanceJob {
+    /// The step, restated as its ExecuteTransform job (inputs with their data files).
+    pub step: TransformJob,
+    /// Output offsets to explain.
+    pub output_offsets: Vec<u64>,
+}
+
+/// The input records of one input behind the asked outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputRecords {
+    /// The input dataset.
+    pub dataset_id: DatasetId,
+    /// Its name in the query.
+    pub query_alias: String,
+    /// Sorted, non-overlapping intervals of input offsets.
+    pub offset_intervals: Vec<OffsetInterval>,
+}
+
+fn job_input<E>(
+    i: &TransformJobInput,
+    path: &impl Fn(&Path) -> Result<String, E>,
+) -> Result<TransformRequestInput, E> {
+    Ok(TransformRequestInput {
+        dataset_id: i.dataset_id,
+        dataset_alias: i.dataset_alias.clone(),
+        query_alias: i.query_alias.clone(),
+        vocab: i.vocab.clone(),
+        offset_interval: i.offset_interval,
+        data_paths: i
+            .data_paths
+            .iter()
+            .map(|p| path(p))
+            .collect::<Result<_, _>>()?,
+        schema_file: path(&i.schema_file)?,
+        explicit_watermarks: i.explicit_watermarks.clone(),
+    })
+}
+
+impl ValidateJob {
+    /// The request for this job, with every file path as `path` says the engine sees it.
+    pub fn request<E>(
+        &self,
+        path: impl Fn(&Path) -> Result<String, E>,
+    ) -> Result<ValidateQueryRequest, E> {
+        Ok(ValidateQueryRequest {
+            dataset_id: self.dataset_id,
+            dataset_alias: self.dataset_alias.clone(),
+            vocab: self.vocab.clone(),
+            transform: engine_transform(&self.transform),
+            query_inputs: self
+                .inputs
+                .iter()
+                .map(|i| {
+                    Ok(ValidateQueryInput {
+                        dataset_id: i.dataset_id,
+                        dataset_alias: i.dataset_alias.clone(),
+                        query_alias: i.query_alias.clone(),
+                        vocab: i.vocab.clone(),
+                        schema_file: path(&i.schema_file)?,
+                    })
+                })
+                .collect::<Result<_, E>>()?,
+            output_schema_path: path(&self.output_schema_path)?,
+        })
+    }
+
+    /// Files the engine reads.
+    pub fn input_files(&self) -> Vec<PathBuf> {
+        self.inputs.iter().map(|i| i.schema_file.clone()).collect()
+    }
+}
+
+impl MigrateJob {
+    /// The request for this job, with every file path as `path` says the engine sees it.
+    pub fn request<E>(
+        &self,
+        path: impl Fn(&Path) -> Result<String, E>,
+    ) -> Result<MigrateQueryRequest, E> {
+        Ok(MigrateQueryRequest {
+            dataset_id: self.dataset_id,
+            dataset_alias: self.dataset_alias.clone(),
+            system_time: self.system_time,
+            vocab: self.vocab.clone(),
+            prev_transform: engine_transform(&self.prev_transform),
+            next_transform: engine_transform(&self.next_transform),
+            query_inputs: self
+                .inputs
+                .iter()
+                .map(|i| job_input(i, &path))
+                .collect::<Result<_, E>>()?,
+            next_offset: self.next_offset,
+            prev_checkpoint_path: self
+                .prev_checkpoint_path
+                .as_deref()
+                .map(&path)
+                .transpose()?,
+            new_checkpoint_path: path(&self.new_checkpoint_path)?,
+            new_data_path: path(&self.new_data_path)?,
+        })
+    }
+
+    /// Files the engine reads.
+    pub fn input_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self.inputs.iter().map(|i| i.schema_file.clone()).collect();
+        files.extend(self.prev_checkpoint_path.iter().cloned());
+        files
+    }
+}
+
+impl ProvenanceJob {
+    /// The request for this job, with every file path as `path` says the engine sees it.
+    pub fn request<E>(
+        &self,
+        path: impl Fn(&Path) -> Result<String, E>,
+    ) -> Result<DeriveProvenanceRequest, E> {
+        let step = &self.step;
+        Ok(DeriveProvenanceRequest {
+            dataset_id: step.dataset_id,
+            dataset_alias: step.dataset_alias.clone(),
+            system_time: step.system_time,
+            vocab: step.vocab.clone(),
+            transform: engine_transform(&step.transform),
+            query_inputs: step
+                .inputs
+                .iter()
+                .map(|i| job_input(i, &path))
+                .collect::<Result<_, E>>()?,
+            next_offset: step.next_offset,
+            prev_checkpoint_path: step
+                .prev_checkpoint_path
+                .as_deref()
+                .map(&path)
+                .transpose()?,
+            output_offsets: self.output_offsets.clone(),
+        })
+    }
+}
+
+impl TransformJob {
+    /// Files the engine reads.
+    pub fn input_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self
+            .inputs
+            .iter()
+            .flat_map(|i| i.data_paths.iter().cloned())
+            .collect();
+        files.extend(self.inputs.iter().map(|i| i.schema_file.clone()));
+        files.extend(self.prev_checkpoint_path.iter().cloned());
+        files
+    }
+
+    /// The folder the engine writes to.
+    pub fn output_dir(&self) -> PathBuf {
+        output_dir(&self.new_data_path)
+    }
+}
+
+/// The folder that holds an output file: the only folder an engine may write.
+pub fn output_dir(file: &Path) -> PathBuf {
+    file.parent().unwrap_or(Path::new(".")).to_path_buf()
 }

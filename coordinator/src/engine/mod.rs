@@ -3,19 +3,68 @@
 
 pub mod compat;
 pub mod contract;
+mod deadline;
 mod embedded;
 pub mod identity;
 pub mod job;
+mod logged;
 pub mod output;
 mod runtime;
 
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::EngineRuntimeKind;
 use crate::manifest::workspace::EngineConfig;
 pub use contract::ContractViolation;
 use identity::EngineIdentity;
-use job::{RawQueryJob, TransformJob, TransformReport};
+use job::{
+    InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
+    TransformReport, ValidateJob, ValidateReport,
+};
+
+use crate::progress::Progress;
+use engine_contract::conformance::ConformanceReport;
+
+/// What an engine operation returns.
+pub type EngineFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineFailure>> + Send + 'a>>;
+
+/// One engine as the coordinator drives it, however it runs: the embedded engine, a process, a container.
+/// A new runtime is one implementation of this trait; the deadline and logging are layers around any of
+/// them ([`deadline::Deadline`], [`logged::Logged`]), and the contract's checks of what an engine wrote live
+/// with the transaction that reads it ([`output`]).
+pub trait Engine: Send + Sync + std::fmt::Debug {
+    /// ExecuteTransform, handing the engine's Progress messages to `progress`.
+    fn transform<'a>(
+        &'a self,
+        job: &'a TransformJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, TransformReport>;
+    /// ExecuteRawQuery; the number of records written.
+    fn raw_query<'a>(
+        &'a self,
+        job: &'a RawQueryJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, u64>;
+    /// ValidateQuery.
+    fn validate_query<'a>(&'a self, job: &'a ValidateJob) -> EngineFuture<'a, ValidateReport>;
+    /// MigrateQuery.
+    fn migrate_query<'a>(
+        &'a self,
+        job: &'a MigrateJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, MigrateReport>;
+    /// DeriveProvenance.
+    fn derive_provenance<'a>(
+        &'a self,
+        job: &'a ProvenanceJob,
+    ) -> EngineFuture<'a, Vec<InputRecords>>;
+    /// The engine-contract conformance kit against this engine, its data checks working in `dir`.
+    fn conformance<'a>(&'a self, dir: &'a Path) -> EngineFuture<'a, ConformanceReport>;
+}
 
 /// Why an engine operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -44,6 +93,15 @@ pub enum EngineFailure {
         /// What it did.
         violation: ContractViolation,
     },
+    /// The engine does not implement the operation (an ODF engine has ExecuteTransform and
+    /// ExecuteRawQuery only).
+    #[error("engine `{engine}` does not implement {operation}")]
+    NotSupported {
+        /// Engine name.
+        engine: String,
+        /// The operation.
+        operation: String,
+    },
     /// No engine serves this name on this runtime.
     #[error("no engine serves `{engine}` with --engine {runtime}: {hint}")]
     NotConfigured {
@@ -60,14 +118,22 @@ pub enum EngineFailure {
 #[derive(Debug, Clone)]
 pub struct EngineHandle {
     identity: EngineIdentity,
-    imp: Imp,
-    deadline: Duration,
+    engine: Arc<dyn Engine>,
 }
 
-#[derive(Debug, Clone)]
-enum Imp {
-    Embedded(embedded::Embedded),
-    Runtime(runtime::RuntimeEngine),
+impl EngineHandle {
+    /// An engine with the standard layers: logging outside, the deadline `limit` inside.
+    fn layered(identity: EngineIdentity, engine: impl Engine + 'static, limit: Duration) -> Self {
+        let seconds = limit.as_secs();
+        let engine = logged::Logged::new(
+            identity.clone(),
+            deadline::Deadline::new(engine, identity.name.clone(), limit, seconds),
+        );
+        Self {
+            identity,
+            engine: Arc::new(engine),
+        }
+    }
 }
 
 /// Everything needed to resolve engine names.
@@ -134,21 +200,17 @@ impl EngineResolver {
         })?;
         use sha2::Digest;
         let digest = hex(&sha2::Sha256::digest(&bytes));
-        Ok(EngineHandle {
-            identity: EngineIdentity {
-                name: name.into(),
-                runtime: "process".into(),
-                reference: format!("sha256:{digest}"),
-            },
-            imp: Imp::Runtime(runtime::RuntimeEngine::process(
-                name,
-                &path,
-                port,
-                args,
-                self.deadline,
-            )),
-            deadline: self.deadline,
-        })
+        let identity = EngineIdentity {
+            name: name.into(),
+            runtime: "process".into(),
+            reference: format!("sha256:{digest}"),
+        };
+        let engine = runtime::RuntimeEngine::process(name, &path, port, args, self.deadline);
+        Ok(EngineHandle::layered(
+            identity,
+            engine,
+            runtime::outer_limit(self.deadline),
+        ))
     }
 
     fn container(
@@ -168,20 +230,17 @@ impl EngineResolver {
                 ),
             });
         }
-        Ok(EngineHandle {
-            identity: EngineIdentity {
-                name: name.into(),
-                runtime: runtime.into(),
-                reference: image.to_string(),
-            },
-            imp: Imp::Runtime(runtime::RuntimeEngine::container(
-                podman,
-                image,
-                port,
-                self.deadline,
-            )),
-            deadline: self.deadline,
-        })
+        let identity = EngineIdentity {
+            name: name.into(),
+            runtime: runtime.into(),
+            reference: image.to_string(),
+        };
+        let engine = runtime::RuntimeEngine::container(name, podman, image, port, self.deadline);
+        Ok(EngineHandle::layered(
+            identity,
+            engine,
+            runtime::outer_limit(self.deadline),
+        ))
     }
 
     /// The embedded reference engine for `name`.
@@ -193,11 +252,11 @@ impl EngineResolver {
                 hint: format!("the embedded engine serves `{EMBEDDED_ENGINE_NAME}` only"),
             });
         }
-        Ok(EngineHandle {
-            identity: embedded::identity(name),
-            imp: Imp::Embedded(embedded::Embedded::default()),
-            deadline: self.deadline,
-        })
+        Ok(EngineHandle::layered(
+            embedded::identity(name),
+            embedded::Embedded::new(name),
+            self.deadline,
+        ))
     }
 
     /// An engine given by reference (`embedded`, `process:PATH`, `docker:IMAGE`, `podman:IMAGE`), for
@@ -240,50 +299,17 @@ impl EngineHandle {
 
     /// Runs the engine-contract conformance kit against this engine (the embedded engine is served on a
     /// Unix socket in `dir` for the duration), with the data checks working in `dir`.
-    pub async fn conformance(
-        &self,
-        dir: &std::path::Path,
-    ) -> Result<engine_contract::conformance::ConformanceReport, EngineFailure> {
-        match &self.imp {
-            Imp::Runtime(r) => r.conformance(&self.identity.name, dir).await,
-            Imp::Embedded(_) => {
-                let socket = dir.join("engine.sock");
-                let address = engine_contract::EngineAddress::Unix(socket);
-                let server = tokio::spawn(engine_contract::serve(
-                    reference_engine::ReferenceEngine::new(),
-                    address.clone(),
-                ));
-                let options = engine_contract::conformance::ConformanceOptions::new(
-                    self.identity.name.as_str(),
-                )
-                .with_data(engine_contract::conformance::DataSetup {
-                    fixtures: std::sync::Arc::new(engine_conformance::ParquetFixtures),
-                    host_dir: dir.to_path_buf(),
-                    engine_dir: dir.to_path_buf(),
-                });
-                let report = engine_contract::conformance::run(&address, &options).await;
-                server.abort();
-                report.map_err(|e| EngineFailure::Internal {
-                    engine: self.identity.name.clone(),
-                    message: e.to_string(),
-                })
-            }
-        }
+    pub async fn conformance(&self, dir: &Path) -> Result<ConformanceReport, EngineFailure> {
+        self.engine.conformance(dir).await
     }
 
     /// Runs ExecuteTransform within the deadline, handing the engine's Progress messages to `progress`.
     pub async fn transform(
         &self,
         job: &TransformJob,
-        progress: &crate::progress::Progress,
+        progress: &Progress,
     ) -> Result<TransformReport, EngineFailure> {
-        let fut = async {
-            match &self.imp {
-                Imp::Embedded(e) => e.transform(&self.identity.name, job, progress).await,
-                Imp::Runtime(r) => r.transform(&self.identity.name, job, progress).await,
-            }
-        };
-        self.with_deadline(fut).await
+        self.engine.transform(job, progress).await
     }
 
     /// Runs ExecuteRawQuery within the deadline, handing the engine's Progress messages to `progress`;
@@ -291,38 +317,31 @@ impl EngineHandle {
     pub async fn raw_query(
         &self,
         job: &RawQueryJob,
-        progress: &crate::progress::Progress,
+        progress: &Progress,
     ) -> Result<u64, EngineFailure> {
-        let fut = async {
-            match &self.imp {
-                Imp::Embedded(e) => e.raw_query(&self.identity.name, job, progress).await,
-                Imp::Runtime(r) => r.raw_query(&self.identity.name, job, progress).await,
-            }
-        };
-        self.with_deadline(fut).await
+        self.engine.raw_query(job, progress).await
     }
 
-    async fn with_deadline<T>(
+    /// Runs ValidateQuery within the deadline.
+    pub async fn validate_query(&self, job: &ValidateJob) -> Result<ValidateReport, EngineFailure> {
+        self.engine.validate_query(job).await
+    }
+
+    /// Runs MigrateQuery within the deadline.
+    pub async fn migrate_query(
         &self,
-        fut: impl Future<Output = Result<T, EngineFailure>>,
-    ) -> Result<T, EngineFailure> {
-        // A runtime engine's start and operation are timed by the runtime itself (so an engine that never
-        // listens is reported as that); this outer limit only catches what it would not.
-        let limit = match &self.imp {
-            Imp::Embedded(_) => self.deadline,
-            Imp::Runtime(_) => {
-                self.deadline + runtime::START_TIMEOUT + std::time::Duration::from_secs(30)
-            }
-        };
-        match tokio::time::timeout(limit, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(EngineFailure::Contract {
-                engine: self.identity.name.clone(),
-                violation: ContractViolation::DeadlineExceeded {
-                    seconds: self.deadline.as_secs(),
-                },
-            }),
-        }
+        job: &MigrateJob,
+        progress: &Progress,
+    ) -> Result<MigrateReport, EngineFailure> {
+        self.engine.migrate_query(job, progress).await
+    }
+
+    /// Runs DeriveProvenance within the deadline.
+    pub async fn derive_provenance(
+        &self,
+        job: &ProvenanceJob,
+    ) -> Result<Vec<InputRecords>, EngineFailure> {
+        self.engine.derive_provenance(job).await
     }
 }
 

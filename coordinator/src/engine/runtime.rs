@@ -13,12 +13,24 @@ use engine_runtime::{
     RuntimeError, StartRequest,
 };
 
-use super::EngineFailure;
 use super::contract::ContractViolation;
-use super::job::{RawQueryJob, TransformJob, TransformReport};
+use super::job::{
+    InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
+    TransformReport, ValidateJob, ValidateReport, output_dir,
+};
+use super::{Engine, EngineFailure, EngineFuture};
+use crate::progress::Progress;
+use engine_contract::conformance::ConformanceReport;
 
 /// The longest an engine may take to start listening: a minute, or the whole deadline when that is less.
 pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The outer limit of one operation of a runtime engine. The runtime itself times the engine's start and
+/// its operation (so an engine that never listens is reported as that); this limit only catches what it
+/// would not.
+pub fn outer_limit(deadline: std::time::Duration) -> std::time::Duration {
+    deadline + START_TIMEOUT + std::time::Duration::from_secs(30)
+}
 
 /// The runtime's limits for one engine: the operation deadline, and the start timeout within it (an engine
 /// that never listens is reported as such, not as a deadline).
@@ -45,6 +57,7 @@ enum Source {
 /// An engine started per operation by an engine runtime.
 #[derive(Debug, Clone)]
 pub struct RuntimeEngine {
+    name: String,
     source: Source,
 }
 
@@ -65,12 +78,14 @@ impl RuntimeEngine {
         }
         let runtime = ProcessRuntime::new(engine, config);
         Self {
+            name: name.to_string(),
             source: Source::Ready(Arc::new(runtime)),
         }
     }
 
     /// A container image pinned by digest, on Docker or Podman, served on a Unix socket, or on TCP `port`.
     pub fn container(
+        name: &str,
         podman: bool,
         image: &str,
         port: Option<u16>,
@@ -93,6 +108,7 @@ impl RuntimeEngine {
         };
         let config = runtime_config(deadline);
         Self {
+            name: name.to_string(),
             source: Source::Container {
                 socket,
                 image: image.to_string(),
@@ -167,86 +183,225 @@ impl RuntimeEngine {
         })
     }
 
+    /// Starts the engine for one operation reading `inputs` and writing into `out_dir`, runs `call` on it
+    /// with the request `request` builds from the engine's view of the paths, and stops it.
+    async fn operation<R, T, F>(
+        &self,
+        inputs: &[PathBuf],
+        out_dir: &Path,
+        request: impl FnOnce(
+            &dyn Fn(&Path) -> Result<String, EngineFailure>,
+        ) -> Result<R, EngineFailure>,
+        call: impl FnOnce(engine_runtime::EngineHandle, R) -> F,
+    ) -> Result<T, EngineFailure>
+    where
+        F: Future<Output = (engine_runtime::EngineHandle, Result<T, RuntimeError>)>,
+    {
+        let started = self.start(&self.name, inputs, out_dir).await?;
+        let request = request(&|p| started.engine_path(p))?;
+        let Started { handle, .. } = started;
+        let (handle, result) = call(handle, request).await;
+        let _ = handle.stop().await;
+        result.map_err(|e| failure(&self.name, e))
+    }
+}
+
+use std::future::Future;
+
+impl Engine for RuntimeEngine {
+    fn transform<'a>(
+        &'a self,
+        job: &'a TransformJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, TransformReport> {
+        Box::pin(async move {
+            let total = Some(job.input_records());
+            let success = self
+                .operation(
+                    &job.input_files(),
+                    &job.output_dir(),
+                    |path| job.request(path),
+                    |handle, request| async move {
+                        let r = handle
+                            .execute_transform(&request, |p| {
+                                progress.engine(
+                                    p.phase.as_deref(),
+                                    p.rows_read,
+                                    p.rows_written,
+                                    total,
+                                )
+                            })
+                            .await;
+                        (handle, r)
+                    },
+                )
+                .await?;
+            Ok(TransformReport {
+                new_offset_interval: success.new_offset_interval,
+                new_watermark: success.new_watermark,
+            })
+        })
+    }
+
+    fn raw_query<'a>(
+        &'a self,
+        job: &'a RawQueryJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, u64> {
+        Box::pin(async move {
+            let success = self
+                .operation(
+                    &job.input_data_paths,
+                    &output_dir(&job.output_data_path),
+                    |path| job.request(path),
+                    |handle, request| async move {
+                        let r = handle
+                            .execute_raw_query(&request, |p| {
+                                progress.engine(
+                                    p.phase.as_deref(),
+                                    p.rows_read,
+                                    p.rows_written,
+                                    None,
+                                )
+                            })
+                            .await;
+                        (handle, r)
+                    },
+                )
+                .await?;
+            Ok(success.num_records)
+        })
+    }
+
+    fn validate_query<'a>(&'a self, job: &'a ValidateJob) -> EngineFuture<'a, ValidateReport> {
+        Box::pin(async move {
+            let success = self
+                .operation(
+                    &job.input_files(),
+                    &output_dir(&job.output_schema_path),
+                    |path| job.request(path),
+                    |handle, request| async move {
+                        let r = handle
+                            .call(|client| async move {
+                                client
+                                    .validate_query(&request)
+                                    .await?
+                                    .finish_with(|_| {})
+                                    .await
+                            })
+                            .await;
+                        (handle, r)
+                    },
+                )
+                .await?;
+            Ok(ValidateReport {
+                columns: success
+                    .output_columns
+                    .into_iter()
+                    .map(|c| (c.name, c.data_type, c.nullable))
+                    .collect(),
+            })
+        })
+    }
+
+    fn migrate_query<'a>(
+        &'a self,
+        job: &'a MigrateJob,
+        progress: &'a Progress,
+    ) -> EngineFuture<'a, MigrateReport> {
+        Box::pin(async move {
+            let success = self
+                .operation(
+                    &job.input_files(),
+                    &output_dir(&job.new_data_path),
+                    |path| job.request(path),
+                    |handle, request| async move {
+                        let r = handle
+                            .call(|client| async move {
+                                client
+                                    .migrate_query(&request)
+                                    .await?
+                                    .finish_with(|p| {
+                                        progress.engine(
+                                            p.phase.as_deref(),
+                                            p.rows_read,
+                                            p.rows_written,
+                                            None,
+                                        )
+                                    })
+                                    .await
+                            })
+                            .await;
+                        (handle, r)
+                    },
+                )
+                .await?;
+            Ok(MigrateReport {
+                new_checkpoint_written: success.new_checkpoint_written,
+                new_offset_interval: success.new_offset_interval,
+                new_watermark: success.new_watermark,
+            })
+        })
+    }
+
+    fn derive_provenance<'a>(
+        &'a self,
+        job: &'a ProvenanceJob,
+    ) -> EngineFuture<'a, Vec<InputRecords>> {
+        Box::pin(async move {
+            let scratch = job.step.output_dir();
+            let success = self
+                .operation(
+                    &job.step.input_files(),
+                    &scratch,
+                    |path| job.request(path),
+                    |handle, request| async move {
+                        let r = handle
+                            .call(|client| async move {
+                                client
+                                    .derive_provenance(&request)
+                                    .await?
+                                    .finish_with(|_| {})
+                                    .await
+                            })
+                            .await;
+                        (handle, r)
+                    },
+                )
+                .await?;
+            Ok(success
+                .inputs
+                .into_iter()
+                .map(|i| InputRecords {
+                    dataset_id: i.dataset_id,
+                    query_alias: i.query_alias,
+                    offset_intervals: i.offset_intervals,
+                })
+                .collect())
+        })
+    }
+
     /// Starts the engine and runs the engine-contract conformance kit against it, with data checks in `dir`.
-    pub(super) async fn conformance(
-        &self,
-        engine: &str,
-        dir: &Path,
-    ) -> Result<engine_contract::conformance::ConformanceReport, EngineFailure> {
-        let Started { handle, .. } = self.start(engine, &[], dir).await?;
-        let engine_dir = handle.engine_path(dir).map_err(|e| failure(engine, e))?;
-        let address = handle.client().address().clone();
-        let options = engine_contract::conformance::ConformanceOptions::new(engine).with_data(
-            engine_contract::conformance::DataSetup {
-                fixtures: Arc::new(engine_conformance::ParquetFixtures),
-                host_dir: dir.to_path_buf(),
-                engine_dir,
-            },
-        );
-        let report = engine_contract::conformance::run(&address, &options).await;
-        let _ = handle.stop().await;
-        report.map_err(|e| EngineFailure::Internal {
-            engine: engine.to_string(),
-            message: chain_text(&e),
-        })
-    }
-
-    pub(super) async fn transform(
-        &self,
-        engine: &str,
-        job: &TransformJob,
-        progress: &crate::progress::Progress,
-    ) -> Result<TransformReport, EngineFailure> {
-        let out_dir = job
-            .new_data_path
-            .parent()
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        let mut inputs: Vec<PathBuf> = job
-            .inputs
-            .iter()
-            .flat_map(|i| i.data_paths.iter().cloned())
-            .collect();
-        inputs.extend(job.inputs.iter().map(|i| i.schema_file.clone()));
-        inputs.extend(job.prev_checkpoint_path.iter().cloned());
-        let started = self.start(engine, &inputs, &out_dir).await?;
-        let request = job.request(|p| started.engine_path(p))?;
-        let Started { handle, .. } = started;
-        let total = Some(job.input_records());
-        let result = handle
-            .execute_transform(&request, |p| {
-                progress.engine(p.phase.as_deref(), p.rows_read, p.rows_written, total)
+    fn conformance<'a>(&'a self, dir: &'a Path) -> EngineFuture<'a, ConformanceReport> {
+        Box::pin(async move {
+            let engine = self.name.as_str();
+            let Started { handle, .. } = self.start(engine, &[], dir).await?;
+            let engine_dir = handle.engine_path(dir).map_err(|e| failure(engine, e))?;
+            let address = handle.client().address().clone();
+            let options = engine_contract::conformance::ConformanceOptions::new(engine).with_data(
+                engine_contract::conformance::DataSetup {
+                    fixtures: Arc::new(engine_conformance::ParquetFixtures),
+                    host_dir: dir.to_path_buf(),
+                    engine_dir,
+                },
+            );
+            let report = engine_contract::conformance::run(&address, &options).await;
+            let _ = handle.stop().await;
+            report.map_err(|e| EngineFailure::Internal {
+                engine: engine.to_string(),
+                message: chain_text(&e),
             })
-            .await;
-        let _ = handle.stop().await;
-        let success = result.map_err(|e| failure(engine, e))?;
-        Ok(TransformReport {
-            new_offset_interval: success.new_offset_interval,
-            new_watermark: success.new_watermark,
         })
-    }
-
-    pub(super) async fn raw_query(
-        &self,
-        engine: &str,
-        job: &RawQueryJob,
-        progress: &crate::progress::Progress,
-    ) -> Result<u64, EngineFailure> {
-        let out_dir = job
-            .output_data_path
-            .parent()
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        let started = self.start(engine, &job.input_data_paths, &out_dir).await?;
-        let request = job.request(|p| started.engine_path(p))?;
-        let Started { handle, .. } = started;
-        let result = handle
-            .execute_raw_query(&request, |p| {
-                progress.engine(p.phase.as_deref(), p.rows_read, p.rows_written, None)
-            })
-            .await;
-        let _ = handle.stop().await;
-        Ok(result.map_err(|e| failure(engine, e))?.num_records)
     }
 }
 
@@ -298,6 +453,12 @@ fn failure(engine: &str, e: RuntimeError) -> EngineFailure {
                 return EngineFailure::InvalidQuery {
                     engine,
                     message: message.clone(),
+                };
+            }
+            ClientError::OperationNotSupported { operation, .. } => {
+                return EngineFailure::NotSupported {
+                    engine,
+                    operation: operation.to_string(),
                 };
             }
             ClientError::NoTerminalMessage { .. } => {

@@ -1,4 +1,5 @@
 //! Dataset manifests (`kind: DatasetSnapshot`) and the workspace that holds them.
+pub mod edit;
 pub mod snapshot;
 pub mod support;
 pub mod workspace;

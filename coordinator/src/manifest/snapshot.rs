@@ -295,6 +295,19 @@ impl DatasetManifest {
         Ok(m)
     }
 
+    /// An error about this manifest's transform query, positioned at its `query` (or `queries`).
+    pub fn transform_query_error(&self, message: impl Into<String>) -> ManifestError {
+        let base = format!(
+            "content.metadata[{}].transform",
+            self.transform_index.unwrap_or(0)
+        );
+        let field = [format!("{base}.query"), format!("{base}.queries")]
+            .into_iter()
+            .find(|f| self.located.position_of(f).is_some())
+            .unwrap_or(base);
+        self.field_error(&field, message)
+    }
+
     /// An error about a field of this manifest, positioned at that field.
     pub fn field_error(&self, field: &str, message: impl Into<String>) -> ManifestError {
         Ctx {

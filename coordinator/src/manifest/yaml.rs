@@ -25,6 +25,8 @@ pub struct Located {
     /// The document as JSON-like data.
     pub value: Value,
     positions: HashMap<String, Position>,
+    /// Where each scalar value starts (for a `key: value`, `positions` has the key's).
+    scalars: HashMap<String, Position>,
 }
 
 /// The YAML text is not well-formed.
@@ -50,6 +52,7 @@ impl Located {
         Ok(Self {
             value,
             positions: builder.positions,
+            scalars: builder.scalars,
         })
     }
 
@@ -64,6 +67,107 @@ impl Located {
             p.truncate(cut);
         }
     }
+}
+
+impl Located {
+    /// Where the key of the node at exactly `path` starts (for a sequence item, the item).
+    pub fn key_position(&self, path: &str) -> Option<Position> {
+        self.positions.get(path).copied()
+    }
+
+    /// Where the scalar value at exactly `path` starts.
+    pub fn scalar_position(&self, path: &str) -> Option<Position> {
+        self.scalars.get(path).copied()
+    }
+}
+
+/// `text` with the scalar value that starts at `at` replaced by `value`, written plain when YAML reads it
+/// back as the same string, double-quoted otherwise. `None` if `at` is not in `text`.
+pub fn replace_scalar(text: &str, at: Position, value: &str) -> Option<String> {
+    let (start, end) = scalar_span(text, at)?;
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !value.starts_with(['-', '.']);
+    let written = if plain {
+        value.to_string()
+    } else {
+        serde_json::Value::String(value.to_string()).to_string()
+    };
+    Some(format!("{}{written}{}", &text[..start], &text[end..]))
+}
+
+/// `text` with the line `key: value` added after the line of the key at `sibling` (a key of a block
+/// mapping), at that key's indentation. `None` if `sibling` is not in `text` or its mapping is not in
+/// block style.
+pub fn insert_key_after(text: &str, sibling: Position, key: &str, value: &str) -> Option<String> {
+    let line_start = line_offset(text, sibling.line)?;
+    let line_end = text[line_start..]
+        .find('\n')
+        .map_or(text.len(), |i| line_start + i);
+    let line = &text[line_start..line_end];
+    let indent: usize = line
+        .char_indices()
+        .nth(sibling.column.checked_sub(1)?)
+        .map(|(i, _)| i)?;
+    if line[..indent].contains(['{', '[']) {
+        return None;
+    }
+    let written = serde_json::Value::String(value.to_string()).to_string();
+    let newline = if line_end == text.len() { "\n" } else { "" };
+    Some(format!(
+        "{}{newline}\n{}{key}: {written}{}",
+        &text[..line_end],
+        " ".repeat(indent),
+        &text[line_end..]
+    ))
+}
+
+/// The byte offset where 1-based `line` starts.
+fn line_offset(text: &str, line: usize) -> Option<usize> {
+    if line == 1 {
+        return Some(0);
+    }
+    text.match_indices('\n')
+        .nth(line.checked_sub(2)?)
+        .map(|(i, _)| i + 1)
+}
+
+/// The byte span of the scalar that starts at `at`: a quoted one to its closing quote, a plain one to the
+/// end of the line, a comment, or a flow delimiter.
+fn scalar_span(text: &str, at: Position) -> Option<(usize, usize)> {
+    let line_start = line_offset(text, at.line)?;
+    let line_end = text[line_start..]
+        .find('\n')
+        .map_or(text.len(), |i| line_start + i);
+    let line = &text[line_start..line_end];
+    let (offset, first) = line.char_indices().nth(at.column.checked_sub(1)?)?;
+    let start = line_start + offset;
+    let rest = &line[offset..];
+    let len = match first {
+        '"' => {
+            let mut escaped = false;
+            rest.char_indices()
+                .skip(1)
+                .find(|&(_, c)| {
+                    let close = c == '"' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    close
+                })
+                .map(|(i, _)| i + 1)?
+        }
+        '\'' => rest[1..].find('\'').map(|i| i + 2)?,
+        _ => {
+            let end = [" #", ",", "}", "]"]
+                .iter()
+                .filter_map(|d| rest.find(d))
+                .min()
+                .unwrap_or(rest.len());
+            rest[..end].trim_end().len()
+        }
+    };
+    Some((start, start + len))
 }
 
 fn to_position(m: &Marker) -> Position {
@@ -89,6 +193,7 @@ enum Frame {
 
 #[derive(Debug, Default)]
 struct Builder {
+    scalars: HashMap<String, Position>,
     stack: Vec<Frame>,
     root: Option<Value>,
     positions: HashMap<String, Position>,
@@ -150,6 +255,7 @@ impl MarkedEventReceiver for Builder {
                     }
                 } else {
                     let path = self.next_path();
+                    self.scalars.insert(path.clone(), pos);
                     self.positions.entry(path).or_insert(pos);
                     self.push_value(resolve_scalar(text, style));
                 }
@@ -256,5 +362,46 @@ mod tests {
     fn broken_yaml_reports_where_the_parser_stopped() {
         let err = Located::parse("a: [1, 2\nb: 3\n").unwrap_err();
         assert!(err.position.line >= 1);
+    }
+
+    const MANIFEST: &str = "content:\n  name: zones # the root\n  metadata:\n    - kind: SetTransform\n      inputs:\n        - datasetRef: \"zones\"\n          other: 1\n";
+
+    #[test]
+    fn a_scalar_is_replaced_in_place_keeping_comments_and_layout() {
+        let located = Located::parse(MANIFEST).unwrap();
+        let at = located.scalar_position("content.name").unwrap();
+        let text = replace_scalar(MANIFEST, at, "areas").unwrap();
+        assert_eq!(text, MANIFEST.replace("name: zones #", "name: areas #"));
+        let quoted = located
+            .scalar_position("content.metadata[0].inputs[0].datasetRef")
+            .unwrap();
+        let text = replace_scalar(MANIFEST, quoted, "a b").unwrap();
+        assert!(text.contains("datasetRef: \"a b\"\n"), "{text}");
+        assert_eq!(
+            Located::parse(&text).unwrap().value["content"]["metadata"][0]["inputs"][0]["datasetRef"],
+            "a b"
+        );
+    }
+
+    #[test]
+    fn a_key_is_added_beside_its_sibling_at_the_same_indentation() {
+        let located = Located::parse(MANIFEST).unwrap();
+        let key = located
+            .key_position("content.metadata[0].inputs[0].datasetRef")
+            .unwrap();
+        let text = insert_key_after(MANIFEST, key, "alias", "zones").unwrap();
+        let parsed = Located::parse(&text).unwrap();
+        let input = &parsed.value["content"]["metadata"][0]["inputs"][0];
+        assert_eq!(input["alias"], "zones");
+        assert_eq!(input["other"], 1);
+        assert_eq!(input["datasetRef"], "zones");
+    }
+
+    #[test]
+    fn a_flow_mapping_is_not_edited_line_wise() {
+        let text = "inputs: [{datasetRef: zones}]\n";
+        let located = Located::parse(text).unwrap();
+        let key = located.key_position("inputs[0].datasetRef").unwrap();
+        assert_eq!(insert_key_after(text, key, "alias", "zones"), None);
     }
 }

@@ -1,0 +1,231 @@
+//! `weir reset DATASET [--to BLOCK] [--recursive]`: move a dataset's head back to an earlier block of its
+//! own chain (its Seed by default), so the next `weir pull` computes it again from there.
+//!
+//! The dataset keeps its id. Blocks and files after the new head stay in storage, unreferenced (as kamu
+//! leaves them). A dataset computed from blocks that the reset removes would point at blocks that are no
+//! longer in its input's chain, so the reset is refused while such datasets exist, unless `--recursive`:
+//! then each of them is reset too, to the block before its first step that read a removed block, and so on
+//! down the graph. Datasets downstream are reset first, so an interrupted reset never leaves a dataset
+//! pointing at blocks its input no longer has.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::json;
+
+use super::{Output, known};
+use crate::chain::store::Chain;
+use crate::error::CommandError;
+use crate::transaction::{Context, TxError};
+use odf::{DatasetId, MetadataEvent, Multihash};
+
+/// One dataset's head move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadMove {
+    /// The dataset.
+    pub dataset: String,
+    /// Its head now.
+    pub from: Multihash,
+    /// Its head after the reset.
+    pub to: Multihash,
+    /// Blocks the chain loses.
+    pub blocks_removed: usize,
+}
+
+/// The block `spec` names in `chain`: a whole block hash or the end of one (at least 8 characters, as
+/// `weir log` shows them), or `#N` for sequence number N; `None` means the Seed.
+pub fn find_block(chain: &Chain, spec: Option<&str>) -> Result<Multihash, String> {
+    let Some(spec) = spec else {
+        return chain
+            .blocks
+            .first()
+            .map(|(h, _)| *h)
+            .ok_or_else(|| "it has no blocks yet".to_string());
+    };
+    if let Some(n) = spec.strip_prefix('#') {
+        let n: u64 = n
+            .parse()
+            .map_err(|_| format!("`{spec}` is not a block number (#N)"))?;
+        return chain
+            .blocks
+            .iter()
+            .find(|(_, b)| b.sequence_number == n)
+            .map(|(h, _)| *h)
+            .ok_or_else(|| format!("it has no block #{n}"));
+    }
+    if spec.len() < 8 {
+        return Err(format!(
+            "`{spec}` is too short to name a block: give at least 8 characters of its hash"
+        ));
+    }
+    let matches: Vec<Multihash> = chain
+        .blocks
+        .iter()
+        .map(|(h, _)| *h)
+        .filter(|h| {
+            let text = h.to_string();
+            text == spec || text.ends_with(spec) || text.starts_with(spec)
+        })
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(format!("no block of its chain is `{spec}`")),
+        _ => Err(format!(
+            "`{spec}` names {} blocks; give more of the hash",
+            matches.len()
+        )),
+    }
+}
+
+/// Every head move a reset of `dataset` to `target` needs: its own, then (when `recursive`) those of the
+/// datasets computed from the blocks it loses, downstream first. Without `recursive`, a dataset that would
+/// need one is an error naming it.
+pub async fn plan(
+    ctx: &Context,
+    dataset: &str,
+    target: Multihash,
+    recursive: bool,
+) -> Result<Vec<HeadMove>, CommandError> {
+    let mut moves: BTreeMap<String, HeadMove> = BTreeMap::new();
+    let mut order = Vec::new();
+    let mut pending = vec![(dataset.to_string(), target)];
+    while let Some((name, to)) = pending.pop() {
+        let chain = ctx.storage.dataset(&name).chain().await?;
+        let Some(from) = chain.summary.head else {
+            continue;
+        };
+        let Some(kept) = chain.up_to(&to).map(|b| b.len()) else {
+            return Err(TxError::Refused {
+                dataset: name.clone(),
+                reason: format!("block {to} is not in its chain"),
+            }
+            .into());
+        };
+        let removed: HashSet<Multihash> = chain.blocks[kept..].iter().map(|(h, _)| *h).collect();
+        if let Some(earlier) = moves.get(&name) {
+            // Reached twice (two paths down the graph): keep the earlier of the two blocks.
+            if chain.up_to(&earlier.to).map(|b| b.len()) <= Some(kept) {
+                continue;
+            }
+        }
+        moves.insert(
+            name.clone(),
+            HeadMove {
+                dataset: name.clone(),
+                from,
+                to,
+                blocks_removed: removed.len(),
+            },
+        );
+        order.retain(|n| n != &name);
+        order.push(name.clone());
+        if removed.is_empty() {
+            continue;
+        }
+        let Some(id) = chain.summary.dataset_id else {
+            continue;
+        };
+        let mut affected = Vec::new();
+        for dependent in ctx.workspace.dependents_of(&name) {
+            let dep_chain = ctx.storage.dataset(&dependent).chain().await?;
+            if let Some(to) = last_block_before_reading(&dep_chain, id, &removed) {
+                affected.push((dependent, to));
+            }
+        }
+        if !recursive && !affected.is_empty() {
+            let names: Vec<String> = affected.iter().map(|(d, _)| format!("`{d}`")).collect();
+            return Err(TxError::Refused {
+                dataset: name.clone(),
+                reason: format!(
+                    "{} computed from blocks this reset removes; pass --recursive to reset {} too",
+                    names.join(", "),
+                    if names.len() == 1 { "it" } else { "them" }
+                ),
+            }
+            .into());
+        }
+        pending.extend(affected);
+    }
+    // Downstream first: the reverse of the order datasets were reached in.
+    Ok(order
+        .into_iter()
+        .rev()
+        .filter_map(|n| moves.remove(&n))
+        .filter(|m| m.from != m.to)
+        .collect())
+}
+
+/// The block of `chain` just before its first step that read one of `removed` (blocks of input `id`), or
+/// `None` when no step did.
+fn last_block_before_reading(
+    chain: &Chain,
+    id: DatasetId,
+    removed: &HashSet<Multihash>,
+) -> Option<Multihash> {
+    let at = chain.blocks.iter().position(|(_, b)| match &b.event {
+        MetadataEvent::ExecuteTransform(t) => t
+            .query_inputs
+            .iter()
+            .any(|q| q.dataset_id == id && q.new_block_hash.is_some_and(|h| removed.contains(&h))),
+        _ => false,
+    })?;
+    // A derivative's first block is its Seed, never a step, so `at` is at least 1.
+    chain.blocks.get(at.checked_sub(1)?).map(|(h, _)| *h)
+}
+
+/// Moves every head of `moves`, in order.
+pub async fn apply(ctx: &Context, moves: &[HeadMove]) -> Result<(), CommandError> {
+    for m in moves {
+        ctx.storage
+            .dataset(&m.dataset)
+            .set_head(Some(m.from), m.to)
+            .await?;
+        tracing::info!(dataset = %m.dataset, from = %m.from, to = %m.to, "dataset reset");
+    }
+    Ok(())
+}
+
+/// Runs `reset`.
+pub async fn run(
+    ctx: &Context,
+    dataset: &str,
+    to: Option<&str>,
+    recursive: bool,
+) -> Result<Output, CommandError> {
+    known(ctx, dataset)?;
+    let chain = ctx.storage.dataset(dataset).chain().await?;
+    let target = find_block(&chain, to).map_err(|reason| TxError::Refused {
+        dataset: dataset.to_string(),
+        reason: format!("cannot reset: {reason}"),
+    })?;
+    let moves = plan(ctx, dataset, target, recursive).await?;
+    apply(ctx, &moves).await?;
+    Ok(report(dataset, &moves))
+}
+
+fn report(dataset: &str, moves: &[HeadMove]) -> Output {
+    let text = if moves.is_empty() {
+        format!("dataset `{dataset}` is already at that block; nothing changed")
+    } else {
+        moves
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}: reset to {} ({} block(s) removed from its chain); `weir pull {}` computes it again",
+                    m.dataset, m.to, m.blocks_removed, m.dataset
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Output {
+        text,
+        json: json!({
+            "reset": moves.iter().map(|m| json!({
+                "dataset": m.dataset,
+                "oldHead": m.from.to_string(),
+                "newHead": m.to.to_string(),
+                "blocksRemoved": m.blocks_removed,
+            })).collect::<Vec<_>>()
+        }),
+    }
+}

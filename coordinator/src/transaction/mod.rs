@@ -1,0 +1,494 @@
+//! One transaction of one dataset: ingest the next source file of a root, or run the next transform step of
+//! a derivative, then commit: data, checkpoint and blocks first, the head last. A derivative whose transform
+//! changed is validated and migrated first ([`query_change`]).
+
+mod derivative;
+mod query_change;
+mod root;
+mod slices;
+
+pub use derivative::{EngineRun, PlannedInput, TransformPlan};
+pub use query_change::is_migration;
+pub use slices::{LoadError, ledger_index, snapshot_index, stored_records};
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use chrono::{DateTime, Utc};
+use tracing::{Instrument, info, info_span};
+
+use crate::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
+use crate::chain::validate::ChainSummary;
+use crate::data::{self, DataError};
+use crate::engine::contract::ContractViolation;
+use crate::engine::identity::{self, EngineIdentity};
+use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
+use crate::engine::output;
+use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
+use crate::fault;
+use crate::ingest::check::Checks;
+use crate::ingest::error::{BadData, IngestError, Unit};
+use crate::ingest::write::SliceWriter;
+use crate::ingest::{self, fetch, merge, read};
+use crate::manifest::snapshot::DatasetManifest;
+use crate::manifest::workspace::Workspace;
+use crate::progress::{Phase, Progress, Report};
+use odf::Multihash;
+use odf::{
+    AddData, Checkpoint, DataSchema, DataSlice, DatasetId, DatasetKind, DatasetVocabulary,
+    ExecuteTransform, ExecuteTransformInput, MergeStrategy, MetadataBlock, MetadataEvent,
+    OffsetInterval, Seed, SetDataSchema, SetTransform, Transform, TransformInput, TransformSql,
+};
+
+/// What a transaction failed with. The dataset keeps its previous head in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// Storage failed or a chain is invalid.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Records could not be read or written.
+    #[error("dataset `{dataset}`: {source}")]
+    Data {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        #[source]
+        source: DataError,
+    },
+    /// Ingest refused the source file's data.
+    #[error("dataset `{dataset}`: {source}")]
+    BadData {
+        /// The dataset.
+        dataset: String,
+        /// What was refused, where (boxed: it is the largest of these errors).
+        #[source]
+        source: Box<BadData>,
+    },
+    /// The source could not be fetched.
+    #[error("dataset `{dataset}`: {source}")]
+    Fetch {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        #[source]
+        source: fetch::FetchError,
+    },
+    /// An engine failed, rejected the query or broke the contract.
+    #[error("dataset `{dataset}`: {source}")]
+    Engine {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        #[source]
+        source: EngineFailure,
+    },
+    /// The chain or manifest asks for something Weir does not do.
+    #[error("dataset `{dataset}`: not supported: {message}")]
+    Unsupported {
+        /// The dataset.
+        dataset: String,
+        /// What.
+        message: String,
+    },
+    /// Local scratch space failed.
+    #[error("dataset `{dataset}`: scratch directory: {message}")]
+    Scratch {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        message: String,
+    },
+    /// ValidateQuery refused the manifest's transform: nothing was recorded.
+    #[error("dataset `{dataset}`: engine `{engine}` rejected the query: {source}")]
+    InvalidTransform {
+        /// The dataset.
+        dataset: String,
+        /// The engine.
+        engine: String,
+        /// The engine's message, positioned at the query in the manifest.
+        #[source]
+        source: Box<crate::manifest::snapshot::ManifestError>,
+    },
+    /// The manifest's transform changed in a way the recorded state cannot follow (its output schema
+    /// changed, or the engine cannot migrate the state): nothing was recorded.
+    #[error(
+        "dataset `{dataset}`: the changed transform cannot continue the recorded one: {reason}"
+    )]
+    QueryChange {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        reason: String,
+    },
+    /// A dataset cannot be reset, renamed or deleted as asked.
+    #[error("dataset `{dataset}`: {reason}")]
+    Refused {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        reason: String,
+    },
+    /// The dataset is not in the workspace.
+    #[error("unknown dataset `{name}`")]
+    UnknownDataset {
+        /// The name.
+        name: String,
+    },
+}
+
+/// The result of one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxOutcome {
+    /// New blocks were committed.
+    Committed {
+        /// The dataset.
+        dataset: String,
+        /// The new head.
+        head: Multihash,
+        /// Records added.
+        records: u64,
+        /// Blocks added.
+        blocks: u64,
+        /// Whether the source / inputs may have more to do.
+        more: bool,
+        /// Wall time spent inside engine operations (a root's preprocess Raw query, a derivative's
+        /// ExecuteTransform); the rest of the transaction is the coordinator's own work.
+        engine_time: Duration,
+    },
+    /// Nothing to do.
+    UpToDate {
+        /// The dataset.
+        dataset: String,
+    },
+}
+
+/// Everything a transaction needs.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The workspace.
+    pub workspace: Arc<Workspace>,
+    /// Its storage.
+    pub storage: Storage,
+    /// Engines.
+    pub engines: EngineResolver,
+    /// Where transactions report how far they are (nobody by default).
+    pub progress: Progress,
+}
+
+impl Context {
+    /// The same context, its transactions reporting to `progress`.
+    pub fn with_progress(&self, progress: Progress) -> Self {
+        Self {
+            progress,
+            ..self.clone()
+        }
+    }
+
+    /// Runs the next transaction of `dataset`.
+    pub async fn run_once(&self, dataset: &str) -> Result<TxOutcome, TxError> {
+        let m = self
+            .workspace
+            .datasets
+            .get(dataset)
+            .ok_or_else(|| TxError::UnknownDataset {
+                name: dataset.to_string(),
+            })?
+            .clone();
+        let span = info_span!("transaction", dataset = %dataset, kind = ?m.kind);
+        async {
+            match m.kind {
+                DatasetKind::Root => self.ingest_once(&m).await,
+                DatasetKind::Derivative => self.transform_once(&m).await,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    pub(crate) fn scratch(&self, dataset: &str) -> Result<tempfile::TempDir, TxError> {
+        tempfile::Builder::new()
+            .prefix(&format!("weir-{dataset}-"))
+            .tempdir()
+            .map_err(|e| TxError::Scratch {
+                dataset: dataset.to_string(),
+                message: e.to_string(),
+            })
+    }
+}
+
+/// A stored file at a local path the engine can read, checked against its hash (and its size, when the
+/// chain records one) first: the stored file itself on a local disk, a checked copy in `dir` otherwise.
+/// A file that does not match is a storage error, and the engine never sees it.
+pub async fn stage(
+    store: &DatasetStore,
+    kind: FileKind,
+    hash: &Multihash,
+    size: Option<u64>,
+    dir: &Path,
+) -> Result<PathBuf, TxError> {
+    Ok(store.stage_file(kind, hash, size, dir).await?)
+}
+
+fn last_execute_transform(chain: &Chain) -> Option<&ExecuteTransform> {
+    chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
+        MetadataEvent::ExecuteTransform(e) => Some(e),
+        _ => None,
+    })
+}
+
+fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
+    chain.summary.dataset_id.unwrap_or_else(|| {
+        pending
+            .iter()
+            .find_map(|e| match e {
+                MetadataEvent::Seed(s) => Some(s.dataset_id),
+                _ => None,
+            })
+            .unwrap_or(DatasetId::from_key([0; 32]))
+    })
+}
+
+/// A `SetDataSchema` for records of Arrow schema `schema` about to be written, when the schema in force
+/// (`in_force`, the chain's last `SetDataSchema`) is not theirs: always before the first data.
+pub(crate) fn schema_event(
+    in_force: Option<&DataSchema>,
+    schema: &arrow::datatypes::Schema,
+) -> Result<Option<MetadataEvent>, DataError> {
+    let schema =
+        odf::arrow_schema::data_schema_from_arrow(schema).map_err(|e| DataError::Column {
+            message: e.to_string(),
+        })?;
+    if in_force == Some(&schema) {
+        return Ok(None);
+    }
+    Ok(Some(MetadataEvent::SetDataSchema(SetDataSchema::new(
+        schema,
+    ))))
+}
+
+/// Makes the `SetTransform` in force record `engine` before a step runs: the pending one of this
+/// transaction gets it, or, when the chain's records another engine, a copy with the new version is added.
+pub(crate) fn record_engine(
+    summary: &ChainSummary,
+    events: &mut Vec<MetadataEvent>,
+    engine: &EngineIdentity,
+) {
+    let version = Some(engine.to_version());
+    let pending = events.iter_mut().rev().find_map(|e| match e {
+        MetadataEvent::SetTransform(t) => Some(t),
+        _ => None,
+    });
+    if let Some(t) = pending {
+        set_version(t, version);
+        return;
+    }
+    if let Some(t) = &summary.transform
+        && t.transform.sql().version != version
+    {
+        let mut t = t.clone();
+        set_version(&mut t, version);
+        events.push(MetadataEvent::SetTransform(t));
+    }
+}
+
+/// Sets the engine a `SetTransform` records (its `TransformSql.version`).
+pub(crate) fn set_version(t: &mut SetTransform, version: Option<String>) {
+    let Transform::Sql(sql) = &mut t.transform;
+    sql.version = version;
+}
+
+/// The metadata events a manifest needs that the chain does not have yet.
+pub fn metadata_events(
+    chain: &Chain,
+    m: &DatasetManifest,
+    now: DateTime<Utc>,
+) -> Vec<MetadataEvent> {
+    let mut events = Vec::new();
+    if chain.blocks.is_empty() {
+        events.push(MetadataEvent::Seed(Seed {
+            dataset_id: crate::chain::new_dataset_id(&m.name, now),
+            dataset_kind: m.kind,
+        }));
+    }
+    if let Some(src) = &m.polling_source {
+        let mut src = src.clone();
+        if let Some(p) = &src.preprocess {
+            src.preprocess = Some(Transform::Sql(p.sql().clone().normalize()));
+        }
+        if chain.summary.polling_source.as_ref() != Some(&src) {
+            events.push(MetadataEvent::SetPollingSource(src));
+        }
+    }
+    if let Some(v) = &m.vocab
+        && chain.summary.vocab.as_ref() != Some(v)
+    {
+        events.push(MetadataEvent::SetVocab(v.clone()));
+    }
+    for e in &m.info {
+        let recorded = chain
+            .blocks
+            .iter()
+            .rev()
+            .find(|(_, b)| b.event.name() == e.name())
+            .map(|(_, b)| &b.event);
+        if recorded != Some(e) {
+            events.push(e.clone());
+        }
+    }
+    events
+}
+
+impl Context {
+    /// The dataset id of each input of a derivative's transform, by its name in the workspace (`None` for
+    /// an input not written yet).
+    pub async fn input_ids(&self, m: &DatasetManifest) -> Result<Vec<Option<DatasetId>>, TxError> {
+        let mut ids = Vec::new();
+        for input in m.transform.iter().flat_map(|t| &t.inputs) {
+            let chain = self.storage.dataset(&input.dataset_ref).chain().await?;
+            ids.push(chain.summary.dataset_id);
+        }
+        Ok(ids)
+    }
+
+    /// The manifest's transform as the chain records it: inputs by dataset id, each with an alias (the
+    /// manifest's, or the input's name), queries normalised, no engine recorded yet. `None` if an input has
+    /// no Seed yet.
+    pub async fn resolved_transform(
+        &self,
+        m: &DatasetManifest,
+    ) -> Result<Option<SetTransform>, TxError> {
+        let Some(t) = &m.transform else {
+            return Ok(None);
+        };
+        let ids = self.input_ids(m).await?;
+        let mut inputs = Vec::new();
+        for (input, id) in t.inputs.iter().zip(ids) {
+            let Some(id) = id else {
+                return Ok(None);
+            };
+            inputs.push(TransformInput {
+                dataset_ref: id.to_string(),
+                alias: Some(input.query_alias().to_owned()),
+            });
+        }
+        Ok(Some(SetTransform {
+            inputs,
+            transform: Transform::Sql(identity::without_engine(
+                &t.transform.sql().clone().normalize(),
+            )),
+        }))
+    }
+
+    /// Whether `m` has a transform recorded and the manifest's is another one.
+    pub async fn transform_changed(&self, m: &DatasetManifest) -> Result<bool, TxError> {
+        let chain = self.storage.dataset(&m.name).chain().await?;
+        Ok(chain.summary.transform.is_some() && self.transform_event(m, &chain).await?.is_some())
+    }
+
+    /// The `SetTransform` to append when the manifest's transform is not the one in force (ignoring the
+    /// engine the chain records); it keeps the engine recorded so far, which a step may then replace.
+    async fn transform_event(
+        &self,
+        m: &DatasetManifest,
+        chain: &Chain,
+    ) -> Result<Option<SetTransform>, TxError> {
+        let Some(mut wanted) = self.resolved_transform(m).await? else {
+            return Ok(None);
+        };
+        let in_force = chain.summary.transform.as_ref();
+        let same = in_force.is_some_and(|t| {
+            t.inputs == wanted.inputs
+                && identity::without_engine(t.transform.sql()) == *wanted.transform.sql()
+        });
+        if same {
+            return Ok(None);
+        }
+        if let Some(t) = in_force {
+            set_version(&mut wanted, t.transform.sql().version.clone());
+        }
+        Ok(Some(wanted))
+    }
+}
+
+/// A transaction's blocks with their hashes, linked after the head of the chain `summary` sums up, numbered
+/// on from its last block and sharing the transaction's system time (as kamu commits a SetDataSchema with its
+/// data).
+pub fn link_blocks(
+    summary: &ChainSummary,
+    events: Vec<MetadataEvent>,
+    now: DateTime<Utc>,
+) -> Vec<(Multihash, MetadataBlock)> {
+    let mut prev = summary.head;
+    let first = summary.last_sequence_number.map_or(0, |s| s + 1);
+    let mut out = Vec::with_capacity(events.len());
+    for (sequence_number, event) in (first..).zip(events) {
+        let block = MetadataBlock {
+            system_time: now,
+            prev_block_hash: prev,
+            sequence_number,
+            event,
+        };
+        let hash = MetadataBlock::hash(&block.encode());
+        prev = Some(hash);
+        out.push((hash, block));
+    }
+    out
+}
+
+/// Writes the blocks of a transaction, then moves the head: the commit point.
+async fn commit(
+    store: &DatasetStore,
+    chain: &Chain,
+    events: Vec<MetadataEvent>,
+    now: DateTime<Utc>,
+    records: u64,
+    more: bool,
+    engine_time: Duration,
+) -> Result<TxOutcome, TxError> {
+    let blocks = events.len() as u64;
+    let mut prev = chain.summary.head;
+    if chain.summary.head.is_none() {
+        // Until the head exists, blocks in the folder are those of a first transaction that did not
+        // commit, not a chain whose head was lost.
+        store.mark_new().await?;
+    }
+    for (hash, block) in link_blocks(&chain.summary, events, now) {
+        let written = store.put_block(&block).await?;
+        debug_assert_eq!(written, hash);
+        prev = Some(written);
+    }
+    fault::point("after-blocks", store.name());
+    let head = prev.ok_or_else(|| TxError::Scratch {
+        dataset: store.name().into(),
+        message: "no blocks".into(),
+    })?;
+    store.set_head(chain.summary.head, head).await?;
+    fault::point("after-head", store.name());
+    let engine_ms = engine_time.as_millis() as u64;
+    info!(dataset = %store.name(), head = %head, records, blocks, engine_ms, "transaction committed");
+    Ok(TxOutcome::Committed {
+        dataset: store.name().to_string(),
+        head,
+        records,
+        blocks,
+        more,
+        engine_time,
+    })
+}
+
+fn ingest_err(dataset: &str, e: IngestError) -> TxError {
+    match e {
+        IngestError::BadData(source) => TxError::BadData {
+            dataset: dataset.to_string(),
+            source: Box::new(source),
+        },
+        IngestError::Data(source) => TxError::Data {
+            dataset: dataset.to_string(),
+            source,
+        },
+        IngestError::Store(s) => TxError::Store(s),
+    }
+}

@@ -1,0 +1,360 @@
+//! A root's transaction: fetch the next source file, read it in batches, check, merge and write it.
+
+use super::*;
+
+impl Context {
+    pub(super) async fn ingest_once(&self, m: &DatasetManifest) -> Result<TxOutcome, TxError> {
+        let name = m.name.clone();
+        let data_err = |source| TxError::Data {
+            dataset: name.clone(),
+            source,
+        };
+        let store = self.storage.dataset(&m.name);
+        let chain = store.chain().await?;
+        let now = Utc::now();
+        let mut events = metadata_events(&chain, m, now);
+        let Some(src) = &m.polling_source else {
+            return Ok(TxOutcome::UpToDate { dataset: name });
+        };
+        if chain.summary.push_source {
+            return Err(TxError::Unsupported {
+                dataset: name,
+                message:
+                    "the chain declares a push source (AddPushSource), which Weir does not pull"
+                        .into(),
+            });
+        }
+        let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
+        let state = chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
+            MetadataEvent::AddData(a) => a.new_source_state.clone(),
+            _ => None,
+        });
+        let scratch = self.scratch(&name)?;
+        let progress = &self.progress;
+        let next = fetch::next_pending(
+            &self.workspace.root,
+            &src.fetch,
+            state.as_ref(),
+            scratch.path(),
+            progress,
+        )
+        .await
+        .map_err(|source| TxError::Fetch {
+            dataset: name.clone(),
+            source,
+        })?;
+        let mut records = 0;
+        let mut engine_time = Duration::ZERO;
+        if let Some(file) = next {
+            info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
+            // Every check of the file's data runs before anything is written.
+            let schema = ingest::schema::dataset_schema(&store, &chain, &vocab)
+                .await
+                .map_err(|e| ingest_err(&name, e))?;
+            let dataset_schema = schema.clone();
+            let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
+            let first = chain.summary.last_offset.map_or(0, |o| o + 1);
+            let mut slice =
+                SliceWriter::new(&scratch.path().join("slice.parquet"), first, now, &vocab);
+            let source = read::Source::File(file.path.clone());
+            // The records that reach the checks: the file's, or the preprocess query's output.
+            let (batches, total_bytes) = match &src.preprocess {
+                None => (
+                    read::read_batches(&src.read, &source, &file.name, Some(checks.event_time()))
+                        .map_err(|e| ingest_err(&name, e))?,
+                    Some(file.size),
+                ),
+                Some(pre) => {
+                    let (out, time) = self
+                        .preprocess(
+                            &name,
+                            pre.sql(),
+                            &src.read,
+                            &source,
+                            &file.name,
+                            scratch.path(),
+                        )
+                        .await?;
+                    engine_time = time;
+                    (out, None)
+                }
+            };
+            progress.phase(Phase::Ingest);
+            match &src.merge {
+                // Appended as read: each checked batch goes to the slice file, nothing is held.
+                MergeStrategy::Append => {
+                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                        let ops = vec![merge::OP_APPEND; b.num_rows()];
+                        Ok(slice.write(&b, &ops)?)
+                    })
+                    .map_err(|e| ingest_err(&name, e))?;
+                }
+                // Only the history's keys are held (see `LedgerIndex`).
+                MergeStrategy::Ledger(ledger) => {
+                    let mut index =
+                        ledger_index(&store, &chain, &ledger.primary_key, scratch.path())
+                            .await
+                            .map_err(|e| self.tx_err(&name, e))?;
+                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                        let kept = index.keep(&b)?;
+                        let ops = vec![merge::OP_APPEND; kept.num_rows()];
+                        Ok(slice.write(&kept, &ops)?)
+                    })
+                    .map_err(|e| ingest_err(&name, e))?;
+                }
+                // A snapshot is diffed against the state the changelog adds up to, kept as an index (see
+                // `SnapshotIndex`); the records it corrects or retracts are read back from their slices.
+                MergeStrategy::Snapshot(snap) => {
+                    let pk = &snap.primary_key;
+                    let given = snap.compare_columns.as_deref();
+                    let index_for = |schema: &arrow::datatypes::Schema| {
+                        merge::SnapshotIndex::new(
+                            pk,
+                            &merge::SnapshotIndex::compare_columns(schema, pk, given, &vocab),
+                        )
+                    };
+                    let mut index = match (&dataset_schema, chain.data_slices().next()) {
+                        (Some(schema), Some(_)) => Some(
+                            snapshot_index(
+                                &store,
+                                &chain,
+                                index_for(schema),
+                                &vocab,
+                                scratch.path(),
+                            )
+                            .await
+                            .map_err(|e| self.tx_err(&name, e))?,
+                        ),
+                        _ => None,
+                    };
+                    let mut kept = Vec::new();
+                    let mut picks = Vec::new();
+                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                        let index = index.get_or_insert_with(|| index_for(&b.schema()));
+                        let (k, p) = index.diff(&b)?;
+                        kept.extend(k);
+                        picks.extend(p);
+                        Ok(())
+                    })
+                    .map_err(|e| ingest_err(&name, e))?;
+                    if let Some(index) = index {
+                        picks.extend(index.finish());
+                    }
+                    let at: Vec<merge::RecordAt> = picks
+                        .iter()
+                        .filter_map(|(p, _)| match p {
+                            merge::Pick::Stored(a) => Some(*a),
+                            merge::Pick::New { .. } => None,
+                        })
+                        .collect();
+                    let (stored, places) =
+                        stored_records(&store, &chain, &at, &vocab, scratch.path())
+                            .await
+                            .map_err(|e| self.tx_err(&name, e))?;
+                    if let Some(schema) = checks.schema() {
+                        let merged = merge::gather(&schema, &kept, &stored, &places, &picks)
+                            .map_err(data_err)?;
+                        slice.write(&merged.data, &merged.ops).map_err(data_err)?;
+                    }
+                }
+                other => {
+                    return Err(TxError::Unsupported {
+                        dataset: name,
+                        message: format!(
+                            "merge strategy `{}`",
+                            crate::manifest::support::merge_kind(other)
+                        ),
+                    });
+                }
+            }
+            fault::point("after-read", &name);
+            let mut watermark = chain.summary.watermark;
+            let new_data = match slice.finish().map_err(data_err)? {
+                None => None,
+                Some(written) => {
+                    if let Some(w) = written.max_event_time {
+                        watermark = Some(watermark.map_or(w, |p| p.max(w)));
+                    }
+                    records = written.rows;
+                    if let Some(schema) =
+                        schema_event(chain.summary.schema.as_ref(), &written.schema)
+                            .map_err(data_err)?
+                    {
+                        events.push(schema);
+                    }
+                    let (physical_hash, size) =
+                        store.put_file_from(FileKind::Data, &written.file).await?;
+                    Some(DataSlice {
+                        logical_hash: written.logical_hash,
+                        physical_hash,
+                        offset_interval: OffsetInterval {
+                            start: first,
+                            end: first + written.rows - 1,
+                        },
+                        size,
+                    })
+                }
+            };
+            fault::point("after-data", &name);
+            // Root datasets write no checkpoint; the step exists so every transaction passes the same steps.
+            fault::point("after-checkpoint", &name);
+            events.push(MetadataEvent::AddData(AddData {
+                prev_checkpoint: None,
+                prev_offset: chain.summary.last_offset,
+                new_data,
+                new_checkpoint: None,
+                new_watermark: watermark,
+                new_source_state: Some(file.state),
+                extra: None,
+            }));
+        }
+        if events.is_empty() {
+            return Ok(TxOutcome::UpToDate { dataset: name });
+        }
+        let more = events
+            .iter()
+            .any(|e| matches!(e, MetadataEvent::AddData(_)));
+        progress.phase(Phase::Commit);
+        commit(&store, &chain, events, now, records, more, engine_time).await
+    }
+
+    pub(super) fn tx_err(&self, dataset: &str, e: LoadError) -> TxError {
+        match e {
+            LoadError::Store(s) => TxError::Store(s),
+            LoadError::Data(source) => TxError::Data {
+                dataset: dataset.to_string(),
+                source,
+            },
+        }
+    }
+
+    /// Runs the preprocess query on the engine over the source file's records (streamed into the engine's
+    /// input file as they are read); returns the engine's output, to be read a batch at a time with its
+    /// records numbered as output rows, and the wall time of the engine call.
+    pub(super) async fn preprocess(
+        &self,
+        dataset: &str,
+        sql: &TransformSql,
+        read_step: &odf::ReadStep,
+        source: &read::Source,
+        file: &str,
+        dir: &Path,
+    ) -> Result<(read::Batches, Duration), TxError> {
+        let engine = self
+            .engines
+            .resolve(&sql.engine)
+            .map_err(|source| TxError::Engine {
+                dataset: dataset.into(),
+                source,
+            })?;
+        let input = dir.join("input.parquet");
+        let output = dir.join("output.parquet");
+        self.progress.phase(Phase::Ingest);
+        let raw = read::read_batches(read_step, source, file, None)
+            .map_err(|e| ingest_err(dataset, e))?;
+        let total = source.size();
+        let progress = self.progress.clone();
+        let path = input.clone();
+        let read_rows =
+            tokio::task::spawn_blocking(move || write_raw(raw, &path, &progress, total))
+                .await
+                .map_err(|_| TxError::Data {
+                    dataset: dataset.into(),
+                    source: DataError::Panicked {
+                        context: "reading the source for the preprocess query".into(),
+                    },
+                })?
+                .map_err(|e| ingest_err(dataset, e))?;
+        let job = RawQueryJob {
+            input_data_paths: vec![input],
+            transform: sql.clone(),
+            output_data_path: output.clone(),
+        };
+        self.progress.finish(
+            Report::new(Phase::Engine)
+                .detail("preprocess")
+                .total_rows(Some(read_rows)),
+        );
+        let started = Instant::now();
+        let n = engine
+            .raw_query(&job, &self.progress)
+            .await
+            .map_err(|source| TxError::Engine {
+                dataset: dataset.into(),
+                source,
+            })?;
+        let engine_time = started.elapsed();
+        let violation = |violation| TxError::Engine {
+            dataset: dataset.into(),
+            source: EngineFailure::Contract {
+                engine: sql.engine.clone(),
+                violation,
+            },
+        };
+        if !output.is_file() {
+            return Err(violation(ContractViolation::ClaimsRowsButNoFile {
+                interval: OffsetInterval {
+                    start: 0,
+                    end: n.saturating_sub(1),
+                },
+            }));
+        }
+        let out = read::read_batches(
+            &odf::ReadStep::Parquet(odf::ReadStepParquet::default()),
+            &read::Source::File(output),
+            "the preprocess query's output",
+            None,
+        )
+        .map_err(|e| ingest_err(dataset, e))?
+        .placed_as(Unit::OutputRow);
+        // The footer's count is checked now; the reader refuses a file whose pages hold another.
+        let found = out.total_rows.unwrap_or(0);
+        if found != n {
+            return Err(violation(ContractViolation::RecordCountMismatch {
+                claimed: n,
+                found,
+            }));
+        }
+        Ok((out, engine_time))
+    }
+}
+
+/// Reads a preprocess query's input as the read step says and writes it to `path`, a batch at a time;
+/// returns the records written.
+pub(super) fn write_raw(
+    raw: read::Batches,
+    path: &Path,
+    progress: &Progress,
+    total_bytes: Option<u64>,
+) -> Result<u64, IngestError> {
+    let file = std::fs::File::create(path).map_err(|e| {
+        IngestError::Data(DataError::Column {
+            message: format!("writing the preprocess query's input: {e}"),
+        })
+    })?;
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        file,
+        raw.schema.clone(),
+        Some(data::writer_properties()),
+    )
+    .map_err(|e| IngestError::Data(data::parquet_err("writing the preprocess query's input")(e)))?;
+    let mut rows = 0u64;
+    let mut raw = raw;
+    while let Some(placed) = raw.next() {
+        let placed = placed?;
+        rows += placed.batch.num_rows() as u64;
+        writer.write(&placed.batch).map_err(|e| {
+            IngestError::Data(data::parquet_err("writing the preprocess query's input")(e))
+        })?;
+        progress.report(
+            Report::new(Phase::Ingest)
+                .rows(rows)
+                .bytes(raw.bytes_read())
+                .total_bytes(total_bytes),
+        );
+    }
+    writer.close().map_err(|e| {
+        IngestError::Data(data::parquet_err("writing the preprocess query's input")(e))
+    })?;
+    Ok(rows)
+}
