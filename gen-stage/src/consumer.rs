@@ -22,6 +22,9 @@ pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
 /// [`Noreply`] (a consumer's has no events: `Noreply::none()`, or
 /// `Noreply::Stop(reason)`).
 ///
+/// `M` is the stage's [`Messages`], none by default (see
+/// [`Producer`](crate::Producer)).
+///
 /// # Example
 ///
 /// A consumer that sums what it receives and stops when it has seen 100

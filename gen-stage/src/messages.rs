@@ -13,6 +13,13 @@ use std::marker::PhantomData;
 /// names its bundle, `impl Producer<Msgs<Query, Answer>> for Store`.
 /// [`Msgs`] spells any bundle; a type of one's own implementing this trait
 /// works too.
+///
+/// Message types are best owned (no lifetime, not even `&'static str`):
+/// rustc cannot prove the handle of a stage whose bundle holds a lifetime
+/// `Send` inside a spawned task ("implementation of `Consumer` is not
+/// general enough"). The handle's [`producer()`](crate::StageRef::producer)
+/// and [`consumer()`](crate::StageRef::consumer) views have no message
+/// types and move into tasks freely.
 pub trait Messages: 'static {
     /// `handle_call` requests.
     type Call: Send + 'static;

@@ -24,6 +24,12 @@ pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
 /// return [`Noreply`] may emit events (dispatched to consumers, or buffered)
 /// or stop the stage.
 ///
+/// `M` is the stage's [`Messages`]: the types of its calls, casts and infos,
+/// none by default (`impl Producer for MyStage`); a stage with some names them
+/// in a [`Msgs`](crate::Msgs) bundle,
+/// `impl Producer<Msgs<Query, Answer>> for MyStage`, and then in its contexts
+/// (`ProducerContext<'_, Self, Msgs<Query, Answer>>`).
+///
 /// # Example
 ///
 /// A counter emitting 0, 1, 2, ... exactly as demanded, consumed as a stream:

@@ -27,6 +27,9 @@ pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerSt
 /// subscription and back-pressure reaches its producers. It has no
 /// `handle_demand`. Its buffer is unbounded by default.
 ///
+/// `M` is the stage's [`Messages`], none by default (see
+/// [`Producer`](crate::Producer)).
+///
 /// # Example
 ///
 /// A doubler between a producer and a stream:
