@@ -38,10 +38,6 @@ struct Numbers {
 
 impl Producer for Numbers {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -68,10 +64,6 @@ struct Doubler;
 impl ProducerConsumer for Doubler {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -106,10 +98,6 @@ impl SlowCounter {
 
 impl Consumer for SlowCounter {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

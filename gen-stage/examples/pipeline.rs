@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use gen_stage::{
-    Consumer, ConsumerContext, Noreply, Producer, ProducerConsumer, ProducerConsumerContext,
+    Consumer, ConsumerContext, Msgs, Noreply, Producer, ProducerConsumer, ProducerConsumerContext,
     ProducerContext, StopReason, SubscribeOptions, Subscription,
 };
 use tokio::sync::mpsc;
@@ -30,17 +30,15 @@ struct Numbers {
 /// The producer tells itself it is done, through its own buffer.
 struct Done;
 
-impl Producer for Numbers {
+type NumbersMessages = Msgs<(), (), (), Done>;
+
+impl Producer<NumbersMessages> for Numbers {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = Done;
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self>,
+        ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
     ) -> Noreply<u64> {
         let end = (self.next + demand as u64).min(self.last + 1);
         let events: Vec<u64> = (self.next..end).collect();
@@ -55,7 +53,7 @@ impl Producer for Numbers {
     async fn handle_info(
         &mut self,
         _done: Done,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
     ) -> Noreply<u64> {
         Noreply::Stop(StopReason::Normal)
     }
@@ -66,10 +64,6 @@ struct Doubler;
 impl ProducerConsumer for Doubler {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -97,10 +91,6 @@ struct Summer {
 
 impl Consumer for Summer {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

@@ -71,10 +71,6 @@ where
     F: FnMut(T) + Send + 'static,
 {
     type Event = T;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -128,10 +124,6 @@ where
 {
     type In = In;
     type Out = Out;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -183,10 +175,6 @@ where
 {
     type In = In;
     type Out = Out;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -242,10 +230,6 @@ where
 {
     type In = In;
     type Out = I::Item;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

@@ -9,18 +9,21 @@ use crate::options::Setup;
 use crate::shared::Kind;
 use crate::stage::{Callbacks, ConsumerStage, ConsumesEvents, Stage, unhandled};
 use crate::{
-    Cancellation, ConsumerDemand, ConsumerOptions, Context, Error, Noreply, Reply, ReplyTo,
-    StageRef, StopReason, SubscribeOptions, Subscription,
+    Cancellation, ConsumerDemand, ConsumerOptions, Context, Error, Messages, Noreply, Reply,
+    ReplyTo, StageRef, StopReason, SubscribeOptions, Subscription,
 };
 
 /// The context handed to a [`Consumer`]'s callbacks.
-pub type ConsumerContext<'a, C> = Context<'a, ConsumerStage<C>>;
+pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
 
 /// A stage that receives events from producers (GenStage's `:consumer`).
 ///
 /// Only [`handle_events`](Self::handle_events) is required. Callbacks return
 /// [`Noreply`] (a consumer's has no events: `Noreply::none()`, or
 /// `Noreply::Stop(reason)`).
+///
+/// `M` is the stage's [`Messages`], none by default (see
+/// [`Producer`](crate::Producer)).
 ///
 /// # Example
 ///
@@ -35,10 +38,6 @@ pub type ConsumerContext<'a, C> = Context<'a, ConsumerStage<C>>;
 ///
 /// impl Consumer for Summer {
 ///     type Event = u64;
-///     type Call = ();
-///     type Reply = ();
-///     type Cast = ();
-///     type Info = ();
 ///
 ///     async fn handle_events(&mut self, events: Vec<u64>, _from: Subscription,
 ///                            _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
@@ -64,24 +63,16 @@ pub type ConsumerContext<'a, C> = Context<'a, ConsumerStage<C>>;
 /// # Ok(())
 /// # }
 /// ```
-pub trait Consumer: Send + Sized + 'static {
+pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
     /// The events received.
     type Event: Send + 'static;
-    /// `handle_call` requests (`()` if unused).
-    type Call: Send + 'static;
-    /// `handle_call` replies (`()` if unused).
-    type Reply: Send + 'static;
-    /// `handle_cast` requests (`()` if unused).
-    type Cast: Send + 'static;
-    /// `handle_info` messages (`()` if unused).
-    type Info: Send + 'static;
 
     /// Runs in the stage's task before anything else; returns the options
     /// (initial subscriptions). An `Err` stops the stage and makes its start
     /// fail.
     fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Result<ConsumerOptions<Self::Event>, StopReason>> + Send {
         async { Ok(ConsumerOptions::new()) }
     }
@@ -92,7 +83,7 @@ pub trait Consumer: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscribeOptions<Self::Event>,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
         async { Ok(ConsumerDemand::Automatic) }
     }
@@ -104,7 +95,7 @@ pub trait Consumer: Send + Sized + 'static {
         &mut self,
         events: Vec<Self::Event>,
         from: Subscription,
-        ctx: &mut ConsumerContext<'_, Self>,
+        ctx: &mut ConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply> + Send;
 
     /// A subscription ended: the producer cancelled or refused it
@@ -114,7 +105,7 @@ pub trait Consumer: Send + Sized + 'static {
         &mut self,
         _cancellation: Cancellation,
         _subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply> + Send {
         async { Noreply::none() }
     }
@@ -122,10 +113,10 @@ pub trait Consumer: Send + Sized + 'static {
     /// A call; see [`Producer::handle_call`](crate::Producer::handle_call).
     fn handle_call(
         &mut self,
-        _request: Self::Call,
-        _from: ReplyTo<Self::Reply>,
-        _ctx: &mut ConsumerContext<'_, Self>,
-    ) -> impl Future<Output = Reply<Self::Reply>> + Send {
+        _request: M::Call,
+        _from: ReplyTo<M::Reply>,
+        _ctx: &mut ConsumerContext<'_, Self, M>,
+    ) -> impl Future<Output = Reply<M::Reply>> + Send {
         unhandled("handle_call", std::any::type_name::<Self>());
         async { Reply::noreply() }
     }
@@ -133,8 +124,8 @@ pub trait Consumer: Send + Sized + 'static {
     /// A cast. The default logs a warning.
     fn handle_cast(
         &mut self,
-        _request: Self::Cast,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _request: M::Cast,
+        _ctx: &mut ConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply> + Send {
         unhandled("handle_cast", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -143,8 +134,8 @@ pub trait Consumer: Send + Sized + 'static {
     /// An info message. The default logs a warning.
     fn handle_info(
         &mut self,
-        _info: Self::Info,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _info: M::Info,
+        _ctx: &mut ConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply> + Send {
         unhandled("handle_info", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -163,14 +154,14 @@ pub trait Consumer: Send + Sized + 'static {
     fn terminate(
         &mut self,
         _reason: &StopReason,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
 
     /// Start this consumer in its own tokio task (see [`start_consumer`]).
-    fn start(self) -> impl Future<Output = Result<StageRef<ConsumerStage<Self>>, Error>> + Send {
-        start_consumer(self)
+    fn start(self) -> impl Future<Output = Result<StageRef<ConsumerStage<Self, M>>, Error>> + Send {
+        start_consumer::<Self, M>(self)
     }
 
     /// Start this consumer in its own tokio task with `options` (see
@@ -178,16 +169,18 @@ pub trait Consumer: Send + Sized + 'static {
     fn start_with(
         self,
         options: ConsumerOptions<Self::Event>,
-    ) -> impl Future<Output = Result<StageRef<ConsumerStage<Self>>, Error>> + Send {
-        start_consumer_with(self, options)
+    ) -> impl Future<Output = Result<StageRef<ConsumerStage<Self, M>>, Error>> + Send {
+        start_consumer_with::<Self, M>(self, options)
     }
 }
 
 /// Start `consumer` in its own tokio task; returns once its `init` has run
 /// and its initial subscriptions were sent. Must be called within a tokio
 /// runtime.
-pub async fn start_consumer<C: Consumer>(consumer: C) -> Result<StageRef<ConsumerStage<C>>, Error> {
-    crate::run::start(ConsumerStage(consumer)).await
+pub async fn start_consumer<C: Consumer<M>, M: Messages>(
+    consumer: C,
+) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+    crate::run::start(ConsumerStage::new(consumer)).await
 }
 
 /// Start `consumer` in its own tokio task with `options` (its initial
@@ -209,25 +202,25 @@ pub async fn start_consumer<C: Consumer>(consumer: C) -> Result<StageRef<Consume
 /// # Ok(())
 /// # }
 /// ```
-pub async fn start_consumer_with<C: Consumer>(
+pub async fn start_consumer_with<C: Consumer<M>, M: Messages>(
     consumer: C,
     options: ConsumerOptions<C::Event>,
-) -> Result<StageRef<ConsumerStage<C>>, Error> {
-    crate::run::start_in(ConsumerStage(consumer), None, Some(options.into())).await
+) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+    crate::run::start_in(ConsumerStage::new(consumer), None, Some(options.into())).await
 }
 
-impl<C: Consumer> Stage for ConsumerStage<C> {
+impl<C: Consumer<M>, M: Messages> Stage for ConsumerStage<C, M> {
     type In = C::Event;
     type Out = Infallible;
-    type Call = C::Call;
-    type Reply = C::Reply;
-    type Cast = C::Cast;
-    type Info = C::Info;
+    type Call = M::Call;
+    type Reply = M::Reply;
+    type Cast = M::Cast;
+    type Info = M::Info;
 }
 
-impl<C: Consumer> ConsumesEvents for ConsumerStage<C> {}
+impl<C: Consumer<M>, M: Messages> ConsumesEvents for ConsumerStage<C, M> {}
 
-impl<C: Consumer> Callbacks for ConsumerStage<C> {
+impl<C: Consumer<M>, M: Messages> Callbacks for ConsumerStage<C, M> {
     const KIND: Kind = Kind::Consumer;
 
     fn type_name(&self) -> &'static str {
@@ -283,16 +276,16 @@ impl<C: Consumer> Callbacks for ConsumerStage<C> {
 
     fn handle_call(
         &mut self,
-        request: C::Call,
-        from: ReplyTo<C::Reply>,
+        request: M::Call,
+        from: ReplyTo<M::Reply>,
         ctx: &mut Context<'_, Self>,
-    ) -> impl Future<Output = Reply<C::Reply>> + Send {
+    ) -> impl Future<Output = Reply<M::Reply>> + Send {
         self.0.handle_call(request, from, ctx)
     }
 
     fn handle_cast(
         &mut self,
-        request: C::Cast,
+        request: M::Cast,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send {
         self.0.handle_cast(request, ctx)
@@ -300,7 +293,7 @@ impl<C: Consumer> Callbacks for ConsumerStage<C> {
 
     fn handle_info(
         &mut self,
-        info: C::Info,
+        info: M::Info,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send {
         self.0.handle_info(info, ctx)

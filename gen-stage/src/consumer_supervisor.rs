@@ -14,8 +14,8 @@ use tokio::time::Instant;
 use crate::handle::answer;
 use crate::ids::IdMap;
 use crate::{
-    AsProducer, Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions,
-    ConsumerStage, DEFAULT_TIMEOUT, Error, Noreply, ProducerRef, Reply, ReplyTo, StageRef,
+    AsProducer, Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerHandle,
+    ConsumerOptions, DEFAULT_TIMEOUT, Error, Msgs, Noreply, ProducerRef, Reply, ReplyTo,
     StopReason, SubscribeOptions, Subscription, SubscriptionId,
 };
 
@@ -40,7 +40,7 @@ pub struct ChildExit {
 /// A [`ConsumerSupervisor`] request: how many tasks are running.
 ///
 /// `supervisor.call(CountChildren, timeout)` answers the number of children
-/// (a plain `usize`); [`count_children`](StageRef::count_children) answers
+/// (a plain `usize`); [`count_children`](crate::StageRef::count_children) answers
 /// the counts as Elixir's `count_children/1` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountChildren;
@@ -67,7 +67,7 @@ pub enum ChildType {
     Worker,
 }
 
-/// One child, as [`which_children`](StageRef::which_children) lists it
+/// One child, as [`which_children`](crate::StageRef::which_children) lists it
 /// (Elixir's `{id, pid, type, modules}`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -109,9 +109,9 @@ pub struct ChildrenCount {
 }
 
 /// A message to a [`ConsumerSupervisor`]'s `handle_info`: a child's exit, or
-/// a request from [`which_children`](StageRef::which_children),
-/// [`count_children`](StageRef::count_children) or
-/// [`terminate_child`](StageRef::terminate_child). Only the supervisor and
+/// a request from [`which_children`](crate::StageRef::which_children),
+/// [`count_children`](crate::StageRef::count_children) or
+/// [`terminate_child`](crate::StageRef::terminate_child). Only the supervisor and
 /// its children make them.
 pub struct SupervisorInfo<T>(Request<T>);
 
@@ -134,6 +134,13 @@ impl<T> fmt::Debug for SupervisorInfo<T> {
         }
     }
 }
+
+/// A [`ConsumerSupervisor`]'s messages: calls of [`CountChildren`],
+/// answered by the number of children, and [`SupervisorInfo`]s.
+pub type SupervisorMessages<T> = Msgs<CountChildren, usize, (), SupervisorInfo<T>>;
+
+/// The handle of a running [`ConsumerSupervisor`].
+pub type SupervisorHandle<T, F> = ConsumerHandle<ConsumerSupervisor<T, F>, SupervisorMessages<T>>;
 
 struct ProducerDemand {
     /// Tasks running for this producer.
@@ -161,9 +168,9 @@ struct Child<T> {
 /// within `max_seconds` stop the supervisor with `Shutdown`. Stopping the
 /// supervisor aborts its tasks.
 ///
-/// Its handle lists its children ([`which_children`](StageRef::which_children)),
-/// counts them ([`count_children`](StageRef::count_children)) and stops one
-/// ([`terminate_child`](StageRef::terminate_child)), as Elixir's
+/// Its handle lists its children ([`which_children`](crate::StageRef::which_children)),
+/// counts them ([`count_children`](crate::StageRef::count_children)) and stops one
+/// ([`terminate_child`](crate::StageRef::terminate_child)), as Elixir's
 /// `ConsumerSupervisor` functions of the same names do.
 ///
 /// ```
@@ -264,16 +271,11 @@ where
     }
 
     /// Start the supervisor as a consumer stage.
-    pub async fn start(self) -> Result<StageRef<ConsumerStage<Self>>, Error> {
+    pub async fn start(self) -> Result<SupervisorHandle<T, F>, Error> {
         crate::start_consumer(self).await
     }
 
-    fn spawn_child(
-        &mut self,
-        subscription: SubscriptionId,
-        event: T,
-        me: StageRef<ConsumerStage<Self>>,
-    ) {
+    fn spawn_child(&mut self, subscription: SubscriptionId, event: T, me: SupervisorHandle<T, F>) {
         let id = ChildId(self.next_child);
         self.next_child += 1;
         let keep = match self.restart {
@@ -304,7 +306,11 @@ where
 
     /// A task is done for good: free its slot, and ask again once
     /// `min_demand` slots are free (GenStage's `maybe_ask`).
-    fn child_done(&mut self, subscription: SubscriptionId, ctx: &mut ConsumerContext<'_, Self>) {
+    fn child_done(
+        &mut self,
+        subscription: SubscriptionId,
+        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+    ) {
         if let Some(demand) = self.producers.get_mut(&subscription) {
             demand.count = demand.count.saturating_sub(1);
             demand.pending += 1;
@@ -352,7 +358,7 @@ where
     fn terminate_child(
         &mut self,
         id: ChildId,
-        ctx: &mut ConsumerContext<'_, Self>,
+        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
     ) -> Result<(), Error> {
         let Some(child) = self.children.remove(&id) else {
             return Err(Error::UnknownChild {
@@ -382,7 +388,7 @@ where
     }
 }
 
-impl<T, F, Fut, E> Consumer for ConsumerSupervisor<T, F>
+impl<T, F, Fut, E> Consumer<SupervisorMessages<T>> for ConsumerSupervisor<T, F>
 where
     T: Clone + Send + 'static,
     F: Fn(T) -> Fut + Send + Sync + 'static,
@@ -390,14 +396,10 @@ where
     E: fmt::Display + Send + 'static,
 {
     type Event = T;
-    type Call = CountChildren;
-    type Reply = usize;
-    type Cast = ();
-    type Info = SupervisorInfo<T>;
 
     async fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
     ) -> Result<ConsumerOptions<T>, StopReason> {
         let mut options = ConsumerOptions::new();
         for (producer, subscribe) in self.subscribe_to.drain(..) {
@@ -410,7 +412,7 @@ where
         &mut self,
         subscription: Subscription,
         options: &SubscribeOptions<T>,
-        ctx: &mut ConsumerContext<'_, Self>,
+        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
     ) -> Result<ConsumerDemand, StopReason> {
         let max = options.get_max_demand();
         let _ = ctx.ask(subscription.id, max);
@@ -430,7 +432,7 @@ where
         &mut self,
         events: Vec<T>,
         from: Subscription,
-        ctx: &mut ConsumerContext<'_, Self>,
+        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
     ) -> Noreply {
         let Some(me) = ctx.stage_ref() else {
             return Noreply::none();
@@ -456,7 +458,7 @@ where
         &mut self,
         _cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
     ) -> Noreply {
         self.producers.remove(&subscription.id);
         Noreply::none()
@@ -466,7 +468,7 @@ where
         &mut self,
         _request: CountChildren,
         _from: ReplyTo<usize>,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
     ) -> Reply<usize> {
         Reply::reply(self.children.len())
     }
@@ -474,7 +476,7 @@ where
     async fn handle_info(
         &mut self,
         info: SupervisorInfo<T>,
-        ctx: &mut ConsumerContext<'_, Self>,
+        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
     ) -> Noreply {
         let exit = match info.0 {
             Request::Exit(exit) => exit,
@@ -533,7 +535,11 @@ where
         self.children.len()
     }
 
-    async fn terminate(&mut self, _reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
+    async fn terminate(
+        &mut self,
+        _reason: &StopReason,
+        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+    ) {
         for (_, child) in self.children.drain() {
             child.handle.abort();
         }
@@ -551,7 +557,7 @@ impl<T, F> fmt::Debug for ConsumerSupervisor<T, F> {
     }
 }
 
-impl<T, F, Fut, E> StageRef<ConsumerStage<ConsumerSupervisor<T, F>>>
+impl<T, F, Fut, E> SupervisorHandle<T, F>
 where
     T: Clone + Send + 'static,
     F: Fn(T) -> Fut + Send + Sync + 'static,
@@ -569,7 +575,7 @@ where
 
     /// The supervisor's children, oldest first (Elixir's
     /// `ConsumerSupervisor.which_children/1`). Answered by the supervisor
-    /// between two callbacks, like [`status`](StageRef::status).
+    /// between two callbacks, like [`status`](crate::StageRef::status).
     pub async fn which_children(&self) -> Result<Vec<ChildInfo<T>>, Error> {
         self.supervisor_request(Request::WhichChildren).await
     }

@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 
 use crate::stage::ProducerStage;
 use crate::{
-    Cancellation, DemandMode, Error, Noreply, Producer, ProducerContext, ProducerOptions,
+    Cancellation, DemandMode, Error, Msgs, Noreply, Producer, ProducerContext, ProducerOptions,
     ProducerRef, StageGroup, StopReason, Subscription,
 };
 
@@ -140,17 +140,16 @@ struct FromSource<S: Source> {
     consumers: HashSet<SubscriptionId>,
 }
 
-impl<S: Source> Producer for FromSource<S> {
+/// `FromSource`'s one message: [`Exhausted`], to itself.
+type SourceMessages = Msgs<(), (), (), Exhausted>;
+
+impl<S: Source> Producer<SourceMessages> for FromSource<S> {
     type Event = S::Item;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = Exhausted;
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self>,
+        ctx: &mut ProducerContext<'_, Self, SourceMessages>,
     ) -> Noreply<S::Item> {
         let Some(source) = self.source.as_mut() else {
             return Noreply::none();
@@ -167,7 +166,7 @@ impl<S: Source> Producer for FromSource<S> {
         &mut self,
         subscription: Subscription,
         _options: &SubscriptionOptions<S::Item>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, SourceMessages>,
     ) -> Result<(), StopReason> {
         self.consumers.insert(subscription.id);
         Ok(())
@@ -177,7 +176,7 @@ impl<S: Source> Producer for FromSource<S> {
         &mut self,
         _cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, SourceMessages>,
     ) -> Noreply<S::Item> {
         let known = self.consumers.remove(&subscription.id);
         if known && self.on_cancel == OnCancel::Stop && self.consumers.is_empty() {
@@ -189,7 +188,7 @@ impl<S: Source> Producer for FromSource<S> {
     async fn handle_info(
         &mut self,
         _info: Exhausted,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, SourceMessages>,
     ) -> Noreply<S::Item> {
         Noreply::Stop(StopReason::Normal)
     }
@@ -205,7 +204,7 @@ async fn start_source<S: Source>(
         consumers: HashSet::new(),
     };
     let stage = crate::run::start_in(
-        ProducerStage(stage),
+        ProducerStage::new(stage),
         options.group.as_ref(),
         Some(options.producer.into()),
     )

@@ -28,8 +28,8 @@ use crate::sync::{Mutex, coop};
 
 use crate::stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
 use crate::{
-    Consumer, ConsumerOptions, Error, Producer, ProducerConsumer, ProducerConsumerOptions,
-    ProducerOptions, StageRef,
+    Consumer, ConsumerOptions, Error, Messages, Producer, ProducerConsumer,
+    ProducerConsumerOptions, ProducerOptions, StageRef,
 };
 
 /// The most stage polls in one poll of the group task: a stage that wakes
@@ -80,10 +80,6 @@ pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 ///
 /// impl Producer for Counter {
 ///     type Event = u64;
-///     type Call = ();
-///     type Reply = ();
-///     type Cast = ();
-///     type Info = ();
 ///
 ///     async fn init(
 ///         &mut self,
@@ -107,10 +103,6 @@ pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 ///
 /// impl Consumer for Take {
 ///     type Event = u64;
-///     type Call = ();
-///     type Reply = ();
-///     type Cast = ();
-///     type Info = ();
 ///
 ///     async fn handle_events(
 ///         &mut self,
@@ -231,52 +223,57 @@ impl StageGroup {
 
     /// Starts a [`Producer`] in this group and waits for its `init`, as
     /// [`start_producer`](crate::start_producer) does.
-    pub async fn start_producer<P: Producer>(
+    pub async fn start_producer<P: Producer<M>, M: Messages>(
         &self,
         producer: P,
-    ) -> Result<StageRef<ProducerStage<P>>, Error> {
-        crate::run::start_in(ProducerStage(producer), Some(self), None).await
+    ) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+        crate::run::start_in(ProducerStage::new(producer), Some(self), None).await
     }
 
     /// Starts a [`ProducerConsumer`] in this group and waits for its `init`,
     /// as [`start_producer_consumer`](crate::start_producer_consumer) does.
-    pub async fn start_producer_consumer<P: ProducerConsumer>(
+    pub async fn start_producer_consumer<P: ProducerConsumer<M>, M: Messages>(
         &self,
         stage: P,
-    ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
-        crate::run::start_in(ProducerConsumerStage(stage), Some(self), None).await
+    ) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
+        crate::run::start_in(ProducerConsumerStage::new(stage), Some(self), None).await
     }
 
     /// Starts a [`Consumer`] in this group and waits for its `init`, as
     /// [`start_consumer`](crate::start_consumer) does.
-    pub async fn start_consumer<C: Consumer>(
+    pub async fn start_consumer<C: Consumer<M>, M: Messages>(
         &self,
         consumer: C,
-    ) -> Result<StageRef<ConsumerStage<C>>, Error> {
-        crate::run::start_in(ConsumerStage(consumer), Some(self), None).await
+    ) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+        crate::run::start_in(ConsumerStage::new(consumer), Some(self), None).await
     }
 
     /// [`start_producer`](Self::start_producer) with options, as
     /// [`start_producer_with`](crate::start_producer_with) does.
-    pub async fn start_producer_with<P: Producer>(
+    pub async fn start_producer_with<P: Producer<M>, M: Messages>(
         &self,
         producer: P,
         options: ProducerOptions<P::Event>,
-    ) -> Result<StageRef<ProducerStage<P>>, Error> {
-        crate::run::start_in(ProducerStage(producer), Some(self), Some(options.into())).await
+    ) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+        crate::run::start_in(
+            ProducerStage::new(producer),
+            Some(self),
+            Some(options.into()),
+        )
+        .await
     }
 
     /// [`start_producer_consumer`](Self::start_producer_consumer) with
     /// options, as
     /// [`start_producer_consumer_with`](crate::start_producer_consumer_with)
     /// does.
-    pub async fn start_producer_consumer_with<P: ProducerConsumer>(
+    pub async fn start_producer_consumer_with<P: ProducerConsumer<M>, M: Messages>(
         &self,
         stage: P,
         options: ProducerConsumerOptions<P::In, P::Out>,
-    ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
+    ) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
         crate::run::start_in(
-            ProducerConsumerStage(stage),
+            ProducerConsumerStage::new(stage),
             Some(self),
             Some(options.into()),
         )
@@ -285,12 +282,17 @@ impl StageGroup {
 
     /// [`start_consumer`](Self::start_consumer) with options, as
     /// [`start_consumer_with`](crate::start_consumer_with) does.
-    pub async fn start_consumer_with<C: Consumer>(
+    pub async fn start_consumer_with<C: Consumer<M>, M: Messages>(
         &self,
         consumer: C,
         options: ConsumerOptions<C::Event>,
-    ) -> Result<StageRef<ConsumerStage<C>>, Error> {
-        crate::run::start_in(ConsumerStage(consumer), Some(self), Some(options.into())).await
+    ) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+        crate::run::start_in(
+            ConsumerStage::new(consumer),
+            Some(self),
+            Some(options.into()),
+        )
+        .await
     }
 
     /// Hands a stage's task to the group; spawns the group task first if

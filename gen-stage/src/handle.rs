@@ -574,14 +574,15 @@ impl<T> ConsumerRef<T> {
     }
 }
 
-/// The handle of a running [`Producer`](crate::Producer) `P`.
-pub type ProducerHandle<P> = StageRef<crate::ProducerStage<P>>;
+/// The handle of a running [`Producer<M>`](crate::Producer) `P`: write
+/// `ProducerHandle<P>` for a stage without [`Messages`](crate::Messages).
+pub type ProducerHandle<P, M = ()> = StageRef<crate::ProducerStage<P, M>>;
 
-/// The handle of a running [`ProducerConsumer`](crate::ProducerConsumer) `P`.
-pub type ProducerConsumerHandle<P> = StageRef<crate::ProducerConsumerStage<P>>;
+/// The handle of a running [`ProducerConsumer<M>`](crate::ProducerConsumer) `P`.
+pub type ProducerConsumerHandle<P, M = ()> = StageRef<crate::ProducerConsumerStage<P, M>>;
 
-/// The handle of a running [`Consumer`](crate::Consumer) `C`.
-pub type ConsumerHandle<C> = StageRef<crate::ConsumerStage<C>>;
+/// The handle of a running [`Consumer<M>`](crate::Consumer) `C`.
+pub type ConsumerHandle<C, M = ()> = StageRef<crate::ConsumerStage<C, M>>;
 
 /// A running stage of type `S` (one of [`ProducerStage`](crate::ProducerStage),
 /// [`ConsumerStage`](crate::ConsumerStage),

@@ -13,6 +13,7 @@ mod handle;
 mod ids;
 mod mailbox;
 mod message;
+mod messages;
 mod options;
 mod producer;
 mod producer_consumer;
@@ -43,7 +44,7 @@ pub use closures::{FilterMap, FlatMap, ForEach, Map, filter_map, flat_map, for_e
 pub use consumer::{Consumer, ConsumerContext, start_consumer, start_consumer_with};
 pub use consumer_supervisor::{
     ChildExit, ChildId, ChildInfo, ChildType, ChildrenCount, ConsumerSupervisor, CountChildren,
-    Restart, SupervisorInfo,
+    Restart, SupervisorHandle, SupervisorInfo, SupervisorMessages,
 };
 pub use context::Context;
 pub use drain::{AnyStage, Drain, DrainOutcome, DrainReport, StageDrain, Undelivered};
@@ -57,6 +58,7 @@ pub use handle::{
     ProducerHandle, ProducerRef, StageRef,
 };
 pub use ids::{StageId, new_subscription_id};
+pub use messages::{Messages, Msgs};
 pub use options::{ConsumerOptions, DemandMode, ProducerConsumerOptions, ProducerOptions};
 pub use producer::{Producer, ProducerContext, start_producer, start_producer_with};
 pub use producer_consumer::{

@@ -9,12 +9,12 @@ use crate::options::Setup;
 use crate::shared::Kind;
 use crate::stage::{Callbacks, ProducerStage, ProducesEvents, Stage, unhandled};
 use crate::{
-    Cancellation, ConsumerDemand, Context, Error, Noreply, ProducerOptions, Reply, ReplyTo,
-    StageRef, StopReason, SubscribeOptions, Subscription,
+    Cancellation, ConsumerDemand, Context, Error, Messages, Noreply, ProducerOptions, Reply,
+    ReplyTo, StageRef, StopReason, SubscribeOptions, Subscription,
 };
 
 /// The context handed to a [`Producer`]'s callbacks.
-pub type ProducerContext<'a, P> = Context<'a, ProducerStage<P>>;
+pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
 
 /// A stage that emits events when consumers ask for them (GenStage's
 /// `:producer`).
@@ -23,6 +23,12 @@ pub type ProducerContext<'a, P> = Context<'a, ProducerStage<P>>;
 /// gets `&mut self` (the stage's state) and a [`ProducerContext`]; those that
 /// return [`Noreply`] may emit events (dispatched to consumers, or buffered)
 /// or stop the stage.
+///
+/// `M` is the stage's [`Messages`]: the types of its calls, casts and infos,
+/// none by default (`impl Producer for MyStage`); a stage with some names them
+/// in a [`Msgs`](crate::Msgs) bundle,
+/// `impl Producer<Msgs<Query, Answer>> for MyStage`, and then in its contexts
+/// (`ProducerContext<'_, Self, Msgs<Query, Answer>>`).
 ///
 /// # Example
 ///
@@ -36,10 +42,6 @@ pub type ProducerContext<'a, P> = Context<'a, ProducerStage<P>>;
 ///
 /// impl Producer for Counter {
 ///     type Event = u64;
-///     type Call = ();
-///     type Reply = ();
-///     type Cast = ();
-///     type Info = ();
 ///
 ///     async fn handle_demand(&mut self, demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<u64> {
 ///         let events = (self.0..self.0 + demand as u64).collect();
@@ -57,24 +59,16 @@ pub type ProducerContext<'a, P> = Context<'a, ProducerStage<P>>;
 /// # Ok(())
 /// # }
 /// ```
-pub trait Producer: Send + Sized + 'static {
+pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
     /// The events emitted.
     type Event: Send + 'static;
-    /// `handle_call` requests (`()` if unused).
-    type Call: Send + 'static;
-    /// `handle_call` replies (`()` if unused).
-    type Reply: Send + 'static;
-    /// `handle_cast` requests (`()` if unused).
-    type Cast: Send + 'static;
-    /// `handle_info` messages (`()` if unused).
-    type Info: Send + 'static;
 
     /// Runs in the stage's task before anything else; returns the options
     /// (dispatcher, buffer, demand mode). An `Err` stops the stage and makes
     /// its start fail.
     fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, M>,
     ) -> impl Future<Output = Result<ProducerOptions<Self::Event>, StopReason>> + Send {
         async { Ok(ProducerOptions::new()) }
     }
@@ -86,7 +80,7 @@ pub trait Producer: Send + Sized + 'static {
     fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self>,
+        ctx: &mut ProducerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send;
 
     /// A consumer subscribed, with these options (including any extra ones).
@@ -95,7 +89,7 @@ pub trait Producer: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscriptionOptions<Self::Event>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, M>,
     ) -> impl Future<Output = Result<(), StopReason>> + Send {
         async { Ok(()) }
     }
@@ -106,7 +100,7 @@ pub trait Producer: Send + Sized + 'static {
         &mut self,
         _cancellation: Cancellation,
         _subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send {
         async { Noreply::none() }
     }
@@ -116,10 +110,10 @@ pub trait Producer: Send + Sized + 'static {
     /// returned events). The default logs a warning and does not reply.
     fn handle_call(
         &mut self,
-        _request: Self::Call,
-        _from: ReplyTo<Self::Reply>,
-        _ctx: &mut ProducerContext<'_, Self>,
-    ) -> impl Future<Output = Reply<Self::Reply, Self::Event>> + Send {
+        _request: M::Call,
+        _from: ReplyTo<M::Reply>,
+        _ctx: &mut ProducerContext<'_, Self, M>,
+    ) -> impl Future<Output = Reply<M::Reply, Self::Event>> + Send {
         unhandled("handle_call", std::any::type_name::<Self>());
         async { Reply::noreply() }
     }
@@ -127,8 +121,8 @@ pub trait Producer: Send + Sized + 'static {
     /// A cast. The default logs a warning.
     fn handle_cast(
         &mut self,
-        _request: Self::Cast,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _request: M::Cast,
+        _ctx: &mut ProducerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send {
         unhandled("handle_cast", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -140,8 +134,8 @@ pub trait Producer: Send + Sized + 'static {
     /// The default logs a warning.
     fn handle_info(
         &mut self,
-        _info: Self::Info,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _info: M::Info,
+        _ctx: &mut ProducerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send {
         unhandled("handle_info", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -157,14 +151,14 @@ pub trait Producer: Send + Sized + 'static {
     fn terminate(
         &mut self,
         _reason: &StopReason,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, M>,
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
 
     /// Start this producer in its own tokio task (see [`start_producer`]).
-    fn start(self) -> impl Future<Output = Result<StageRef<ProducerStage<Self>>, Error>> + Send {
-        start_producer(self)
+    fn start(self) -> impl Future<Output = Result<StageRef<ProducerStage<Self, M>>, Error>> + Send {
+        start_producer::<Self, M>(self)
     }
 
     /// Start this producer in its own tokio task with `options` (see
@@ -172,15 +166,17 @@ pub trait Producer: Send + Sized + 'static {
     fn start_with(
         self,
         options: ProducerOptions<Self::Event>,
-    ) -> impl Future<Output = Result<StageRef<ProducerStage<Self>>, Error>> + Send {
-        start_producer_with(self, options)
+    ) -> impl Future<Output = Result<StageRef<ProducerStage<Self, M>>, Error>> + Send {
+        start_producer_with::<Self, M>(self, options)
     }
 }
 
 /// Start `producer` in its own tokio task; returns once its `init` has run.
 /// Must be called within a tokio runtime.
-pub async fn start_producer<P: Producer>(producer: P) -> Result<StageRef<ProducerStage<P>>, Error> {
-    crate::run::start(ProducerStage(producer)).await
+pub async fn start_producer<P: Producer<M>, M: Messages>(
+    producer: P,
+) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+    crate::run::start(ProducerStage::new(producer)).await
 }
 
 /// Start `producer` in its own tokio task with `options` (dispatcher,
@@ -194,10 +190,6 @@ pub async fn start_producer<P: Producer>(producer: P) -> Result<StageRef<Produce
 ///
 /// impl Producer for Ticks {
 ///     type Event = u64;
-///     type Call = ();
-///     type Reply = ();
-///     type Cast = ();
-///     type Info = ();
 ///
 ///     async fn handle_demand(&mut self, demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<u64> {
 ///         let events = (self.0..self.0 + demand as u64).collect();
@@ -215,25 +207,25 @@ pub async fn start_producer<P: Producer>(producer: P) -> Result<StageRef<Produce
 /// # Ok(())
 /// # }
 /// ```
-pub async fn start_producer_with<P: Producer>(
+pub async fn start_producer_with<P: Producer<M>, M: Messages>(
     producer: P,
     options: ProducerOptions<P::Event>,
-) -> Result<StageRef<ProducerStage<P>>, Error> {
-    crate::run::start_in(ProducerStage(producer), None, Some(options.into())).await
+) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+    crate::run::start_in(ProducerStage::new(producer), None, Some(options.into())).await
 }
 
-impl<P: Producer> Stage for ProducerStage<P> {
+impl<P: Producer<M>, M: Messages> Stage for ProducerStage<P, M> {
     type In = Infallible;
     type Out = P::Event;
-    type Call = P::Call;
-    type Reply = P::Reply;
-    type Cast = P::Cast;
-    type Info = P::Info;
+    type Call = M::Call;
+    type Reply = M::Reply;
+    type Cast = M::Cast;
+    type Info = M::Info;
 }
 
-impl<P: Producer> ProducesEvents for ProducerStage<P> {}
+impl<P: Producer<M>, M: Messages> ProducesEvents for ProducerStage<P, M> {}
 
-impl<P: Producer> Callbacks for ProducerStage<P> {
+impl<P: Producer<M>, M: Messages> Callbacks for ProducerStage<P, M> {
     const KIND: Kind = Kind::Producer;
 
     fn type_name(&self) -> &'static str {
@@ -293,16 +285,16 @@ impl<P: Producer> Callbacks for ProducerStage<P> {
 
     fn handle_call(
         &mut self,
-        request: P::Call,
-        from: ReplyTo<P::Reply>,
+        request: M::Call,
+        from: ReplyTo<M::Reply>,
         ctx: &mut Context<'_, Self>,
-    ) -> impl Future<Output = Reply<P::Reply, P::Event>> + Send {
+    ) -> impl Future<Output = Reply<M::Reply, P::Event>> + Send {
         self.0.handle_call(request, from, ctx)
     }
 
     fn handle_cast(
         &mut self,
-        request: P::Cast,
+        request: M::Cast,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Event>> + Send {
         self.0.handle_cast(request, ctx)
@@ -310,7 +302,7 @@ impl<P: Producer> Callbacks for ProducerStage<P> {
 
     fn handle_info(
         &mut self,
-        info: P::Info,
+        info: M::Info,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Event>> + Send {
         self.0.handle_info(info, ctx)

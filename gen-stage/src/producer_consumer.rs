@@ -11,12 +11,12 @@ use crate::stage::{
     Callbacks, ConsumesEvents, ProducerConsumerStage, ProducesEvents, Stage, unhandled,
 };
 use crate::{
-    Cancellation, ConsumerDemand, Context, Error, Noreply, ProducerConsumerOptions, Reply, ReplyTo,
-    StageRef, StopReason, SubscribeOptions, Subscription,
+    Cancellation, ConsumerDemand, Context, Error, Messages, Noreply, ProducerConsumerOptions,
+    Reply, ReplyTo, StageRef, StopReason, SubscribeOptions, Subscription,
 };
 
 /// The context handed to a [`ProducerConsumer`]'s callbacks.
-pub type ProducerConsumerContext<'a, P> = Context<'a, ProducerConsumerStage<P>>;
+pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerStage<P, M>>;
 
 /// A stage that consumes events from producers and emits events to its own
 /// consumers (GenStage's `:producer_consumer`).
@@ -26,6 +26,9 @@ pub type ProducerConsumerContext<'a, P> = Context<'a, ProducerConsumerStage<P>>;
 /// without downstream demand it takes at most `max_demand` events per
 /// subscription and back-pressure reaches its producers. It has no
 /// `handle_demand`. Its buffer is unbounded by default.
+///
+/// `M` is the stage's [`Messages`], none by default (see
+/// [`Producer`](crate::Producer)).
 ///
 /// # Example
 ///
@@ -41,10 +44,6 @@ pub type ProducerConsumerContext<'a, P> = Context<'a, ProducerConsumerStage<P>>;
 /// impl ProducerConsumer for Doubler {
 ///     type In = u64;
 ///     type Out = u64;
-///     type Call = ();
-///     type Reply = ();
-///     type Cast = ();
-///     type Info = ();
 ///
 ///     async fn handle_events(&mut self, events: Vec<u64>, _from: Subscription,
 ///                            _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<u64> {
@@ -65,25 +64,17 @@ pub type ProducerConsumerContext<'a, P> = Context<'a, ProducerConsumerStage<P>>;
 /// # Ok(())
 /// # }
 /// ```
-pub trait ProducerConsumer: Send + Sized + 'static {
+pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
     /// The events received.
     type In: Send + 'static;
     /// The events emitted.
     type Out: Send + 'static;
-    /// `handle_call` requests (`()` if unused).
-    type Call: Send + 'static;
-    /// `handle_call` replies (`()` if unused).
-    type Reply: Send + 'static;
-    /// `handle_cast` requests (`()` if unused).
-    type Cast: Send + 'static;
-    /// `handle_info` messages (`()` if unused).
-    type Info: Send + 'static;
 
     /// Runs in the stage's task before anything else; returns the options
     /// (dispatcher, buffer, initial subscriptions).
     fn init(
         &mut self,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Result<ProducerConsumerOptions<Self::In, Self::Out>, StopReason>> + Send
     {
         async { Ok(ProducerConsumerOptions::new()) }
@@ -95,7 +86,7 @@ pub trait ProducerConsumer: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscribeOptions<Self::In>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
         async { Ok(ConsumerDemand::Automatic) }
     }
@@ -106,7 +97,7 @@ pub trait ProducerConsumer: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscriptionOptions<Self::Out>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Result<(), StopReason>> + Send {
         async { Ok(()) }
     }
@@ -116,7 +107,7 @@ pub trait ProducerConsumer: Send + Sized + 'static {
         &mut self,
         events: Vec<Self::In>,
         from: Subscription,
-        ctx: &mut ProducerConsumerContext<'_, Self>,
+        ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send;
 
     /// A subscription ended, on either side: `subscription.consumer ==
@@ -126,7 +117,7 @@ pub trait ProducerConsumer: Send + Sized + 'static {
         &mut self,
         _cancellation: Cancellation,
         _subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send {
         async { Noreply::none() }
     }
@@ -134,10 +125,10 @@ pub trait ProducerConsumer: Send + Sized + 'static {
     /// A call; see [`Producer::handle_call`](crate::Producer::handle_call).
     fn handle_call(
         &mut self,
-        _request: Self::Call,
-        _from: ReplyTo<Self::Reply>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
-    ) -> impl Future<Output = Reply<Self::Reply, Self::Out>> + Send {
+        _request: M::Call,
+        _from: ReplyTo<M::Reply>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+    ) -> impl Future<Output = Reply<M::Reply, Self::Out>> + Send {
         unhandled("handle_call", std::any::type_name::<Self>());
         async { Reply::noreply() }
     }
@@ -145,8 +136,8 @@ pub trait ProducerConsumer: Send + Sized + 'static {
     /// A cast. The default logs a warning.
     fn handle_cast(
         &mut self,
-        _request: Self::Cast,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _request: M::Cast,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send {
         unhandled("handle_cast", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -155,8 +146,8 @@ pub trait ProducerConsumer: Send + Sized + 'static {
     /// An info message. The default logs a warning.
     fn handle_info(
         &mut self,
-        _info: Self::Info,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _info: M::Info,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send {
         unhandled("handle_info", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -181,7 +172,7 @@ pub trait ProducerConsumer: Send + Sized + 'static {
     fn terminate(
         &mut self,
         _reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
@@ -190,8 +181,8 @@ pub trait ProducerConsumer: Send + Sized + 'static {
     /// [`start_producer_consumer`]).
     fn start(
         self,
-    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self>>, Error>> + Send {
-        start_producer_consumer(self)
+    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self, M>>, Error>> + Send {
+        start_producer_consumer::<Self, M>(self)
     }
 
     /// Start this stage in its own tokio task with `options` (see
@@ -199,44 +190,49 @@ pub trait ProducerConsumer: Send + Sized + 'static {
     fn start_with(
         self,
         options: ProducerConsumerOptions<Self::In, Self::Out>,
-    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self>>, Error>> + Send {
-        start_producer_consumer_with(self, options)
+    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self, M>>, Error>> + Send {
+        start_producer_consumer_with::<Self, M>(self, options)
     }
 }
 
 /// Start a producer_consumer in its own tokio task; returns once its `init`
 /// has run and its initial subscriptions were sent. Must be called within a
 /// tokio runtime.
-pub async fn start_producer_consumer<P: ProducerConsumer>(
+pub async fn start_producer_consumer<P: ProducerConsumer<M>, M: Messages>(
     stage: P,
-) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
-    crate::run::start(ProducerConsumerStage(stage)).await
+) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
+    crate::run::start(ProducerConsumerStage::new(stage)).await
 }
 
 /// Start a producer_consumer in its own tokio task with `options`
 /// (dispatcher, buffer, initial subscriptions), so that its `init` need not
 /// return them. Options its `init` sets win over these, one by one; the
 /// subscriptions of both are made, these first.
-pub async fn start_producer_consumer_with<P: ProducerConsumer>(
+pub async fn start_producer_consumer_with<P: ProducerConsumer<M>, M: Messages>(
     stage: P,
     options: ProducerConsumerOptions<P::In, P::Out>,
-) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
-    crate::run::start_in(ProducerConsumerStage(stage), None, Some(options.into())).await
+) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
+    crate::run::start_in(
+        ProducerConsumerStage::new(stage),
+        None,
+        Some(options.into()),
+    )
+    .await
 }
 
-impl<P: ProducerConsumer> Stage for ProducerConsumerStage<P> {
+impl<P: ProducerConsumer<M>, M: Messages> Stage for ProducerConsumerStage<P, M> {
     type In = P::In;
     type Out = P::Out;
-    type Call = P::Call;
-    type Reply = P::Reply;
-    type Cast = P::Cast;
-    type Info = P::Info;
+    type Call = M::Call;
+    type Reply = M::Reply;
+    type Cast = M::Cast;
+    type Info = M::Info;
 }
 
-impl<P: ProducerConsumer> ProducesEvents for ProducerConsumerStage<P> {}
-impl<P: ProducerConsumer> ConsumesEvents for ProducerConsumerStage<P> {}
+impl<P: ProducerConsumer<M>, M: Messages> ProducesEvents for ProducerConsumerStage<P, M> {}
+impl<P: ProducerConsumer<M>, M: Messages> ConsumesEvents for ProducerConsumerStage<P, M> {}
 
-impl<P: ProducerConsumer> Callbacks for ProducerConsumerStage<P> {
+impl<P: ProducerConsumer<M>, M: Messages> Callbacks for ProducerConsumerStage<P, M> {
     const KIND: Kind = Kind::ProducerConsumer;
 
     fn type_name(&self) -> &'static str {
@@ -297,16 +293,16 @@ impl<P: ProducerConsumer> Callbacks for ProducerConsumerStage<P> {
 
     fn handle_call(
         &mut self,
-        request: P::Call,
-        from: ReplyTo<P::Reply>,
+        request: M::Call,
+        from: ReplyTo<M::Reply>,
         ctx: &mut Context<'_, Self>,
-    ) -> impl Future<Output = Reply<P::Reply, P::Out>> + Send {
+    ) -> impl Future<Output = Reply<M::Reply, P::Out>> + Send {
         self.0.handle_call(request, from, ctx)
     }
 
     fn handle_cast(
         &mut self,
-        request: P::Cast,
+        request: M::Cast,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Out>> + Send {
         self.0.handle_cast(request, ctx)
@@ -314,7 +310,7 @@ impl<P: ProducerConsumer> Callbacks for ProducerConsumerStage<P> {
 
     fn handle_info(
         &mut self,
-        info: P::Info,
+        info: M::Info,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Out>> + Send {
         self.0.handle_info(info, ctx)

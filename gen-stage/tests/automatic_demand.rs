@@ -13,7 +13,7 @@ struct Setup {
     consumer: ConsumerRef<u64>,
     sub: SubscriptionId,
     seen: Notes<u64>,
-    stage: gen_stage::StageRef<gen_stage::ConsumerStage<Recorder<u64>>>,
+    stage: gen_stage::ConsumerHandle<Recorder<u64>, harness::RecorderMessages>,
 }
 
 /// A consumer subscribed with `max`/`min`; returns after its first ask.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gen_stage::protocol::{RawConsumer, ToConsumer};
 use gen_stage::{
-    Consumer, ConsumerContext, Error, Noreply, StopReason, Subscription, SubscriptionOptions,
+    Consumer, ConsumerContext, Error, Msgs, Noreply, StopReason, Subscription, SubscriptionOptions,
     new_subscription_id,
 };
 use harness::{Counter, CounterCall, CounterInfo, Note, TIMEOUT, next_matching, notes};
@@ -143,18 +143,16 @@ async fn calling_a_stopped_stage_fails_at_once() {
 /// A consumer that does not implement `handle_call`.
 struct NoCalls;
 
-impl Consumer for NoCalls {
+type NoCallsMessages = Msgs<u8, u8>;
+
+impl Consumer<NoCallsMessages> for NoCalls {
     type Event = u8;
-    type Call = u8;
-    type Reply = u8;
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
         _events: Vec<u8>,
         _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, NoCallsMessages>,
     ) -> Noreply {
         Noreply::none()
     }

@@ -166,7 +166,7 @@ async fn blocked_children(
     restart: Restart,
 ) -> (
     gen_stage::ProducerRef<u64>,
-    gen_stage::StageRef<gen_stage::ConsumerStage<ConsumerSupervisor<u64, ChildFn>>>,
+    gen_stage::SupervisorHandle<u64, ChildFn>,
     mpsc::UnboundedReceiver<u64>,
 ) {
     blocked_children_with(restart, 2, 0).await
@@ -189,7 +189,7 @@ async fn blocked_children_with(
     min_demand: usize,
 ) -> (
     gen_stage::ProducerRef<u64>,
-    gen_stage::StageRef<gen_stage::ConsumerStage<ConsumerSupervisor<u64, ChildFn>>>,
+    gen_stage::SupervisorHandle<u64, ChildFn>,
     mpsc::UnboundedReceiver<u64>,
 ) {
     let (started_tx, started) = mpsc::unbounded_channel();

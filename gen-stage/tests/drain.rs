@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use gen_stage::{
     AnyStage, BufferSize, CancelMode, ConsumerSupervisor, Drain, DrainOutcome, FlatMap, ForEach,
-    Noreply, Producer, ProducerContext, ProducerOptions, ProducerRef, StageGroup, StageId,
+    Msgs, Noreply, Producer, ProducerContext, ProducerOptions, ProducerRef, StageGroup, StageId,
     StageKind, StopReason, SubscribeOptions,
 };
 use proptest::prelude::*;
@@ -76,17 +76,15 @@ impl Numbers {
     }
 }
 
-impl Producer for Numbers {
+type NumbersMessages = Msgs<(), (), usize>;
+
+impl Producer<NumbersMessages> for Numbers {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = usize;
-    type Info = ();
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self>,
+        ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
     ) -> Noreply<u64> {
         if !self.short {
             return self.emit(demand + self.surplus);
@@ -100,7 +98,7 @@ impl Producer for Numbers {
     async fn handle_info(
         &mut self,
         _info: (),
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
     ) -> Noreply<u64> {
         let owed = std::mem::take(&mut self.owed);
         self.emit(owed)
@@ -109,7 +107,7 @@ impl Producer for Numbers {
     async fn handle_cast(
         &mut self,
         n: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
     ) -> Noreply<u64> {
         self.emit(n)
     }
@@ -403,10 +401,6 @@ struct Manual(mpsc::UnboundedSender<u64>);
 
 impl gen_stage::Consumer for Manual {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_subscribe(
         &mut self,

@@ -36,10 +36,6 @@ struct InitWith(Option<Result<ConsumerOptions<u64>, StopReason>>);
 
 impl Consumer for InitWith {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,

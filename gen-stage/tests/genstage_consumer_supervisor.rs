@@ -53,8 +53,8 @@ use std::sync::{Arc, Mutex};
 
 use gen_stage::protocol::{RawProducer, ToProducer};
 use gen_stage::{
-    CancelMode, Cancellation, ConsumerStage, ConsumerSupervisor, CountChildren, Error, Noreply,
-    Producer, ProducerContext, Reply, ReplyTo, Restart, StageRef, StopReason, SubscribeOptions,
+    CancelMode, Cancellation, ConsumerSupervisor, CountChildren, Error, Msgs, Noreply, Producer,
+    ProducerContext, Reply, ReplyTo, Restart, StopReason, SubscribeOptions,
 };
 use support::TIMEOUT;
 use tokio::sync::{mpsc, oneshot};
@@ -303,7 +303,7 @@ fn is_started(report: &Report) -> bool {
 type ChildFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 type ChildFn = Box<dyn Fn(Job) -> ChildFuture + Send + Sync>;
 type Sup = ConsumerSupervisor<Job, ChildFn>;
-type Supervisor = StageRef<ConsumerStage<Sup>>;
+type Supervisor = gen_stage::SupervisorHandle<Job, ChildFn>;
 
 /// GenStage test's `Consumer.start_link(opts)`: temporary children and no
 /// restarts unless `configure` says otherwise.
@@ -345,17 +345,15 @@ fn temporary(max: usize, min: usize) -> SubscribeOptions<Job> {
 /// GenStage test's `Producer`: emits only what it is told to queue.
 struct JobProducer;
 
-impl Producer for JobProducer {
+type JobProducerMessages = Msgs<Vec<Job>>;
+
+impl Producer<JobProducerMessages> for JobProducer {
     type Event = Job;
-    type Call = Vec<Job>;
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, JobProducerMessages>,
     ) -> Noreply<Job> {
         Noreply::none()
     }
@@ -364,13 +362,13 @@ impl Producer for JobProducer {
         &mut self,
         events: Vec<Job>,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, JobProducerMessages>,
     ) -> Reply<(), Job> {
         Reply::Reply((), events)
     }
 }
 
-type JobProducerRef = StageRef<gen_stage::ProducerStage<JobProducer>>;
+type JobProducerRef = gen_stage::ProducerHandle<JobProducer, JobProducerMessages>;
 
 async fn job_producer() -> JobProducerRef {
     gen_stage::start_producer(JobProducer)

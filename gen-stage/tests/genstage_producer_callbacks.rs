@@ -41,10 +41,6 @@ struct InitWith(Option<Result<ProducerOptions<u64>, StopReason>>);
 
 impl Producer for InitWith {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,

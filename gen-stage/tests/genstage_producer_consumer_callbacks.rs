@@ -34,10 +34,6 @@ struct StopsInInit;
 impl ProducerConsumer for StopsInInit {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,

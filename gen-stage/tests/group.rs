@@ -38,10 +38,6 @@ impl Numbers {
 
 impl Producer for Numbers {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -87,10 +83,6 @@ impl Collect {
 
 impl Consumer for Collect {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -289,10 +281,6 @@ struct Refuses;
 
 impl Producer for Refuses {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -425,10 +413,6 @@ struct Acts<T> {
 
 impl<T: Send + 'static> Consumer for Acts<T> {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

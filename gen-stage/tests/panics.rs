@@ -152,10 +152,6 @@ struct BrokenInit;
 
 impl Producer for BrokenInit {
     type Event = u8;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,

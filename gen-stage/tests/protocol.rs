@@ -83,8 +83,11 @@ async fn sync_subscribe_waits_for_the_producers_ack() {
         .await
         .expect("consumer");
     let target = producer.producer_ref();
+    // A `ConsumerRef`: a handle whose stage's message types hold a lifetime
+    // (`&'static str`) cannot be moved into a task (rustc's Send check).
+    let handle = consumer.consumer();
     let subscribing =
-        tokio::spawn(async move { consumer.subscribe(&target, SubscribeOptions::new()).await });
+        tokio::spawn(async move { handle.subscribe(&target, SubscribeOptions::new()).await });
     let Some(ToProducer::Subscribe {
         subscription,
         consumer,
@@ -107,7 +110,7 @@ async fn refused_subscription_is_reported_and_stops_a_permanent_consumer() {
         .await
         .expect("consumer");
     let target = producer.producer_ref();
-    let handle = consumer.clone();
+    let handle = consumer.consumer();
     let subscribing =
         tokio::spawn(async move { handle.subscribe(&target, SubscribeOptions::new()).await });
     let Some(ToProducer::Subscribe {
@@ -148,7 +151,7 @@ async fn refused_temporary_subscription_leaves_the_consumer_running() {
         .await
         .expect("consumer");
     let target = producer.producer_ref();
-    let handle = consumer.clone();
+    let handle = consumer.consumer();
     let subscribing = tokio::spawn(async move {
         handle
             .subscribe(

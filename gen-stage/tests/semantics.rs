@@ -18,7 +18,7 @@ use gen_stage::dispatchers::{
 };
 use gen_stage::protocol::{RawConsumer, ToConsumer};
 use gen_stage::{
-    AsProducer, CancelMode, Cancellation, Error, Noreply, Producer, ProducerConsumer,
+    AsProducer, CancelMode, Cancellation, Error, Msgs, Noreply, Producer, ProducerConsumer,
     ProducerConsumerContext, ProducerContext, ProducerOptions, ReplyTo, StopReason,
     SubscribeOptions, Subscription, new_subscription_id,
 };
@@ -68,19 +68,17 @@ async fn a_producer_buffers_ten_thousand_events_by_default_and_drops_the_oldest(
 /// A producer_consumer that emits what it is cast, and passes events on.
 struct Emitter;
 
-impl ProducerConsumer for Emitter {
+type EmitterMessages = Msgs<(), (), Vec<u64>>;
+
+impl ProducerConsumer<EmitterMessages> for Emitter {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = Vec<u64>;
-    type Info = ();
 
     async fn handle_events(
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, EmitterMessages>,
     ) -> Noreply<u64> {
         Noreply::Emit(events)
     }
@@ -88,7 +86,7 @@ impl ProducerConsumer for Emitter {
     async fn handle_cast(
         &mut self,
         events: Vec<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, EmitterMessages>,
     ) -> Noreply<u64> {
         Noreply::Emit(events)
     }
@@ -122,10 +120,6 @@ struct Generous {
 
 impl Producer for Generous {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_demand(
         &mut self,

@@ -14,10 +14,6 @@ struct Quiet {
 
 impl Producer for Quiet {
     type Event = u32;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,

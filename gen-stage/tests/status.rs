@@ -11,9 +11,10 @@
 
 use gen_stage::{
     BroadcastDispatcher, BufferKeep, BufferSize, CancelMode, Consumer, ConsumerContext,
-    ConsumerDemand, DemandMode, Error, Noreply, PartitionDispatcher, Producer, ProducerConsumer,
-    ProducerConsumerContext, ProducerConsumerOptions, ProducerContext, ProducerOptions, Reply,
-    ReplyTo, StageGroup, StageKind, StopReason, SubscribeOptions, Subscription,
+    ConsumerDemand, DemandMode, Error, Msgs, Noreply, PartitionDispatcher, Producer,
+    ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
+    ProducerOptions, Reply, ReplyTo, StageGroup, StageKind, StopReason, SubscribeOptions,
+    Subscription,
 };
 use std::time::Duration;
 
@@ -39,16 +40,14 @@ impl Emitter {
     }
 }
 
-impl Producer for Emitter {
+type EmitterMessages = Msgs<u64>;
+
+impl Producer<EmitterMessages> for Emitter {
     type Event = u64;
-    type Call = u64;
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, EmitterMessages>,
     ) -> Result<ProducerOptions<u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -56,7 +55,7 @@ impl Producer for Emitter {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, EmitterMessages>,
     ) -> Noreply<u64> {
         Noreply::none()
     }
@@ -65,7 +64,7 @@ impl Producer for Emitter {
         &mut self,
         n: u64,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, EmitterMessages>,
     ) -> Reply<(), u64> {
         let events = (self.next..self.next + n).collect();
         self.next += n;
@@ -80,10 +79,6 @@ struct Sink {
 
 impl Consumer for Sink {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_subscribe(
         &mut self,
@@ -116,10 +111,6 @@ struct Pass {
 impl ProducerConsumer for Pass {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,

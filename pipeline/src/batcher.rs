@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use gen_stage::{
-    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Noreply, ProducerConsumer,
+    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Msgs, Noreply, ProducerConsumer,
     ProducerConsumerContext, StopReason, SubscribeOptions, Subscription,
 };
 use tokio::task::AbortHandle;
@@ -44,19 +44,17 @@ impl<T> BatcherStage<T> {
     }
 }
 
-impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
+type BatcherMessages = Msgs<(), (), (), Timer>;
+
+impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
     type In = Message<T>;
     type Out = Batch<T>;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = Timer;
 
     async fn handle_subscribe_producer(
         &mut self,
         _subscription: Subscription,
         _options: &SubscribeOptions<Message<T>>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
         self.producers += 1;
         Ok(ConsumerDemand::Automatic)
@@ -66,7 +64,7 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
         &mut self,
         events: Vec<Message<T>>,
         _from: Subscription,
-        ctx: &mut ProducerConsumerContext<'_, Self>,
+        ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Noreply<Batch<T>> {
         let mut batches = Vec::new();
         for message in events {
@@ -96,7 +94,7 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
     async fn handle_info(
         &mut self,
         timer: Timer,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Noreply<Batch<T>> {
         match self.accumulator.timeout(&timer) {
             Some(batch) => {
@@ -111,7 +109,7 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
         &mut self,
         _cancellation: Cancellation,
         _subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Noreply<Batch<T>> {
         self.producers = self.producers.saturating_sub(1);
         if self.producers > 0 {
@@ -134,7 +132,7 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
     async fn terminate(
         &mut self,
         reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) {
         for timer in self.timers.values() {
             timer.abort();
@@ -163,10 +161,6 @@ pub(crate) struct BatchProcessor<T> {
 
 impl<T: Send + 'static> Consumer for BatchProcessor<T> {
     type Event = Batch<T>;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use crate::batcher::{BatchProcessor, BatcherStage};
 use crate::handlers::{HandleBatch, HandleFailed, HandleMessage};
 use crate::processor::{Processor, ProcessorSink, ProcessorStage};
-use crate::test_producer::{CallerAcknowledger, PushProducer};
+use crate::test_producer::{CallerAcknowledger, PushProducer, PushProducerMessages};
 use crate::{Acknowledger, BatchInfo, Error, Message};
 
 /// A batcher: its name, batch size and timeout, how many batch processors
@@ -349,7 +349,7 @@ pub struct Pipeline<T: Send + 'static> {
     sources: Vec<AnyStage>,
     /// Every other stage, upstream first.
     stages: Vec<AnyStage>,
-    test_producer: Option<ProducerHandle<PushProducer<T>>>,
+    test_producer: Option<ProducerHandle<PushProducer<T>, PushProducerMessages<T>>>,
 }
 
 impl<T: Send + 'static> std::fmt::Debug for Pipeline<T> {

@@ -69,10 +69,6 @@ pub(crate) struct ProcessorStage<T>(pub Processor<T>);
 impl<T: Send + 'static> ProducerConsumer for ProcessorStage<T> {
     type In = Message<T>;
     type Out = Message<T>;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -89,10 +85,6 @@ pub(crate) struct ProcessorSink<T>(pub Processor<T>);
 
 impl<T: Send + 'static> Consumer for ProcessorSink<T> {
     type Event = Message<T>;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

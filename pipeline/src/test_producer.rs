@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use gen_stage::{Noreply, Producer, ProducerContext, StopReason};
+use gen_stage::{Msgs, Noreply, Producer, ProducerContext, StopReason};
 use tokio::sync::mpsc;
 
 use crate::{Acknowledger, Message, NoopAcknowledger};
@@ -31,17 +31,15 @@ impl<T> PushProducer<T> {
     }
 }
 
-impl<T: Send + 'static> Producer for PushProducer<T> {
+pub(crate) type PushProducerMessages<T> = Msgs<(), (), Vec<Message<T>>>;
+
+impl<T: Send + 'static> Producer<PushProducerMessages<T>> for PushProducer<T> {
     type Event = Message<T>;
-    type Call = ();
-    type Reply = ();
-    type Cast = Vec<Message<T>>;
-    type Info = ();
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, PushProducerMessages<T>>,
     ) -> Noreply<Message<T>> {
         self.demand += demand;
         self.emit()
@@ -50,14 +48,18 @@ impl<T: Send + 'static> Producer for PushProducer<T> {
     async fn handle_cast(
         &mut self,
         messages: Vec<Message<T>>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, PushProducerMessages<T>>,
     ) -> Noreply<Message<T>> {
         self.queue.extend(messages);
         self.emit()
     }
 
     /// Messages pushed but never asked for are acked failed.
-    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ProducerContext<'_, Self>) {
+    async fn terminate(
+        &mut self,
+        reason: &StopReason,
+        _ctx: &mut ProducerContext<'_, Self, PushProducerMessages<T>>,
+    ) {
         let mut failed: Vec<Message<T>> = self.queue.drain(..).collect();
         if !failed.is_empty() {
             for message in &mut failed {

@@ -30,10 +30,6 @@ struct Numbers {
 
 impl Producer for Numbers {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -63,10 +59,6 @@ struct Counter(mpsc::UnboundedSender<usize>);
 
 impl Consumer for Counter {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gen_stage::{
-    BroadcastDispatcher, Consumer, ConsumerContext, Noreply, PartitionDispatcher, Producer,
+    BroadcastDispatcher, Consumer, ConsumerContext, Msgs, Noreply, PartitionDispatcher, Producer,
     ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
     ProducerOptions, ProducerStage, StageRef, SubscribeOptions, Subscription,
 };
@@ -187,16 +187,14 @@ impl PendingTransactions {
     }
 }
 
-impl Producer for PendingTransactions {
+type PendingTransactionsMessages = Msgs<(), (), Done>;
+
+impl Producer<PendingTransactionsMessages> for PendingTransactions {
     type Event = Task;
-    type Call = ();
-    type Reply = ();
-    type Cast = Done;
-    type Info = ();
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, PendingTransactionsMessages>,
     ) -> Result<ProducerOptions<Task>, gen_stage::StopReason> {
         let dispatcher = PartitionDispatcher::named(self.datasets.clone(), |t: Task| {
             let key = t.dataset.clone();
@@ -208,7 +206,7 @@ impl Producer for PendingTransactions {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, PendingTransactionsMessages>,
     ) -> Noreply<Task> {
         Noreply::Emit(self.ready())
     }
@@ -216,7 +214,7 @@ impl Producer for PendingTransactions {
     async fn handle_cast(
         &mut self,
         done: Done,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, PendingTransactionsMessages>,
     ) -> Noreply<Task> {
         if let Some(e) = done.error {
             self.errors.insert(done.dataset.clone(), e);
@@ -241,16 +239,12 @@ impl Producer for PendingTransactions {
 /// An engine worker: runs one transaction at a time.
 struct Worker {
     ctx: Context,
-    scheduler: StageRef<ProducerStage<PendingTransactions>>,
-    progress: StageRef<ProducerStage<ProgressHub>>,
+    scheduler: StageRef<ProducerStage<PendingTransactions, PendingTransactionsMessages>>,
+    progress: StageRef<ProducerStage<ProgressHub, ProgressHubMessages>>,
 }
 
 impl Consumer for Worker {
     type Event = Task;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -380,16 +374,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// Progress events in, broadcast to every renderer.
 struct ProgressHub;
 
-impl Producer for ProgressHub {
+type ProgressHubMessages = Msgs<(), (), ProgressEvent>;
+
+impl Producer<ProgressHubMessages> for ProgressHub {
     type Event = ProgressEvent;
-    type Call = ();
-    type Reply = ();
-    type Cast = ProgressEvent;
-    type Info = ();
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, ProgressHubMessages>,
     ) -> Result<ProducerOptions<ProgressEvent>, gen_stage::StopReason> {
         Ok(ProducerOptions::new().dispatcher(BroadcastDispatcher::new()))
     }
@@ -397,7 +389,7 @@ impl Producer for ProgressHub {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, ProgressHubMessages>,
     ) -> Noreply<ProgressEvent> {
         Noreply::none()
     }
@@ -405,7 +397,7 @@ impl Producer for ProgressHub {
     async fn handle_cast(
         &mut self,
         event: ProgressEvent,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, ProgressHubMessages>,
     ) -> Noreply<ProgressEvent> {
         Noreply::Emit(vec![event])
     }
@@ -419,10 +411,6 @@ struct Renderer {
 
 impl Consumer for Renderer {
     type Event = ProgressEvent;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -541,10 +529,6 @@ struct PluginRelay {
 impl ProducerConsumer for PluginRelay {
     type In = ProgressEvent;
     type Out = ProgressEvent;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -574,10 +558,6 @@ struct PluginSink {
 
 impl Consumer for PluginSink {
     type Event = ProgressEvent;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

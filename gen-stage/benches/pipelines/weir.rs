@@ -24,10 +24,6 @@ struct Numbers {
 
 impl Producer for Numbers {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -60,10 +56,6 @@ struct Doubler;
 impl ProducerConsumer for Doubler {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
@@ -83,10 +75,6 @@ struct Counter(Arc<Tally>);
 
 impl Consumer for Counter {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,

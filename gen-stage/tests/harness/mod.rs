@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gen_stage::{
-    Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions, Noreply, Producer,
-    ProducerConsumer, ProducerConsumerContext, ProducerContext, ProducerOptions, Reply, ReplyTo,
-    StopReason, SubscribeOptions, Subscription, SubscriptionOptions,
+    Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions, Msgs, Noreply,
+    Producer, ProducerConsumer, ProducerConsumerContext, ProducerContext, ProducerOptions, Reply,
+    ReplyTo, StopReason, SubscribeOptions, Subscription, SubscriptionOptions,
 };
 use tokio::sync::mpsc;
 
@@ -162,16 +162,14 @@ impl Counter {
     }
 }
 
-impl Producer for Counter {
+pub type CounterMessages = Msgs<CounterCall, u64, Vec<u64>, CounterInfo>;
+
+impl Producer<CounterMessages> for Counter {
     type Event = u64;
-    type Call = CounterCall;
-    type Reply = u64;
-    type Cast = Vec<u64>;
-    type Info = CounterInfo;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
     ) -> Result<ProducerOptions<u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -179,7 +177,7 @@ impl Producer for Counter {
     async fn handle_demand(
         &mut self,
         demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
     ) -> Noreply<u64> {
         let _ = self.notify.send(Note::Demand(demand));
         if self.silent {
@@ -194,7 +192,7 @@ impl Producer for Counter {
         &mut self,
         subscription: Subscription,
         options: &SubscriptionOptions<u64>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
     ) -> Result<(), StopReason> {
         let extra = options
             .extra
@@ -211,7 +209,7 @@ impl Producer for Counter {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
     ) -> Noreply<u64> {
         let _ = self
             .notify
@@ -223,7 +221,7 @@ impl Producer for Counter {
         &mut self,
         request: CounterCall,
         from: ReplyTo<u64>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
     ) -> Reply<u64, u64> {
         match request {
             CounterCall::Queue(events) => Reply::Reply(self.counter, events),
@@ -243,7 +241,7 @@ impl Producer for Counter {
     async fn handle_cast(
         &mut self,
         events: Vec<u64>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
     ) -> Noreply<u64> {
         Noreply::Emit(events)
     }
@@ -251,7 +249,7 @@ impl Producer for Counter {
     async fn handle_info(
         &mut self,
         info: CounterInfo,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
     ) -> Noreply<u64> {
         match info {
             CounterInfo::Queue(events) => Noreply::Emit(events),
@@ -272,7 +270,11 @@ impl Producer for Counter {
         }
     }
 
-    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ProducerContext<'_, Self>) {
+    async fn terminate(
+        &mut self,
+        reason: &StopReason,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+    ) {
         let _ = self.notify.send(Note::Terminated(reason.clone()));
     }
 }
@@ -327,16 +329,14 @@ impl<T> Recorder<T> {
     }
 }
 
-impl<T: Send + Debug + 'static> Consumer for Recorder<T> {
+pub type RecorderMessages = Msgs<RecorderCall, (), (), &'static str>;
+
+impl<T: Send + Debug + 'static> Consumer<RecorderMessages> for Recorder<T> {
     type Event = T;
-    type Call = RecorderCall;
-    type Reply = ();
-    type Cast = ();
-    type Info = &'static str;
 
     async fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
     ) -> Result<ConsumerOptions<T>, StopReason> {
         let mut options = ConsumerOptions::new();
         for (producer, subscribe) in self.subscribe_to.drain(..) {
@@ -349,7 +349,7 @@ impl<T: Send + Debug + 'static> Consumer for Recorder<T> {
         &mut self,
         subscription: Subscription,
         _options: &SubscribeOptions<T>,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
         let _ = self.notify.send(Note::ConsumerSubscribed(subscription));
         Ok(if self.manual {
@@ -363,7 +363,7 @@ impl<T: Send + Debug + 'static> Consumer for Recorder<T> {
         &mut self,
         events: Vec<T>,
         _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
     ) -> Noreply {
         if self.panic_on_events {
             panic!("handle_events was asked to panic");
@@ -376,7 +376,7 @@ impl<T: Send + Debug + 'static> Consumer for Recorder<T> {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
     ) -> Noreply {
         let _ = self
             .notify
@@ -388,7 +388,7 @@ impl<T: Send + Debug + 'static> Consumer for Recorder<T> {
         &mut self,
         request: RecorderCall,
         _from: ReplyTo<()>,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
     ) -> Reply<()> {
         match request {
             RecorderCall::Ping => Reply::reply(()),
@@ -399,13 +399,17 @@ impl<T: Send + Debug + 'static> Consumer for Recorder<T> {
     async fn handle_info(
         &mut self,
         label: &'static str,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
     ) -> Noreply {
         let _ = self.notify.send(Note::Info(label));
         Noreply::none()
     }
 
-    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
+    async fn terminate(
+        &mut self,
+        reason: &StopReason,
+        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
+    ) {
         let _ = self.notify.send(Note::Terminated(reason.clone()));
     }
 }
@@ -415,19 +419,17 @@ pub struct Doubler {
     pub notify: Notify<u64>,
 }
 
-impl ProducerConsumer for Doubler {
+pub type DoublerMessages = Msgs<RecorderCall, (), (), &'static str>;
+
+impl ProducerConsumer<DoublerMessages> for Doubler {
     type In = u64;
     type Out = u64;
-    type Call = RecorderCall;
-    type Reply = ();
-    type Cast = ();
-    type Info = &'static str;
 
     async fn handle_events(
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Noreply<u64> {
         let doubled = events.iter().map(|n| n * 2).collect();
         let _ = self.notify.send(Note::PcConsumed(events));
@@ -438,7 +440,7 @@ impl ProducerConsumer for Doubler {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Noreply<u64> {
         let _ = self
             .notify
@@ -450,7 +452,7 @@ impl ProducerConsumer for Doubler {
         &mut self,
         request: RecorderCall,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Reply<(), u64> {
         match request {
             RecorderCall::Ping => Reply::reply(()),
@@ -461,7 +463,7 @@ impl ProducerConsumer for Doubler {
     async fn handle_info(
         &mut self,
         label: &'static str,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Noreply<u64> {
         let _ = self.notify.send(Note::Info(label));
         Noreply::none()
@@ -470,7 +472,7 @@ impl ProducerConsumer for Doubler {
     async fn terminate(
         &mut self,
         reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) {
         let _ = self.notify.send(Note::Terminated(reason.clone()));
     }

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use gen_stage::protocol::{RawConsumer, ToConsumer};
 use gen_stage::{
-    Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions, Noreply, Producer,
-    ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
+    Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions, Msgs, Noreply,
+    Producer, ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
     ProducerOptions, ProducerRef, Reply, ReplyTo, StopReason, SubscribeOptions, Subscription,
     SubscriptionId, SubscriptionOptions,
 };
@@ -390,16 +390,14 @@ impl<T: From<u64> + Send + 'static> Counter<T> {
     }
 }
 
-impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
+pub type CounterMessages<T> = Msgs<CounterCall<T>, (), Vec<T>, CounterInfo<T>>;
+
+impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> {
     type Event = T;
-    type Call = CounterCall<T>;
-    type Reply = ();
-    type Cast = Vec<T>;
-    type Info = CounterInfo<T>;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
     ) -> Result<ProducerOptions<T>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -407,7 +405,7 @@ impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
     async fn handle_demand(
         &mut self,
         demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
     ) -> Noreply<T> {
         match self.next.as_mut() {
             Some(next) => {
@@ -423,7 +421,7 @@ impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
         &mut self,
         subscription: Subscription,
         _options: &SubscriptionOptions<T>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
     ) -> Result<(), StopReason> {
         self.note(Note::ProducerSubscribed(subscription));
         Ok(())
@@ -433,7 +431,7 @@ impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
     ) -> Noreply<T> {
         self.note(Note::ProducerCancelled(subscription, cancellation));
         Noreply::none()
@@ -443,7 +441,7 @@ impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
         &mut self,
         request: CounterCall<T>,
         from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
     ) -> Reply<(), T> {
         match request {
             CounterCall::Queue(events) => Reply::Reply((), events),
@@ -459,7 +457,7 @@ impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
     async fn handle_cast(
         &mut self,
         events: Vec<T>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
     ) -> Noreply<T> {
         Noreply::Emit(events)
     }
@@ -467,7 +465,7 @@ impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
     async fn handle_info(
         &mut self,
         info: CounterInfo<T>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
     ) -> Noreply<T> {
         match info {
             CounterInfo::Queue(events) => Noreply::Emit(events),
@@ -478,13 +476,17 @@ impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
         }
     }
 
-    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ProducerContext<'_, Self>) {
+    async fn terminate(
+        &mut self,
+        reason: &StopReason,
+        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+    ) {
         self.note(Note::Terminated(reason.clone()));
     }
 }
 
 /// A running [`Counter`].
-pub type CounterRef<T> = gen_stage::StageRef<gen_stage::ProducerStage<Counter<T>>>;
+pub type CounterRef<T> = gen_stage::ProducerHandle<Counter<T>, CounterMessages<T>>;
 
 /// `Counter.sync_queue(producer, events)`: returns once the events were
 /// dispatched or buffered.
@@ -554,16 +556,14 @@ pub fn wants_manual<T>(options: &SubscribeOptions<T>, key: &str) -> bool {
     options.get_extra().get(key).and_then(|v| v.as_str()) == Some("manual")
 }
 
-impl<T: Send + 'static> Consumer for Forwarder<T> {
+pub type ForwarderMessages = Msgs<ForwarderCall, (), (), &'static str>;
+
+impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
     type Event = T;
-    type Call = ForwarderCall;
-    type Reply = ();
-    type Cast = ();
-    type Info = &'static str;
 
     async fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
     ) -> Result<ConsumerOptions<T>, StopReason> {
         let mut options = ConsumerOptions::new();
         for (producer, subscribe) in self.subscribe_to.drain(..) {
@@ -576,7 +576,7 @@ impl<T: Send + 'static> Consumer for Forwarder<T> {
         &mut self,
         subscription: Subscription,
         options: &SubscribeOptions<T>,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
         self.notify.note(Note::ConsumerSubscribed(subscription));
         if wants_manual(options, "consumer_demand") {
@@ -590,7 +590,7 @@ impl<T: Send + 'static> Consumer for Forwarder<T> {
         &mut self,
         events: Vec<T>,
         _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
     ) -> Noreply {
         self.notify.note(Note::Consumed(events));
         Noreply::none()
@@ -600,7 +600,7 @@ impl<T: Send + 'static> Consumer for Forwarder<T> {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
     ) -> Noreply {
         self.notify
             .note(Note::ConsumerCancelled(subscription, cancellation));
@@ -611,7 +611,7 @@ impl<T: Send + 'static> Consumer for Forwarder<T> {
         &mut self,
         request: ForwarderCall,
         _from: ReplyTo<()>,
-        ctx: &mut ConsumerContext<'_, Self>,
+        ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
     ) -> Reply<()> {
         if let ForwarderCall::Ask(subscription, n) = request {
             ctx.ask(subscription, n)
@@ -623,19 +623,23 @@ impl<T: Send + 'static> Consumer for Forwarder<T> {
     async fn handle_info(
         &mut self,
         info: &'static str,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
     ) -> Noreply {
         self.notify.note(Note::Info(info));
         Noreply::none()
     }
 
-    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
+    async fn terminate(
+        &mut self,
+        reason: &StopReason,
+        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
+    ) {
         self.notify.note(Note::Terminated(reason.clone()));
     }
 }
 
 /// A running [`Forwarder`].
-pub type ForwarderRef<T> = gen_stage::StageRef<gen_stage::ConsumerStage<Forwarder<T>>>;
+pub type ForwarderRef<T> = gen_stage::ConsumerHandle<Forwarder<T>, ForwarderMessages>;
 
 /// `Forwarder.ask(consumer, subscription, n)`.
 pub async fn forwarder_ask<T: Send + 'static>(
@@ -685,17 +689,15 @@ impl Doubler {
     }
 }
 
-impl ProducerConsumer for Doubler {
+pub type DoublerMessages = Msgs<(), (), (), &'static str>;
+
+impl ProducerConsumer<DoublerMessages> for Doubler {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = &'static str;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Result<ProducerConsumerOptions<u64, u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -704,7 +706,7 @@ impl ProducerConsumer for Doubler {
         &mut self,
         subscription: Subscription,
         options: &SubscribeOptions<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
         self.notify
             .note(Note::PcSubscribed(Side::Producer, subscription));
@@ -719,7 +721,7 @@ impl ProducerConsumer for Doubler {
         &mut self,
         subscription: Subscription,
         _options: &SubscriptionOptions<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Result<(), StopReason> {
         self.notify
             .note(Note::PcSubscribed(Side::Consumer, subscription));
@@ -730,7 +732,7 @@ impl ProducerConsumer for Doubler {
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Noreply<u64> {
         let out = events.iter().flat_map(|&n| [n, n]).collect();
         self.notify.note(Note::ProducerConsumed(events));
@@ -741,7 +743,7 @@ impl ProducerConsumer for Doubler {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Noreply<u64> {
         self.notify
             .note(Note::PcCancelled(subscription, cancellation));
@@ -753,7 +755,7 @@ impl ProducerConsumer for Doubler {
         &mut self,
         _request: (),
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Reply<(), u64> {
         Reply::Reply((), Vec::new())
     }
@@ -761,7 +763,7 @@ impl ProducerConsumer for Doubler {
     async fn handle_info(
         &mut self,
         info: &'static str,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) -> Noreply<u64> {
         self.notify.note(Note::Info(info));
         Noreply::none()
@@ -770,14 +772,14 @@ impl ProducerConsumer for Doubler {
     async fn terminate(
         &mut self,
         reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
     ) {
         self.notify.note(Note::Terminated(reason.clone()));
     }
 }
 
 /// A running [`Doubler`].
-pub type DoublerRef = gen_stage::StageRef<gen_stage::ProducerConsumerStage<Doubler>>;
+pub type DoublerRef = gen_stage::ProducerConsumerHandle<Doubler, DoublerMessages>;
 
 /// A barrier: the doubler has handled everything sent to it before.
 pub async fn ping_doubler(doubler: &DoublerRef) {
@@ -806,10 +808,6 @@ impl DemandProducer {
 
 impl Producer for DemandProducer {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -845,10 +843,6 @@ impl<T: Send + 'static> NothingProducer<T> {
 
 impl<T: Send + 'static> Producer for NothingProducer<T> {
     type Event = T;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -894,17 +888,15 @@ impl Postponer {
     }
 }
 
-impl ProducerConsumer for Postponer {
+pub type PostponerMessages = Msgs<(), (), (), Vec<u64>>;
+
+impl ProducerConsumer<PostponerMessages> for Postponer {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = Vec<u64>;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, PostponerMessages>,
     ) -> Result<ProducerConsumerOptions<u64, u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -913,7 +905,7 @@ impl ProducerConsumer for Postponer {
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        ctx: &mut ProducerConsumerContext<'_, Self>,
+        ctx: &mut ProducerConsumerContext<'_, Self, PostponerMessages>,
     ) -> Noreply<u64> {
         ctx.send_info(events);
         Noreply::none()
@@ -922,7 +914,7 @@ impl ProducerConsumer for Postponer {
     async fn handle_info(
         &mut self,
         events: Vec<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _ctx: &mut ProducerConsumerContext<'_, Self, PostponerMessages>,
     ) -> Noreply<u64> {
         self.notify.note(Note::Postponed(events.clone()));
         Noreply::Emit(events)
@@ -948,10 +940,6 @@ impl Discarder {
 impl ProducerConsumer for Discarder {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -1000,10 +988,6 @@ impl<T: Send + 'static> Sleeper<T> {
 
 impl<T: Send + 'static> Consumer for Sleeper<T> {
     type Event = T;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -1052,16 +1036,14 @@ impl DiscardedBufferLogger {
     }
 }
 
-impl Producer for DiscardedBufferLogger {
+pub type DiscardedBufferLoggerMessages = Msgs<Vec<Item>>;
+
+impl Producer<DiscardedBufferLoggerMessages> for DiscardedBufferLogger {
     type Event = Item;
-    type Call = Vec<Item>;
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, DiscardedBufferLoggerMessages>,
     ) -> Result<ProducerOptions<Item>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -1069,7 +1051,7 @@ impl Producer for DiscardedBufferLogger {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, DiscardedBufferLoggerMessages>,
     ) -> Noreply<Item> {
         Noreply::none()
     }
@@ -1078,7 +1060,7 @@ impl Producer for DiscardedBufferLogger {
         &mut self,
         events: Vec<Item>,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self>,
+        _ctx: &mut ProducerContext<'_, Self, DiscardedBufferLoggerMessages>,
     ) -> Reply<(), Item> {
         Reply::Reply((), events)
     }

@@ -50,10 +50,6 @@ struct Numbers {
 
 impl Producer for Numbers {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -87,10 +83,6 @@ struct Doubler {
 impl ProducerConsumer for Doubler {
     type In = u64;
     type Out = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn init(
         &mut self,
@@ -126,10 +118,6 @@ struct Counter(Arc<Tally>);
 
 impl Consumer for Counter {
     type Event = u64;
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    type Info = ();
 
     async fn handle_events(
         &mut self,
