@@ -92,6 +92,7 @@ pub mod request;
 mod server;
 mod session;
 mod steps;
+pub mod temporal;
 mod transform;
 mod validate;
 pub mod window;
