@@ -726,3 +726,113 @@ async fn migrate_from_a_temporal_join_to_a_stateless_query_and_back() {
         "the prices read before the migration are not in the new query's table"
     );
 }
+
+#[tokio::test]
+async fn a_stream_joins_two_temporal_tables_and_a_later_step_computes_over_the_join() {
+    let fx = Fixture::new();
+    let prices = [
+        record(0, APPEND, 1000, "A", 10),
+        record(1, APPEND, 1000, "B", 20),
+    ];
+    let discounts = [
+        record(0, APPEND, 1000, "A", 1),
+        record(1, APPEND, 3000, "A", 2),
+    ];
+    let orders = [
+        record(0, APPEND, 2000, "A", 1),
+        record(1, APPEND, 4000, "A", 2),
+        record(2, APPEND, 4000, "B", 3),
+    ];
+    let inputs = vec![
+        input(&fx, "orders", &orders, None),
+        input(&fx, "prices", &prices, Some(10)),
+        input(&fx, "discounts", &discounts, Some(10)),
+    ];
+    let joined = "SELECT s.event_time, s.city, s.population AS amount, p.population AS price, \
+        d.population AS discount \
+        FROM orders AS s \
+        JOIN prices FOR SYSTEM_TIME AS OF s.event_time AS p ON s.city = p.city \
+        LEFT JOIN discounts FOR SYSTEM_TIME AS OF s.event_time AS d ON s.city = d.city";
+    let mut request = fx.request(joined, inputs, 0);
+    let table = |name: &str| TemporalTable {
+        name: name.into(),
+        primary_key: vec!["city".into()],
+    };
+    request.transform = Transform::Sql(TransformSql {
+        queries: Some(vec![
+            reference_engine::SqlQueryStep {
+                alias: Some("enriched".into()),
+                query: joined.into(),
+            },
+            reference_engine::SqlQueryStep {
+                alias: None,
+                query: "SELECT event_time, city, amount * price - coalesce(discount, 0) AS total \
+                        FROM enriched WHERE amount > 1"
+                    .into(),
+            },
+        ]),
+        temporal_tables: Some(vec![table("prices"), table("discounts")]),
+        ..TransformSql::new("datafusion", "")
+    });
+    let outcome = transform_ok(&request).await;
+    assert_eq!(outcome.new_watermark, Some(at(10)));
+    let out = read_parquet(&request.new_data_path);
+    assert_eq!(ints(&out, "event_time"), [4000, 4000]);
+    assert_eq!(strings(&out, "city"), ["A", "B"]);
+    assert_eq!(
+        ints(&out, "total"),
+        [2 * 10 - 2, 3 * 20],
+        "A's discount changed at 3 s; B has none"
+    );
+}
+
+#[tokio::test]
+async fn a_retraction_in_the_stream_retracts_its_enriched_record() {
+    let fx = Fixture::new();
+    let prices = [record(0, APPEND, 1000, "A", 10)];
+    let orders = [
+        record(0, APPEND, 2000, "A", 1),
+        record(1, APPEND, 2000, "A", 2),
+        record(2, RETRACT, 2000, "A", 1),
+    ];
+    let tx = Tx {
+        orders: &orders,
+        prices: &prices,
+        orders_watermark: None,
+        prices_watermark: Some(10),
+    };
+    let request = request(&fx, "t", ENRICH, &tx, 0, None);
+    transform_ok(&request).await;
+    let out = read_parquet(&request.new_data_path);
+    assert_eq!(
+        ints(&out, "op"),
+        [APPEND as i64, APPEND as i64, RETRACT as i64]
+    );
+    assert_eq!(
+        rows(&out),
+        [
+            row(2000, "A", 1, Some(10)),
+            row(2000, "A", 2, Some(10)),
+            row(2000, "A", 1, Some(10)),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_of_another_query_is_refused() {
+    let fx = Fixture::new();
+    let tx = Tx {
+        orders: &[],
+        prices: &[],
+        orders_watermark: None,
+        prices_watermark: None,
+    };
+    let first = request(&fx, "t1", ENRICH, &tx, 0, None);
+    transform_ok(&first).await;
+    let second = request(&fx, "t2", ENRICH_LEFT, &tx, 0, Some(&first));
+    let message = transform(&second).await.0.invalid_query();
+    assert!(
+        message.contains("query fingerprint differs") && message.contains("MigrateQuery"),
+        "{message}"
+    );
+}
