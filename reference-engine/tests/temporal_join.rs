@@ -836,3 +836,119 @@ async fn a_checkpoint_of_another_query_is_refused() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn five_transactions_with_checkpoints_give_what_one_gives() {
+    let cities = ["A", "B", "C"];
+    // Prices: a new price or a correction of the current one every 5 s, in event-time order.
+    let mut prices = Vec::new();
+    let mut current: [Option<Record>; 3] = [None, None, None];
+    for i in 0..40i64 {
+        let (t, c) = (i * 5000, (i % 3) as usize);
+        let price = 100 + (i * 37) % 50;
+        let offset = prices.len() as i64;
+        let new = record(offset, APPEND, t, cities[c], price);
+        match current[c].take() {
+            Some(old) if i % 4 == 1 => {
+                prices.push(record(
+                    offset,
+                    CORRECT_FROM,
+                    old.event_time_ms,
+                    cities[c],
+                    old.population,
+                ));
+                let to = record(offset + 1, CORRECT_TO, t, cities[c], price);
+                prices.push(to.clone());
+                current[c] = Some(to);
+            }
+            _ => {
+                prices.push(new.clone());
+                current[c] = Some(new);
+            }
+        }
+    }
+    // Orders every 3 s, a little out of order.
+    let orders: Vec<Record> = (0..60i64)
+        .map(|j| {
+            let t = j * 3000 + if j % 5 == 2 { -2500 } else { 500 };
+            record(j, APPEND, t, cities[(j % 3) as usize], j)
+        })
+        .collect();
+    let fx = Fixture::new();
+    let whole = request(
+        &fx,
+        "whole",
+        ENRICH_LEFT,
+        &Tx {
+            orders: &orders,
+            prices: &prices,
+            orders_watermark: Some(200),
+            prices_watermark: Some(200),
+        },
+        0,
+        None,
+    );
+    transform_ok(&whole).await;
+    let expected = read_parquet(&whole.new_data_path);
+    assert_eq!(expected.num_rows(), 60);
+
+    let mut outputs = Vec::new();
+    let mut prev: Option<TransformRequest> = None;
+    let mut next_offset = 0;
+    for k in 0..5i64 {
+        let (from, to) = (k * 40_000, (k + 1) * 40_000);
+        let in_range = |records: &[Record]| -> Vec<Record> {
+            records
+                .iter()
+                .filter(|r| {
+                    // A correction goes with its CorrectTo.
+                    let t = if r.op == CORRECT_FROM {
+                        prices[(r.offset + 1) as usize].event_time_ms
+                    } else {
+                        r.event_time_ms
+                    };
+                    from <= t && t < to
+                })
+                .cloned()
+                .collect()
+        };
+        let (p, o) = (in_range(&prices), in_range(&orders));
+        let request = request(
+            &fx,
+            &format!("t{k}"),
+            ENRICH_LEFT,
+            &Tx {
+                orders: &o,
+                prices: &p,
+                orders_watermark: Some(to / 1000),
+                prices_watermark: Some(to / 1000 - 1),
+            },
+            next_offset,
+            prev.as_ref(),
+        );
+        let outcome = transform_ok(&request).await;
+        if let Some(interval) = outcome.new_offset_interval {
+            next_offset = interval.end + 1;
+        }
+        outputs.push(read_parquet(&request.new_data_path));
+        prev = Some(request);
+    }
+    // The last orders wait for a watermark past them; one more transaction with nothing new.
+    let last = request(
+        &fx,
+        "t5",
+        ENRICH_LEFT,
+        &Tx {
+            orders: &[],
+            prices: &[],
+            orders_watermark: Some(200),
+            prices_watermark: Some(200),
+        },
+        next_offset,
+        prev.as_ref(),
+    );
+    transform_ok(&last).await;
+    outputs.push(read_parquet(&last.new_data_path));
+    let split = concat_batches(&expected.schema(), &outputs).unwrap();
+    assert_eq!(split, expected);
+}
