@@ -8,8 +8,10 @@
 //! `op`, and what answers provenance questions. Output records follow (input, offset) order: the
 //! branches of a `UNION ALL` one after the other, each in offset order.
 //!
-//! Any other operator is refused with an explanation: it would merge, duplicate or reorder records, and
-//! a changelog cannot go through it unchanged.
+//! One join goes through: a stream joined with a temporal table (`crate::temporal`), where the stream
+//! (left) side carries the lineage and the table adds columns. Any other operator is refused with an
+//! explanation: it would merge, duplicate or reorder records, and a changelog cannot go through it
+//! unchanged.
 
 use std::sync::Arc;
 
