@@ -29,11 +29,11 @@ pub enum EngineError {
     /// The transform has no query at all.
     #[error("the transform has no query")]
     NoQuery,
-    /// Temporal tables are an ODF feature this engine does not implement.
-    #[error("temporal tables are not supported by this engine (table `{name}`)")]
-    TemporalTablesUnsupported {
-        /// The first temporal table of the request.
-        name: String,
+    /// A temporal join (`temporal_tables`, `FOR SYSTEM_TIME AS OF`) not in the supported form.
+    #[error("unsupported temporal join: {reason}")]
+    UnsupportedTemporalJoin {
+        /// What is not supported, and what to write instead.
+        reason: String,
     },
     /// Two inputs or steps use the same name.
     #[error("the name `{alias}` is used by more than one input or query step")]
@@ -216,7 +216,7 @@ impl EngineError {
         match self {
             Self::Sql { .. }
             | Self::NoQuery
-            | Self::TemporalTablesUnsupported { .. }
+            | Self::UnsupportedTemporalJoin { .. }
             | Self::DuplicateAlias { .. }
             | Self::SystemColumnInOutput { .. }
             | Self::ReservedColumnInOutput { .. }

@@ -97,6 +97,8 @@ pub(crate) struct RegisteredInput {
     pub scan_name: String,
     /// Whether the input has an operation type column (old data may not).
     pub has_operation_type: bool,
+    /// The primary key, when the transform declares this input a temporal table.
+    pub temporal: Option<Vec<String>>,
 }
 
 impl RegisteredInput {
@@ -105,6 +107,14 @@ impl RegisteredInput {
         Column::new(
             Some(TableReference::bare(self.scan_name.clone())),
             self.vocab.offset_column.clone(),
+        )
+    }
+
+    /// The scan's event time column.
+    pub(crate) fn event_time_column(&self) -> Column {
+        Column::new(
+            Some(TableReference::bare(self.scan_name.clone())),
+            self.vocab.event_time_column.clone(),
         )
     }
 
@@ -169,6 +179,7 @@ async fn register_input(
         vocab: source.vocab.clone(),
         scan_name: scan_name.clone(),
         has_operation_type,
+        temporal: None,
     };
     let mut builder = LogicalPlanBuilder::scan(
         TableReference::bare(scan_name),

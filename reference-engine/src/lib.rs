@@ -6,8 +6,10 @@
 //! only input records inside each input's offset interval, multi-step queries with aliases,
 //! case-sensitive identifiers, the watermark rule, a data file even with zero records. Beyond existing
 //! engines it streams progress, carries changelogs (retractions and corrections) through map/filter
-//! queries without the user passing `op` ([`changelog`]), and runs tumbling-window aggregations whose
-//! open windows live in a checkpoint file between transactions ([`window`]).
+//! queries without the user passing `op` ([`changelog`]), runs tumbling-window aggregations whose
+//! open windows live in a checkpoint file between transactions ([`window`]), and joins a stream with
+//! temporal tables as of each record's event time (`temporal_tables` and `FOR SYSTEM_TIME AS OF`,
+//! [`temporal`]).
 //!
 //! It is a library (the coordinator's embedded engine) and the `weir-engine` binary (an OCI image).
 //!
@@ -92,6 +94,7 @@ pub mod request;
 mod server;
 mod session;
 mod steps;
+pub mod temporal;
 mod transform;
 mod validate;
 pub mod window;

@@ -5,8 +5,13 @@
 //! - If the previous query left window state, every open window is emitted now (whatever the
 //!   watermark) as Append records to `new_data_path`, offsets from `next_offset`; the file is written
 //!   even when nothing was open. A stateless previous query has nothing to finalise.
+//! - If the previous query was a temporal join, every stream record still waiting for the tables'
+//!   watermark is joined now with the tables as they are (as if their watermark had passed it), with
+//!   the previous query, as records to `new_data_path`.
 //! - If the next query is a window aggregation, an empty checkpoint is written for it, remembering how
-//!   far the previous query had closed windows; a stateless next query gets no checkpoint.
+//!   far the previous query had closed windows. If it is a temporal join, its checkpoint keeps the
+//!   previous query's state of each table it joins too (same input, primary key and columns): a
+//!   table's history is the table's, not the query's. A stateless next query gets no checkpoint.
 
 use chrono::{DateTime, Utc};
 
@@ -20,9 +25,67 @@ use std::path::{Path, PathBuf};
 
 use crate::request::{MigrateQueryRequest, MigrateQuerySuccess};
 use crate::session::new_session;
+use crate::temporal;
+use crate::temporal::checkpoint::TableHeader;
+use crate::temporal::run::{Emit, TemporalState, emit, register_from_checkpoint};
+use crate::transform::create_output;
 use crate::transform::{first_offset, offset_interval, write_appends};
 use crate::window::WindowState;
 use crate::window::checkpoint;
+
+/// Joins the stream records a temporal join's checkpoint holds, with the previous query, and writes
+/// them to `new_data_path`. Returns the rows written and the tables' kept records.
+async fn finalise_temporal(
+    request: &MigrateQueryRequest,
+    path: &Path,
+    first_offset: i64,
+    reporter: &mut Reporter<'_>,
+) -> Result<
+    (
+        u64,
+        Vec<(TableHeader, datafusion::arrow::array::RecordBatch)>,
+    ),
+    EngineError,
+> {
+    let mismatch = |reason: &str| EngineError::CheckpointMismatch {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    let (header, records) = temporal::checkpoint::read(path)?;
+    if header.query_fingerprint != transform_fingerprint(&request.prev_transform) {
+        return Err(mismatch("it was not written by prev_transform"));
+    }
+    // The previous query over the inputs the checkpoint names, in a session of its own.
+    let ctx = new_session();
+    let inputs = register_from_checkpoint(&ctx, &header, &records)?;
+    let prev = prepare(&ctx, &request.prev_transform, &inputs, &request.vocab).await?;
+    let QueryShape::Temporal(query) = &prev.shape else {
+        return Err(mismatch("prev_transform is not a temporal join"));
+    };
+    let mut state = TemporalState::restore(&ctx, path, query, &prev.fingerprint).await?;
+    let data_path = Path::new(&request.new_data_path);
+    let mut output = create_output(data_path, &prev.layout)?;
+    let step = Emit {
+        ctx: &ctx,
+        prepared: &prev,
+        query,
+        first_offset,
+        system_time_ms: request.system_time.timestamp_millis(),
+    };
+    let rows = emit(&step, &mut state, Some(i64::MAX), &mut output, reporter).await?;
+    output
+        .finish()
+        .await
+        .map_err(|reason| EngineError::OutputWrite {
+            path: data_path.to_path_buf(),
+            reason,
+        })?;
+    reporter.report(Phase::Finalising, None, Some(rows));
+    Ok((
+        rows,
+        header.tables.into_iter().zip(records.tables).collect(),
+    ))
+}
 
 pub(crate) async fn migrate_query(
     request: &MigrateQueryRequest,
@@ -43,7 +106,13 @@ pub(crate) async fn migrate_query(
     reporter.report(Phase::Finalising, None, None);
     let mut closed_through_ms = None;
     let mut rows = 0;
-    if let Some(path) = &request.prev_checkpoint_path {
+    let mut tables = Vec::new();
+    if let Some(path) = &request.prev_checkpoint_path
+        && checkpoint::kind_of(Path::new(path))?.kind == temporal::checkpoint::KIND
+    {
+        (rows, tables) =
+            finalise_temporal(request, Path::new(path), first_offset, &mut reporter).await?;
+    } else if let Some(path) = &request.prev_checkpoint_path {
         let path = PathBuf::from(path);
         let (header, mut state) = checkpoint::read(&path)?;
         if header.query_fingerprint != transform_fingerprint(&request.prev_transform) {
@@ -78,6 +147,17 @@ pub(crate) async fn migrate_query(
             checkpoint::write(
                 Path::new(&request.new_checkpoint_path),
                 &state,
+                &next.fingerprint,
+            )?;
+            true
+        }
+        QueryShape::Temporal(query) => {
+            reporter.report(Phase::Checkpointing, None, Some(rows));
+            let mut state = TemporalState::empty(&ctx, query).await?;
+            state.carry_tables(query, &tables)?;
+            state.write(
+                Path::new(&request.new_checkpoint_path),
+                query,
                 &next.fingerprint,
             )?;
             true

@@ -10,12 +10,13 @@ use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 
-use crate::changelog::lineage::carry_lineage;
+use crate::changelog::lineage::{carry_lineage, carry_lineage_with_time};
 use crate::error::EngineError;
 use crate::inputs::RegisteredInput;
 use crate::output::layout::OutputLayout;
 use crate::request::{DatasetVocabulary, Transform, sql};
 use crate::steps::plan_steps;
+use crate::temporal::query::{TemporalQuery, mark_temporal, recognise as recognise_temporal};
 use crate::window::checkpoint::fingerprint;
 use crate::window::query::{WindowQuery, buffered_schema, recognise};
 
@@ -29,6 +30,8 @@ pub(crate) enum QueryShape {
     },
     /// A tumbling-window aggregation.
     Window(Box<WindowQuery>),
+    /// A stream joined with temporal tables as of its records' event time.
+    Temporal(Box<TemporalQuery>),
 }
 
 /// A planned query, ready to execute.
@@ -51,13 +54,21 @@ impl PreparedQuery {
     }
 }
 
-/// Fingerprint of a transform's SQL.
+/// Fingerprint of a transform's SQL (and of its temporal tables, when it declares any: a transform
+/// without them keeps the fingerprint it always had).
 pub(crate) fn transform_fingerprint(transform: &Transform) -> String {
-    let steps: Vec<(Option<String>, String)> = sql(transform)
+    let sql = sql(transform);
+    let mut steps: Vec<(Option<String>, String)> = sql
         .steps()
         .into_iter()
         .map(|step| (step.alias, step.query))
         .collect();
+    for table in sql.temporal_tables.iter().flatten() {
+        steps.push((
+            Some(format!("temporal table {}", table.name)),
+            table.primary_key.join("\u{0}"),
+        ));
+    }
     fingerprint(&steps)
 }
 
@@ -69,8 +80,22 @@ pub(crate) async fn prepare(
     vocab: &DatasetVocabulary,
 ) -> Result<PreparedQuery, EngineError> {
     let names: Vec<String> = inputs.iter().map(|i| i.query_alias.clone()).collect();
-    let plan = plan_steps(ctx, sql(transform), &names).await?;
+    let inputs = &mark_temporal(inputs, sql(transform))?;
+    let planned = plan_steps(ctx, sql(transform), &names).await?;
+    let plan = planned.plan;
     let fingerprint = transform_fingerprint(transform);
+
+    if let Some(temporal) = recognise_temporal(&plan, inputs, &planned.temporal)? {
+        let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
+        // Planned over the inputs as they are, for the checks; each transaction binds it to its records.
+        let (physical, _) = lineage_plan(ctx, &plan, inputs, true).await?;
+        return Ok(PreparedQuery {
+            shape: QueryShape::Temporal(Box::new(temporal)),
+            physical,
+            layout,
+            fingerprint,
+        });
+    }
 
     if let Some(window) = recognise(&plan, inputs)? {
         let layout = OutputLayout::new(&window.result_schema, vocab)?;
@@ -85,7 +110,29 @@ pub(crate) async fn prepare(
     }
 
     let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
-    let carried = carry_lineage(&plan, inputs)?;
+    let (physical, query_columns) = lineage_plan(ctx, &plan, inputs, false).await?;
+    Ok(PreparedQuery {
+        shape: QueryShape::MapFilter { query_columns },
+        physical,
+        layout,
+        fingerprint,
+    })
+}
+
+/// The physical plan of a map/filter plan (or a bound temporal join) carrying lineage: the query's
+/// columns, then the operation type, offset and input carriers (and the event time with `time`), in
+/// output order. Returns it and the number of the query's own columns.
+pub(crate) async fn lineage_plan(
+    ctx: &SessionContext,
+    plan: &LogicalPlan,
+    inputs: &[RegisteredInput],
+    time: bool,
+) -> Result<(Arc<dyn ExecutionPlan>, usize), EngineError> {
+    let carried = if time {
+        carry_lineage_with_time(plan, inputs)?
+    } else {
+        carry_lineage(plan, inputs)?
+    };
     let query_columns = plan.schema().fields().len();
     let mut exprs: Vec<Expr> = (0..query_columns)
         .map(|i| Expr::Column(Column::from(carried.plan.schema().qualified_field(i))))
@@ -98,12 +145,7 @@ pub(crate) async fn prepare(
         .and_then(LogicalPlanBuilder::build)
         .map_err(|e| EngineError::sql(None, e))?;
     let physical = physical_plan(ctx, ordered, Partitions::One).await?;
-    Ok(PreparedQuery {
-        shape: QueryShape::MapFilter { query_columns },
-        physical,
-        layout,
-        fingerprint,
-    })
+    Ok((physical, query_columns))
 }
 
 /// Analyses, optimises and plans physically; errors here are the query's (type errors and the like).

@@ -34,6 +34,13 @@ pub(crate) async fn derive_provenance(
     let prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
     let query_columns = match prepared.shape {
         QueryShape::MapFilter { query_columns, .. } => query_columns,
+        QueryShape::Temporal(_) => {
+            return Err(EngineError::ProvenanceUnsupported {
+                reason: "provenance of temporal joins is not supported yet; it is derived for \
+                         map/filter queries only"
+                    .to_owned(),
+            });
+        }
         QueryShape::Window(_) => {
             return Err(EngineError::ProvenanceUnsupported {
                 reason:

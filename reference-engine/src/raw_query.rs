@@ -38,7 +38,18 @@ pub(crate) async fn execute_raw_query(
         ctx.register_table(TableReference::bare(RAW_INPUT_TABLE), table)
             .map_err(|e| EngineError::sql(None, e))?;
     }
-    let plan = plan_steps(&ctx, sql(&request.transform), &[RAW_INPUT_TABLE.to_owned()]).await?;
+    let transform = sql(&request.transform);
+    if let Some(table) = transform.temporal_tables.iter().flatten().next() {
+        return Err(EngineError::UnsupportedTemporalJoin {
+            reason: format!(
+                "a raw query has one input, `{RAW_INPUT_TABLE}`, and no temporal table (`{}`)",
+                table.name
+            ),
+        });
+    }
+    let plan = plan_steps(&ctx, transform, &[RAW_INPUT_TABLE.to_owned()])
+        .await?
+        .plan;
     let frame = ctx
         .execute_logical_plan(plan)
         .await

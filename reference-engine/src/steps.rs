@@ -1,5 +1,6 @@
 //! Planning multi-step queries: every step but the last is registered as a view under its alias, and the
-//! last step's plan is the query's plan (the views are inlined into it).
+//! last step's plan is the query's plan (the views are inlined into it). Each step's
+//! `FOR SYSTEM_TIME AS OF` clauses are taken out first (`temporal::syntax`) and returned beside the plan.
 
 use std::sync::Arc;
 
@@ -10,19 +11,25 @@ use datafusion::logical_expr::LogicalPlan;
 
 use crate::error::EngineError;
 use crate::request::TransformSql;
+use crate::temporal::syntax::{TemporalReference, rewrite};
+
+/// A transform's plan and the temporal clauses its steps had.
+#[derive(Debug)]
+pub(crate) struct PlannedSteps {
+    /// The final step's logical plan, with the earlier steps inlined.
+    pub plan: LogicalPlan,
+    /// Every `FOR SYSTEM_TIME AS OF` of every step, taken out of the SQL before planning.
+    pub temporal: Vec<TemporalReference>,
+}
 
 /// The final step's logical plan, with the earlier steps inlined.
 pub(crate) async fn plan_steps(
     ctx: &SessionContext,
     transform: &TransformSql,
     taken_names: &[String],
-) -> Result<LogicalPlan, EngineError> {
-    if let Some(table) = transform.temporal_tables.iter().flatten().next() {
-        return Err(EngineError::TemporalTablesUnsupported {
-            name: table.name.clone(),
-        });
-    }
+) -> Result<PlannedSteps, EngineError> {
     let steps = transform.steps();
+    let mut temporal = Vec::new();
     let Some((last, earlier)) = steps.split_last() else {
         return Err(EngineError::NoQuery);
     };
@@ -42,16 +49,35 @@ pub(crate) async fn plan_steps(
                 alias: alias.to_owned(),
             });
         }
-        let plan = plan_sql(ctx, Some(alias), &step.query).await?;
+        let query = without_temporal_clauses(Some(alias), &step.query, &mut temporal)?;
+        let plan = plan_sql(ctx, Some(alias), &query).await?;
         ctx.register_table(
             TableReference::bare(alias.to_owned()),
-            Arc::new(ViewTable::new(plan, Some(step.query.clone()))),
+            Arc::new(ViewTable::new(plan, Some(query))),
         )
         .map_err(|e| EngineError::sql(Some(alias), e))?;
         names.push(alias.to_owned());
         tracing::debug!(step = alias, "query step planned");
     }
-    plan_sql(ctx, last.alias.as_deref(), &last.query).await
+    let query = without_temporal_clauses(last.alias.as_deref(), &last.query, &mut temporal)?;
+    let plan = plan_sql(ctx, last.alias.as_deref(), &query).await?;
+    Ok(PlannedSteps { plan, temporal })
+}
+
+/// `sql` without its `FOR SYSTEM_TIME AS OF` clauses, which are added to `found`.
+fn without_temporal_clauses(
+    step: Option<&str>,
+    sql: &str,
+    found: &mut Vec<TemporalReference>,
+) -> Result<String, EngineError> {
+    let rewritten = rewrite(sql).map_err(|reason| EngineError::UnsupportedTemporalJoin {
+        reason: match step {
+            Some(alias) => format!("in query step `{alias}`: {reason}"),
+            None => reason,
+        },
+    })?;
+    found.extend(rewritten.references);
+    Ok(rewritten.sql)
 }
 
 /// Plans one SELECT; DDL, DML and other statements are refused.

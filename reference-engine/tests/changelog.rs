@@ -105,7 +105,11 @@ async fn a_join_is_refused_with_an_explanation() {
     let query = "SELECT a.event_time, a.city FROM foo a JOIN foo b ON a.city = b.city";
     let request = fx.request(query, vec![fx.input("foo", vec![slice], Some((0, 0)))], 0);
     let message = transform(&request).await.0.invalid_query();
-    assert!(message.contains("it joins records"), "{message}");
+    assert!(
+        message.contains("it joins two streams of records")
+            && message.contains("declare that input in `temporal_tables`"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

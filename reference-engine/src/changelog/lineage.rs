@@ -8,8 +8,10 @@
 //! `op`, and what answers provenance questions. Output records follow (input, offset) order: the
 //! branches of a `UNION ALL` one after the other, each in offset order.
 //!
-//! Any other operator is refused with an explanation: it would merge, duplicate or reorder records, and
-//! a changelog cannot go through it unchanged.
+//! One join goes through: a stream joined with a temporal table (`crate::temporal`), where the stream
+//! (left) side carries the lineage and the table adds columns. Any other operator is refused with an
+//! explanation: it would merge, duplicate or reorder records, and a changelog cannot go through it
+//! unchanged.
 
 use std::sync::Arc;
 
@@ -17,7 +19,8 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{Column, TableReference};
 use datafusion::logical_expr::{
-    Expr, ExprSchemable, Filter, LogicalPlan, LogicalPlanBuilder, Projection, SubqueryAlias, lit,
+    Expr, ExprSchemable, Filter, Join, JoinType, LogicalPlan, LogicalPlanBuilder, Projection,
+    SubqueryAlias, lit,
 };
 
 use crate::error::EngineError;
@@ -29,6 +32,8 @@ pub(crate) const OP_CARRIER: &str = "__weir_op";
 pub(crate) const OFFSET_CARRIER: &str = "__weir_offset";
 /// Hidden column carrying the index of the input the record comes from.
 pub(crate) const INPUT_CARRIER: &str = "__weir_input";
+/// Hidden column carrying the input record's event time (temporal joins).
+pub(crate) const TIME_CARRIER: &str = "__weir_time";
 /// Prefix of every column name the engine reserves.
 pub(crate) const RESERVED_PREFIX: &str = "__weir_";
 
@@ -45,22 +50,35 @@ pub(crate) struct Carried {
     pub input: Expr,
     /// Indices of the inputs records come from, in output order (one unless there is a UNION ALL).
     pub inputs: Vec<usize>,
+    /// Expression of the input record's event time, when carried ([`carry_lineage_with_time`]).
+    pub time: Option<Expr>,
 }
 
 impl Carried {
-    /// The three carrier expressions, aliased to their hidden names.
-    pub(crate) fn carrier_exprs(&self) -> [Expr; 3] {
-        [
+    /// The carrier expressions, aliased to their hidden names: operation type, offset, input, and the
+    /// event time when it is carried.
+    pub(crate) fn carrier_exprs(&self) -> Vec<Expr> {
+        let mut exprs = vec![
             self.op.clone().alias(OP_CARRIER),
             self.offset.clone().alias(OFFSET_CARRIER),
             self.input.clone().alias(INPUT_CARRIER),
-        ]
+        ];
+        if let Some(time) = &self.time {
+            exprs.push(time.clone().alias(TIME_CARRIER));
+        }
+        exprs
     }
 
-    /// The output order: input offset, preceded by the input when records come from several.
+    /// The output order: input offset, preceded by the input when records come from several, or by
+    /// the event time when it is carried.
     pub(crate) fn order(&self) -> Vec<datafusion::logical_expr::SortExpr> {
         let offset = Expr::Column(Column::new_unqualified(OFFSET_CARRIER)).sort(true, false);
-        if self.inputs.len() > 1 {
+        if self.time.is_some() {
+            vec![
+                Expr::Column(Column::new_unqualified(TIME_CARRIER)).sort(true, true),
+                offset,
+            ]
+        } else if self.inputs.len() > 1 {
             vec![
                 Expr::Column(Column::new_unqualified(INPUT_CARRIER)).sort(true, false),
                 offset,
@@ -76,7 +94,16 @@ pub(crate) fn carry_lineage(
     plan: &LogicalPlan,
     inputs: &[RegisteredInput],
 ) -> Result<Carried, EngineError> {
-    carry(plan, inputs).map_err(|explanation| EngineError::ChangelogUnsafe { explanation })
+    carry(plan, inputs, false).map_err(|explanation| EngineError::ChangelogUnsafe { explanation })
+}
+
+/// [`carry_lineage`], also carrying the stream record's event time (a temporal join's output is ordered
+/// by it).
+pub(crate) fn carry_lineage_with_time(
+    plan: &LogicalPlan,
+    inputs: &[RegisteredInput],
+) -> Result<Carried, EngineError> {
+    carry(plan, inputs, true).map_err(|explanation| EngineError::ChangelogUnsafe { explanation })
 }
 
 /// The carrier columns as a projection outputs them.
@@ -91,10 +118,26 @@ fn carriers() -> Carried {
         offset: column(OFFSET_CARRIER),
         input: column(INPUT_CARRIER),
         inputs: Vec::new(),
+        time: None,
     }
 }
 
-fn carry(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Result<Carried, String> {
+/// The carriers as a projection outputs them, with the event time when `inner` carries it.
+fn projected(inner: &Carried) -> Carried {
+    Carried {
+        time: inner
+            .time
+            .as_ref()
+            .map(|_| Expr::Column(Column::new_unqualified(TIME_CARRIER))),
+        ..carriers()
+    }
+}
+
+fn carry(
+    plan: &LogicalPlan,
+    registered: &[RegisteredInput],
+    time: bool,
+) -> Result<Carried, String> {
     match plan {
         LogicalPlan::TableScan(scan) => {
             let Some(input) = registered
@@ -103,24 +146,32 @@ fn carry(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Result<Carried, 
             else {
                 return Err(format!("it reads `{}`, which is not an input", scan.table_name));
             };
+            if input.temporal.is_some() {
+                return Err(format!(
+                    "it reads the temporal table `{}` as a stream of records; join it as of each \
+                     stream record's event time instead: `JOIN {} FOR SYSTEM_TIME AS OF <stream>.{} AS t ON ...`",
+                    input.query_alias, input.query_alias, input.vocab.event_time_column
+                ));
+            }
             Ok(Carried {
                 plan: plan.clone(),
                 op: input.operation_type_expr(),
                 offset: Expr::Column(input.offset_column()),
                 input: lit(input.index as i32),
                 inputs: vec![input.index],
+                time: time.then(|| Expr::Column(input.event_time_column())),
             })
         }
         LogicalPlan::Filter(filter) => {
             refuse_subqueries(std::slice::from_ref(&filter.predicate))?;
-            let inner = carry(&filter.input, registered)?;
+            let inner = carry(&filter.input, registered, time)?;
             let plan = Filter::try_new(filter.predicate.clone(), Arc::new(inner.plan))
                 .map(LogicalPlan::Filter)
                 .map_err(|e| e.strip_backtrace())?;
             Ok(Carried { plan, ..inner })
         }
         LogicalPlan::SubqueryAlias(alias) => {
-            let inner = carry(&alias.input, registered)?;
+            let inner = carry(&alias.input, registered, time)?;
             let plan = SubqueryAlias::try_new(Arc::new(inner.plan), alias.alias.clone())
                 .map(LogicalPlan::SubqueryAlias)
                 .map_err(|e| e.strip_backtrace())?;
@@ -130,20 +181,22 @@ fn carry(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Result<Carried, 
                 offset: requalify(inner.offset, &alias.alias),
                 input: requalify(inner.input, &alias.alias),
                 inputs: inner.inputs,
+                time: inner.time.map(|t| requalify(t, &alias.alias)),
             })
         }
         LogicalPlan::Projection(projection) => {
             refuse_subqueries(&projection.expr)?;
-            let inner = carry(&projection.input, registered)?;
+            let inner = carry(&projection.input, registered, time)?;
             let mut exprs = projection.expr.clone();
             exprs.extend(inner.carrier_exprs());
+            let carried = projected(&inner);
             let plan = Projection::try_new(exprs, Arc::new(inner.plan))
                 .map(LogicalPlan::Projection)
                 .map_err(|e| e.strip_backtrace())?;
             Ok(Carried {
                 plan,
                 inputs: inner.inputs,
-                ..carriers()
+                ..carried
             })
         }
         LogicalPlan::Union(union) => {
@@ -151,7 +204,12 @@ fn carry(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Result<Carried, 
             let mut branches = Vec::with_capacity(union.inputs.len());
             let mut inputs = Vec::new();
             for branch in &union.inputs {
-                let inner = carry(branch, registered)?;
+                let inner = carry(branch, registered, time)?;
+                if inner.time.is_some() {
+                    return Err("UNION ALL is not supported in a temporal join query; union the \
+                         inputs in an earlier dataset"
+                        .to_owned());
+                }
                 let schema = inner.plan.schema();
                 let mut exprs: Vec<Expr> = schema
                     .iter()
@@ -203,9 +261,31 @@ fn carry(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Result<Carried, 
              of the same transaction, so a retraction would change other output records; use the \
              tumbling-window aggregation form instead"
             .to_owned()),
-        LogicalPlan::Join(_) => Err("it joins records, and the engine keeps no state of earlier records \
-             to join retractions and corrections against; transform each input separately"
-            .to_owned()),
+        LogicalPlan::Join(join) => {
+            if !is_temporal_join(join, registered) {
+                return Err("it joins two streams of records, and the engine keeps no state of earlier \
+                     records to join retractions and corrections against. To enrich a stream with \
+                     another input's state as of each record's event time, declare that input in \
+                     `temporal_tables` with its primary key and join it `FOR SYSTEM_TIME AS OF \
+                     <stream>.event_time`; otherwise transform each input separately"
+                    .to_owned());
+            }
+            // The stream (left) side carries lineage; the table side adds columns to each record.
+            let inner = carry(&join.left, registered, time)?;
+            let plan = Join::try_new(
+                Arc::new(inner.plan),
+                Arc::clone(&join.right),
+                join.on.clone(),
+                join.filter.clone(),
+                join.join_type,
+                join.join_constraint,
+                join.null_equality,
+                join.null_aware,
+            )
+            .map(LogicalPlan::Join)
+            .map_err(|e| e.strip_backtrace())?;
+            Ok(Carried { plan, ..inner })
+        }
         LogicalPlan::Sort(_) => Err("ORDER BY reorders the changelog (a retraction could move before the \
              record it retracts); output records always follow input offset order, so remove ORDER BY"
             .to_owned()),
@@ -223,6 +303,40 @@ fn carry(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Result<Carried, 
             other.display()
         )),
     }
+}
+
+/// Whether `join` joins a temporal table (its right side) as of the left side's records: an inner or
+/// left join whose right side is a temporal table input, as `temporal::query` recognised it.
+fn is_temporal_join(join: &Join, registered: &[RegisteredInput]) -> bool {
+    matches!(join.join_type, JoinType::Inner | JoinType::Left)
+        && input_relation(&join.right, registered)
+            .is_some_and(|(input, _)| registered[input].temporal.is_some())
+}
+
+/// The input a relation reads when it is an input as registered (its view: aliases over the scan,
+/// with the offset filter), and the name it goes by (its outermost alias).
+pub(crate) fn input_relation(
+    plan: &LogicalPlan,
+    registered: &[RegisteredInput],
+) -> Option<(usize, TableReference)> {
+    fn scan(plan: &LogicalPlan, registered: &[RegisteredInput]) -> Option<usize> {
+        match plan {
+            LogicalPlan::SubqueryAlias(alias) => scan(&alias.input, registered),
+            LogicalPlan::Filter(filter)
+                if matches!(filter.input.as_ref(), LogicalPlan::TableScan(_)) =>
+            {
+                scan(&filter.input, registered)
+            }
+            LogicalPlan::TableScan(table) => registered.iter().position(|input| {
+                table.table_name == TableReference::bare(input.scan_name.clone())
+            }),
+            _ => None,
+        }
+    }
+    let LogicalPlan::SubqueryAlias(alias) = plan else {
+        return None;
+    };
+    scan(plan, registered).map(|input| (input, alias.alias.clone()))
 }
 
 /// Subqueries read other relations; a changelog cannot flow through them.

@@ -10,7 +10,8 @@
 //!   filtered out becomes an Append (the record entered the result). Surviving pairs stay adjacent
 //!   because output records keep input offset order.
 //! - Anything that merges, duplicates or reorders records is refused as `InvalidQuery`, except the
-//!   stateful tumbling-window aggregation (see `crate::window`).
+//!   stateful tumbling-window aggregation (see `crate::window`) and temporal table joins (see
+//!   `crate::temporal`), whose output records carry their stream record's `op`.
 
 pub(crate) mod lineage;
 pub mod repair;

@@ -42,10 +42,23 @@ pub(crate) async fn execute_transform(
         .collect::<Result<Vec<_>, _>>()?;
     let inputs = register_inputs(&ctx, &sources).await?;
     let prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
-    let new_watermark = watermark::output_watermark(&request.query_inputs);
+    let mut new_watermark = watermark::output_watermark(&request.query_inputs);
 
     let new_data_path = Path::new(&request.new_data_path);
     let rows = match &prepared.shape {
+        QueryShape::Temporal(query) => {
+            let (rows, watermark) = crate::temporal::run::run_transform(
+                &ctx,
+                request,
+                &prepared,
+                query,
+                first_offset,
+                &mut reporter,
+            )
+            .await?;
+            new_watermark = watermark;
+            rows
+        }
         QueryShape::MapFilter { query_columns, .. } => {
             refuse_window_checkpoint(request)?;
             let mut output = create_output(new_data_path, &prepared.layout)?;
@@ -97,14 +110,19 @@ pub(crate) async fn execute_transform(
     })
 }
 
-/// A stateless query cannot continue a window aggregation's checkpoint: that needs MigrateQuery.
+/// A stateless query cannot continue a stateful query's checkpoint: that needs MigrateQuery.
 fn refuse_window_checkpoint(request: &TransformRequest) -> Result<(), EngineError> {
     if let Some(path) = &request.prev_checkpoint_path
-        && checkpoint::read(Path::new(path)).is_ok()
+        && let Ok(kind) = checkpoint::kind_of(Path::new(path))
     {
+        let state = match kind.kind.as_str() {
+            "tumbling_window" => "window aggregation",
+            "temporal_join" => "temporal join",
+            other => other,
+        };
         return Err(EngineError::CheckpointMismatch {
             path: PathBuf::from(path),
-            reason: "it holds window aggregation state, and this query has none".to_owned(),
+            reason: format!("it holds {state} state, and this query has none"),
         });
     }
     Ok(())
@@ -123,6 +141,16 @@ async fn run_window(
     let mut state = match &request.prev_checkpoint_path {
         Some(path) => {
             let path = PathBuf::from(path);
+            let kind = checkpoint::kind_of(&path)?;
+            if kind.kind != "tumbling_window" {
+                return Err(EngineError::CheckpointMismatch {
+                    path,
+                    reason: format!(
+                        "it holds {} state, and this query is a window aggregation",
+                        kind.kind
+                    ),
+                });
+            }
             let (header, state) = checkpoint::read(&path)?;
             let mismatch = |reason: &str| EngineError::CheckpointMismatch {
                 path: path.clone(),

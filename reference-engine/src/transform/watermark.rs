@@ -2,7 +2,17 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::request::TransformRequestInput;
+use crate::request::{TransformRequestInput, Watermark};
+
+/// The event time of an input's latest explicit watermark: the one with the latest system time (the last
+/// one listed among equals).
+pub(crate) fn latest_watermark(watermarks: &[Watermark]) -> Option<DateTime<Utc>> {
+    watermarks
+        .iter()
+        .enumerate()
+        .max_by_key(|(position, w)| (w.system_time, *position))
+        .map(|(_, w)| w.event_time)
+}
 
 /// The minimum over inputs of their latest explicit watermark's event time; inputs without explicit
 /// watermarks are skipped, and with none at all there is no output watermark.
@@ -11,14 +21,7 @@ use crate::request::TransformRequestInput;
 pub(crate) fn output_watermark(inputs: &[TransformRequestInput]) -> Option<DateTime<Utc>> {
     inputs
         .iter()
-        .filter_map(|input| {
-            input
-                .explicit_watermarks
-                .iter()
-                .enumerate()
-                .max_by_key(|(position, w)| (w.system_time, *position))
-                .map(|(_, w)| w.event_time)
-        })
+        .filter_map(|input| latest_watermark(&input.explicit_watermarks))
         .min()
 }
 

@@ -21,8 +21,8 @@ use super::state::{WindowSpec, WindowState};
 use crate::error::EngineError;
 use crate::output::writer::write_parquet_file;
 
-/// Metadata key of the checkpoint header.
-const HEADER_KEY: &str = "weir.checkpoint";
+/// Metadata key of the checkpoint header (every kind of checkpoint has one).
+pub(crate) const HEADER_KEY: &str = "weir.checkpoint";
 /// Metadata key of the result schema.
 const RESULT_SCHEMA_KEY: &str = "weir.result_schema";
 /// Version of the checkpoint format this engine writes and reads.
@@ -41,6 +41,42 @@ pub(crate) struct CheckpointHeader {
     pub closed_through_ms: Option<i64>,
     /// The aggregation.
     pub spec: WindowSpec,
+}
+
+/// What every checkpoint header says first: its format version and kind of state.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct CheckpointKind {
+    /// Format version: 1 for `tumbling_window`, 2 for `temporal_join`.
+    pub format: u32,
+    /// What state it holds.
+    pub kind: String,
+}
+
+/// The format and kind of the checkpoint at `path`, from its header alone.
+pub(crate) fn kind_of(path: &Path) -> Result<CheckpointKind, EngineError> {
+    let failed = |reason: String| EngineError::CheckpointRead {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let file = File::open(path).map_err(|e| failed(e.to_string()))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| failed(e.to_string()))?;
+    let header = metadata_value(&builder, HEADER_KEY).map_err(failed)?;
+    serde_json::from_str(&header).map_err(|e| failed(e.to_string()))
+}
+
+/// The value of the key-value metadata `key` of an open checkpoint.
+pub(crate) fn metadata_value(
+    builder: &ParquetRecordBatchReaderBuilder<File>,
+    key: &str,
+) -> Result<String, String> {
+    builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kvs| kvs.iter().find(|kv| kv.key == key))
+        .and_then(|kv| kv.value.clone())
+        .ok_or_else(|| format!("it has no `{key}` metadata: not a checkpoint of this engine"))
 }
 
 /// Fingerprint of a query's steps (FNV-1a, stable across runs and builds).
