@@ -232,6 +232,31 @@ impl DatasetManifest {
                         }
                     }
                     check_sql(&ctx, &format!("{base}.transform"), t.transform.sql())?;
+                    for (k, table) in t
+                        .transform
+                        .sql()
+                        .temporal_tables
+                        .iter()
+                        .flatten()
+                        .enumerate()
+                    {
+                        let field = format!("{base}.transform.temporalTables[{k}]");
+                        if !t.inputs.iter().any(|i| i.query_alias() == table.name) {
+                            return Err(ctx.err(
+                                &format!("{field}.name"),
+                                format!(
+                                    "`{}` is not an input of this transform (inputs are named by their alias, or their dataset name without one)",
+                                    table.name
+                                ),
+                            ));
+                        }
+                        if table.primary_key.is_empty() {
+                            return Err(ctx.err(
+                                &format!("{field}.primaryKey"),
+                                "a temporal table needs its primary key (at least one column)",
+                            ));
+                        }
+                    }
                     m.transform = Some(t);
                     m.transform_index = Some(i);
                 }

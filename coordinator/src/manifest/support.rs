@@ -7,7 +7,8 @@
 //! `preprocess` and transforms `Sql { engine, query | queries }`. Not supported: `prepare` steps, fetch
 //! `Container`, `Mqtt`, `EthereumLogs`, `eventTime`, `cache`, `headers`, `order: ByEventTime`; read
 //! `GeoJson`, `EsriShapefile`, `Json`, `NdGeoJson` and the CSV / JSON options beyond those above; merge
-//! `ChangelogStream`, `UpsertStream`; `temporalTables`; and a user-given `version` of a transform, since
+//! `ChangelogStream`, `UpsertStream`; `temporalTables` in a `preprocess` (a transform may declare them: a
+//! temporal table join, see the reference engine's README); and a user-given `version` of a transform, since
 //! Weir records the engine that ran a step there (see the crate README).
 
 use odf::{FetchStep, MergeStrategy, ReadStep, SetPollingSource, SourceOrdering, TransformSql};
@@ -135,6 +136,7 @@ pub fn check_polling_source(src: &SetPollingSource) -> Result<(), Unsupported> {
         other => return Err(kind("merge", merge_kind(other))),
     }
     if let Some(p) = &src.preprocess {
+        option("preprocess", "temporalTables", &p.sql().temporal_tables)?;
         check_sql("preprocess", p.sql())?;
     }
     Ok(())
@@ -142,7 +144,6 @@ pub fn check_polling_source(src: &SetPollingSource) -> Result<(), Unsupported> {
 
 /// Checks that Weir can run a SQL transform as a manifest gives it (`field` is its path in the event).
 pub fn check_sql(field: &str, sql: &TransformSql) -> Result<(), Unsupported> {
-    option(field, "temporalTables", &sql.temporal_tables)?;
     if sql.version.is_some() {
         return Err(unsupported(
             &format!("{field}.version"),
