@@ -424,6 +424,109 @@ async fn without_a_table_watermark_orders_wait_and_a_later_transaction_joins_the
     );
 }
 
+/// The coordinator stages an input without new records with a schema file that is one of its data
+/// slices (ODF's `schema_file` need not be empty): none of its records are this transaction's.
+#[tokio::test]
+async fn a_transaction_with_only_table_changes_joins_the_waiting_orders_only() {
+    let fx = Fixture::new();
+    let prices_1 = [
+        record(0, APPEND, 1000, "A", 10),
+        record(1, APPEND, 1000, "B", 20),
+        record(2, APPEND, 1000, "C", 30),
+        record(3, CORRECT_FROM, 1000, "A", 10),
+        record(4, CORRECT_TO, 4000, "A", 11),
+    ];
+    let orders_1 = [
+        record(0, APPEND, 2000, "A", 1),
+        record(1, APPEND, 2000, "B", 2),
+        record(2, APPEND, 3000, "C", 3),
+        record(3, APPEND, 5000, "A", 4),
+        record(4, APPEND, 6000, "B", 5),
+        record(5, APPEND, 7000, "C", 6),
+    ];
+    let first = request(
+        &fx,
+        "t1",
+        ENRICH,
+        &Tx {
+            orders: &orders_1,
+            prices: &prices_1,
+            orders_watermark: None,
+            prices_watermark: Some(4),
+        },
+        0,
+        None,
+    );
+    transform_ok(&first).await;
+    assert_eq!(
+        rows(&read_parquet(&first.new_data_path)),
+        [
+            row(2000, "A", 1, Some(10)),
+            row(2000, "B", 2, Some(20)),
+            row(3000, "C", 3, Some(30)),
+        ]
+    );
+
+    // Only the table changes: B corrected from 6 s on, C retracted (from 1 s on).
+    let prices_2 = [
+        record(5, CORRECT_FROM, 1000, "B", 20),
+        record(6, CORRECT_TO, 6000, "B", 21),
+        record(7, RETRACT, 1000, "C", 30),
+    ];
+    let mut second = request(
+        &fx,
+        "t2",
+        ENRICH,
+        &Tx {
+            orders: &[],
+            prices: &prices_2,
+            orders_watermark: None,
+            prices_watermark: Some(10),
+        },
+        3,
+        Some(&first),
+    );
+    second.query_inputs[0].schema_file = fx
+        .slice(&orders_1, SystemTypes::Compatible)
+        .display()
+        .to_string();
+    let outcome = transform_ok(&second).await;
+    assert_eq!(
+        rows(&read_parquet(&second.new_data_path)),
+        [row(5000, "A", 4, Some(11)), row(6000, "B", 5, Some(21))],
+        "the orders still waiting, C's retracted; none of those already joined again"
+    );
+    assert_eq!(
+        outcome.new_offset_interval,
+        Some(OffsetInterval { start: 3, end: 4 })
+    );
+
+    // And the table without new records, seen through one of its slices: nothing re-applied.
+    let orders_3 = [record(6, APPEND, 11000, "B", 7)];
+    let mut third = request(
+        &fx,
+        "t3",
+        ENRICH,
+        &Tx {
+            orders: &orders_3,
+            prices: &[],
+            orders_watermark: None,
+            prices_watermark: Some(12),
+        },
+        5,
+        Some(&second),
+    );
+    third.query_inputs[1].schema_file = fx
+        .slice(&prices_1, SystemTypes::Compatible)
+        .display()
+        .to_string();
+    transform_ok(&third).await;
+    assert_eq!(
+        rows(&read_parquet(&third.new_data_path)),
+        [row(11000, "B", 7, Some(21))]
+    );
+}
+
 fn validate_request(fx: &Fixture, query: &str) -> ValidateQueryRequest {
     let input = |alias: &str, key: u8| ValidateQueryInput {
         dataset_id: DatasetId::from_key([key; 32]),

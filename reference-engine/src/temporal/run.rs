@@ -256,11 +256,22 @@ async fn input_schema(
     Ok(Arc::new(frame.schema().as_arrow().clone()))
 }
 
-/// An input's records of this transaction, in offset order.
+/// An input's records of this transaction, in offset order: none when the request gives it no new
+/// records. Such an input is registered through its `schema_file`, which a coordinator may stage as one
+/// of the input's data slices (kamu's and Weir's do): its records were read in an earlier transaction
+/// and must not be pushed or applied again.
 async fn read_input(
     ctx: &SessionContext,
+    request: &TransformRequest,
     input: &RegisteredInput,
 ) -> Result<Vec<RecordBatch>, EngineError> {
+    let has_data = request
+        .query_inputs
+        .get(input.index)
+        .is_some_and(|i| i.offset_interval.is_some() && !i.data_paths.is_empty());
+    if !has_data {
+        return Ok(Vec::new());
+    }
     let frame = ctx
         .table(TableReference::bare(input.query_alias.clone()))
         .await
@@ -353,7 +364,7 @@ pub(crate) async fn run_transform(
     };
     let mut read = 0u64;
     for (t, table) in &mut state.tables {
-        for batch in read_input(ctx, &query.inputs[*t]).await? {
+        for batch in read_input(ctx, request, &query.inputs[*t]).await? {
             read += batch.num_rows() as u64;
             table.apply(&batch)?;
         }
@@ -361,7 +372,7 @@ pub(crate) async fn run_transform(
             table.advance(watermark);
         }
     }
-    for batch in read_input(ctx, &query.inputs[query.stream]).await? {
+    for batch in read_input(ctx, request, &query.inputs[query.stream]).await? {
         read += batch.num_rows() as u64;
         state.stream.push(batch)?;
     }
