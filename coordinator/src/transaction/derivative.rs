@@ -276,14 +276,7 @@ impl Context {
                     }
                 }
             }
-            let schema_file = stage(
-                &in_store,
-                FileKind::Data,
-                &i.schema_slice.physical_hash,
-                Some(i.schema_slice.size),
-                dir,
-            )
-            .await?;
+            let schema_file = schema_file(&in_store, &i.name, &i.schema_slice, dir).await?;
             let in_vocab =
                 DatasetVocabulary::from(&i.chain.summary.vocab.clone().unwrap_or_default());
             let blocks = match i.prev_block {

@@ -232,6 +232,34 @@ pub async fn stage(
     Ok(store.stage_file(kind, hash, size, dir).await?)
 }
 
+/// An empty Parquet file with the schema of an input's records (the footer of its `slice`), at
+/// `dir/schema-<slice hash>`: the `schema_file` the engine contract gives an engine, which holds no records
+/// (a stored slice in its place would show an input with nothing new the records of that slice).
+pub async fn schema_file(
+    store: &DatasetStore,
+    dataset: &str,
+    slice: &DataSlice,
+    dir: &Path,
+) -> Result<PathBuf, TxError> {
+    let schema = ingest::schema::slice_schema(store, slice)
+        .await
+        .map_err(|e| ingest_err(dataset, e))?;
+    let path = dir.join(format!("schema-{}", slice.physical_hash));
+    if path.exists() {
+        return Ok(path);
+    }
+    let scratch = |e: String| TxError::Scratch {
+        dataset: dataset.to_string(),
+        message: format!("writing the schema file {}: {e}", path.display()),
+    };
+    let file = std::fs::File::create(&path).map_err(|e| scratch(e.to_string()))?;
+    let writer =
+        parquet::arrow::ArrowWriter::try_new(file, schema, Some(data::writer_properties()))
+            .map_err(|e| scratch(e.to_string()))?;
+    writer.close().map_err(|e| scratch(e.to_string()))?;
+    Ok(path)
+}
+
 fn last_execute_transform(chain: &Chain) -> Option<&ExecuteTransform> {
     chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
         MetadataEvent::ExecuteTransform(e) => Some(e),

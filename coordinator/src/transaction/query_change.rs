@@ -71,14 +71,8 @@ impl Context {
             ) else {
                 return Ok(None);
             };
-            let schema_file = stage(
-                &in_store,
-                FileKind::Data,
-                &slice.physical_hash,
-                Some(slice.size),
-                dir,
-            )
-            .await?;
+            let schema_file =
+                super::schema_file(&in_store, &input.dataset_ref, &slice, dir).await?;
             inputs.push(TransformJobInput {
                 dataset_id: id,
                 dataset_alias: input.dataset_ref.clone(),
