@@ -171,7 +171,7 @@ impl Engine for Embedded {
         Box::pin(async move {
             let socket = dir.join("engine.sock");
             let address = engine_contract::EngineAddress::Unix(socket);
-            let server = tokio::spawn(engine_contract::serve(self.engine.clone(), address.clone()));
+            let server = tokio::spawn(engine_contract::serve(self.engine, address.clone()));
             let options = engine_contract::conformance::ConformanceOptions::new(self.name.as_str())
                 .with_data(engine_contract::conformance::DataSetup {
                     fixtures: std::sync::Arc::new(engine_conformance::ParquetFixtures),

@@ -163,6 +163,7 @@ impl Context {
     /// Decides, and for a stateful dataset carries out, the change from the transform in force to `wanted`
     /// (see the module docs). `events` are the transaction's metadata events so far (its Seed, vocabulary
     /// and info); a migration commits them with the change.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn change_transform(
         &self,
         m: &DatasetManifest,
