@@ -19,13 +19,12 @@ use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
     CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
-    CommandStatementQuery, ProstMessageExt, SqlInfo, TicketStatementQuery,
+    CommandStatementQuery, ProstMessageExt, SqlInfo, SqlSupportedTransaction, TicketStatementQuery,
 };
 use arrow_flight::{
-    Action, FlightData, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, SchemaAsIpc,
-    Ticket,
+    Action, FlightDescriptor, FlightEndpoint, FlightInfo, IpcMessage, SchemaAsIpc, Ticket,
 };
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, TryStreamExt};
 use prost::Message;
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
@@ -90,10 +89,18 @@ pub fn status_of(error: &SqlError) -> Status {
 }
 
 /// The Flight SQL service (a tonic service through [`FlightServiceServer`]).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FlightSqlServer {
     session: SqlSession,
     sql_info: std::sync::Arc<SqlInfoData>,
+}
+
+impl std::fmt::Debug for FlightSqlServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlightSqlServer")
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FlightSqlServer {
@@ -107,8 +114,10 @@ impl FlightSqlServer {
         info.append(SqlInfo::FlightSqlServerReadOnly, true);
         info.append(SqlInfo::FlightSqlServerSql, true);
         info.append(SqlInfo::FlightSqlServerSubstrait, false);
-        // SQL_SUPPORTED_TRANSACTION_NONE
-        info.append(SqlInfo::FlightSqlServerTransaction, 0i32);
+        info.append(
+            SqlInfo::FlightSqlServerTransaction,
+            SqlSupportedTransaction::None as i32,
+        );
         info.append(SqlInfo::FlightSqlServerCancel, false);
         info.append(SqlInfo::SqlDdlCatalog, false);
         info.append(SqlInfo::SqlDdlSchema, false);
@@ -157,14 +166,14 @@ fn encode(
     )
 }
 
-fn one_batch(batch: Result<arrow::array::RecordBatch, arrow::error::ArrowError>) -> DoGetStream {
+fn one_batch(batch: Result<arrow::array::RecordBatch, FlightError>) -> DoGetStream {
     match batch {
         Ok(batch) => encode(
             batch.schema(),
             futures::stream::once(async move { Ok(batch) }),
         ),
         Err(e) => {
-            let status = Status::internal(e.to_string());
+            let status = Status::from(e);
             Box::pin(futures::stream::once(async move { Err(status) }))
         }
     }
@@ -271,7 +280,7 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         flight_info(&schema, query.as_any(), request.into_inner())
     }
 
@@ -338,7 +347,7 @@ impl FlightSqlService for FlightSqlServer {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         flight_info(&schema, query.as_any(), request.into_inner())
     }
 

@@ -45,9 +45,12 @@ impl Server {
     }
 
     async fn client(&self) -> FlightServiceClient<tonic::transport::Channel> {
-        FlightServiceClient::connect(format!("http://{}", self.addr))
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
+            .expect("an endpoint")
+            .connect()
             .await
-            .expect("connect to the server")
+            .expect("connect to the server");
+        FlightServiceClient::new(channel)
     }
 
     async fn stop(self) {
