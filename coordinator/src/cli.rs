@@ -175,6 +175,32 @@ pub enum Command {
         /// Engine name (as used in transforms), served by `--engine`.
         engine: String,
     },
+    /// SQL over the datasets, one table per dataset (quote names with dots or dashes:
+    /// `SELECT * FROM "readings.clean"`): `-c` runs statements, no `-c` opens a shell, `server` serves
+    /// Arrow Flight SQL on 127.0.0.1.
+    Sql {
+        /// Run these statements (separated by `;`) and print their rows, instead of opening a shell.
+        #[arg(short = 'c', long = "command")]
+        query: Option<String>,
+        /// How rows are printed (default: `json` under `--format json`, else `table`).
+        #[arg(long, value_enum)]
+        output_format: Option<crate::commands::sql::SqlFormat>,
+        /// `server`: serve Arrow Flight SQL instead.
+        #[command(subcommand)]
+        server: Option<SqlCommand>,
+    },
+}
+
+/// `weir sql ...`
+#[derive(Debug, Subcommand)]
+pub enum SqlCommand {
+    /// Serve Arrow Flight SQL over the datasets on 127.0.0.1 until SIGINT or SIGTERM; prints its URL
+    /// (`grpc://127.0.0.1:PORT`) on the first line of standard output.
+    Server {
+        /// The port (0: a free one).
+        #[arg(long, default_value_t = 50050)]
+        port: u16,
+    },
 }
 
 impl Command {

@@ -27,6 +27,9 @@ pub enum CommandError {
     /// Records could not be read.
     #[error(transparent)]
     Data(#[from] DataError),
+    /// `weir sql`: a query was refused or failed, or the Flight SQL server could not serve.
+    #[error(transparent)]
+    Sql(#[from] weir_sql::SqlError),
     /// The workspace lock is held by another process, or cannot be taken.
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -139,6 +142,9 @@ impl CommandError {
             CommandError::Lock(LockError::Locked { .. }) => exit::LOCKED,
             CommandError::Lock(LockError::Io { .. }) => exit::STORAGE,
             CommandError::Pipeline { .. } | CommandError::Plugin { .. } => exit::FAILURE,
+            CommandError::Sql(e) if e.is_query_error() => exit::INVALID_QUERY,
+            CommandError::Sql(weir_sql::SqlError::OpenTable { .. }) => exit::STORAGE,
+            CommandError::Sql(_) => exit::FAILURE,
         }
     }
 
@@ -214,6 +220,12 @@ impl CommandError {
             CommandError::PullFailed { .. } => {
                 Some("datasets that failed keep their previous head; rerun `weir pull`")
             }
+            CommandError::Sql(weir_sql::SqlError::NoData { .. }) => {
+                Some("`weir pull DATASET` gives it data; `weir list` shows what each dataset holds")
+            }
+            CommandError::Sql(e) if e.is_query_error() => Some(
+                "every dataset is a table named as the dataset: quote names with dots or dashes, e.g. SELECT * FROM \"readings.clean\"; `SHOW TABLES` lists them",
+            ),
             _ => None,
         }
     }

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use coordinator::cli::{Cli, Command, EngineCommand, Format};
+use coordinator::cli::{Cli, Command, EngineCommand, Format, SqlCommand};
+use coordinator::commands::sql::SqlFormat;
 use coordinator::commands::{self, Output};
 use coordinator::error::CommandError;
 use coordinator::exit;
@@ -64,6 +65,10 @@ fn main() -> ExitCode {
         }
     };
     let ended = runtime.block_on(async {
+        // `weir sql server` stops itself on SIGINT / SIGTERM, letting calls under way finish.
+        if matches!(cli.command, Command::Sql { server: Some(_), .. }) {
+            return Ended::Finished(run(&cli).await);
+        }
         tokio::select! {
             result = run(&cli) => Ended::Finished(result),
             signal = stop_signal() => Ended::Signalled(signal),
@@ -72,7 +77,7 @@ fn main() -> ExitCode {
     let code = match ended {
         Ended::Finished(Ok(out)) => {
             let text = out.render(cli.format);
-            if !text.is_empty() {
+            if !text.is_empty() && !(cli.format == Format::Json && out.json.is_null()) {
                 // A closed pipe (`weir log x | head`) is not an error worth a panic.
                 use std::io::Write;
                 let _ = writeln!(std::io::stdout(), "{text}");
@@ -251,5 +256,21 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             commands::upgrade::run(&ctx, &opts).await
         }
         Command::Conformance { engine } => commands::conformance::run(&ctx, engine).await,
+        Command::Sql {
+            server: Some(SqlCommand::Server { port }),
+            ..
+        } => commands::sql::server(&ctx, *port).await,
+        Command::Sql {
+            query: Some(sql),
+            output_format,
+            ..
+        } => {
+            let format = SqlFormat::for_options(cli.format, *output_format);
+            commands::sql::run_once(&ctx, sql, format).await
+        }
+        Command::Sql { output_format, .. } => {
+            let format = SqlFormat::for_options(cli.format, *output_format);
+            commands::sql::shell(&ctx, format).await
+        }
     }
 }

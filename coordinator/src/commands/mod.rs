@@ -10,6 +10,7 @@ pub mod provenance;
 pub mod pull;
 pub mod rename;
 pub mod reset;
+pub mod sql;
 pub mod tail;
 pub mod upgrade;
 pub mod validate;
