@@ -49,6 +49,9 @@ pub(crate) struct Timer {
 }
 
 struct Pending<T> {
+    /// The batch key (also the map's key), kept to hand over without a
+    /// look-up allocation.
+    key: String,
     messages: Vec<Message<T>>,
     generation: u64,
 }
@@ -84,28 +87,41 @@ impl<T> Accumulator<T> {
     /// Add a message; a full batch comes back, and a timer to start when
     /// the message begins a new partial batch.
     pub fn push(&mut self, message: Message<T>) -> (Option<Batch<T>>, Option<Timer>) {
-        let key = message.batch_key().to_owned();
-        let mut timer = None;
-        let pending = self.pending.entry(key.clone()).or_insert_with(|| {
-            let generation = self.next_generation;
-            self.next_generation += 1;
-            timer = Some(Timer {
-                key: key.clone(),
-                generation,
-            });
-            Pending {
-                messages: Vec::new(),
-                generation,
-            }
-        });
-        pending.messages.push(message);
         self.len += 1;
-        if pending.messages.len() >= self.batch_size {
-            // A batch of size 1 is full at once: no timer for it.
-            let batch = self.take(&key, BatchTrigger::Size);
-            return (batch, None);
+        // The usual case first: a partial batch of this key exists (looked
+        // up by `&str`, no key allocated).
+        if let Some(pending) = self.pending.get_mut(message.batch_key()) {
+            pending.messages.push(message);
+            if pending.messages.len() >= self.batch_size {
+                let key = pending.key.clone();
+                return (self.take(&key, BatchTrigger::Size), None);
+            }
+            return (None, None);
         }
-        (None, timer)
+        let key = message.batch_key().to_owned();
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        let mut messages = Vec::with_capacity(self.batch_size.min(1024));
+        messages.push(message);
+        if self.batch_size <= 1 {
+            // A batch of size 1 is full at once: no timer for it.
+            self.len -= 1;
+            let info = self.info(key, 1, BatchTrigger::Size);
+            return (Some(Batch { messages, info }), None);
+        }
+        let timer = Timer {
+            key: key.clone(),
+            generation,
+        };
+        self.pending.insert(
+            key.clone(),
+            Pending {
+                key,
+                messages,
+                generation,
+            },
+        );
+        (None, Some(timer))
     }
 
     /// A timer fired: the batch it was started for, if still partial.
@@ -130,15 +146,20 @@ impl<T> Accumulator<T> {
     fn take(&mut self, key: &str, trigger: BatchTrigger) -> Option<Batch<T>> {
         let pending = self.pending.remove(key)?;
         self.len -= pending.messages.len();
+        let info = self.info(pending.key, pending.messages.len(), trigger);
         Some(Batch {
-            info: BatchInfo {
-                batcher: self.batcher.clone(),
-                batch_key: key.to_owned(),
-                size: pending.messages.len(),
-                trigger,
-            },
+            info,
             messages: pending.messages,
         })
+    }
+
+    fn info(&self, batch_key: String, size: usize, trigger: BatchTrigger) -> BatchInfo {
+        BatchInfo {
+            batcher: self.batcher.clone(),
+            batch_key,
+            size,
+            trigger,
+        }
     }
 }
 

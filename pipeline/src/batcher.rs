@@ -3,6 +3,7 @@
 //! and the batch processors (consumers) that run `handle_batch` and ack.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
@@ -12,6 +13,7 @@ use gen_stage::{
 use tokio::task::AbortHandle;
 
 use crate::batch::{Accumulator, Timer};
+use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, ack_with_failed_hook, run_handle_batch};
 use crate::message::split;
 use crate::{Batch, Message};
@@ -20,21 +22,39 @@ use crate::{Batch, Message};
 pub(crate) struct BatcherStage<T> {
     accumulator: Accumulator<T>,
     batch_timeout: Duration,
-    /// Subscriptions to processors still open: when the last ends (the
+    batch_size: usize,
+    /// Subscriptions to processors still open (manual demand, asked as
+    /// gen-stage's automatic demand would): when the last ends (the
     /// processors drained), every partial batch is flushed.
-    producers: usize,
+    upstreams: Upstreams,
     /// The running timer of each batch key's partial batch.
     timers: HashMap<String, AbortHandle>,
 }
 
 impl<T> BatcherStage<T> {
-    pub fn new(name: String, batch_size: usize, batch_timeout: Duration) -> Self {
+    pub fn new(
+        name: String,
+        batch_size: usize,
+        batch_timeout: Duration,
+        upstreams: Upstreams,
+    ) -> Self {
         Self {
             accumulator: Accumulator::new(name, batch_size),
             batch_timeout,
-            producers: 0,
+            batch_size,
+            upstreams,
             timers: HashMap::new(),
         }
+    }
+
+    /// Count what goes out, and what stays in partial batches.
+    fn emit(&self, batches: Vec<Batch<T>>) -> Noreply<Batch<T>> {
+        let counters = self.upstreams.counters();
+        for batch in &batches {
+            counters.batch(batch.messages.len());
+        }
+        counters.set_buffered(self.accumulator.len());
+        Noreply::Emit(batches)
     }
 
     fn handed_over(&mut self, batch: &Batch<T>) {
@@ -54,20 +74,24 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
 
     async fn handle_subscribe_producer(
         &mut self,
-        _subscription: Subscription,
+        subscription: Subscription,
         _options: &SubscribeOptions<Message<T>>,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
-        self.producers += 1;
-        Ok(ConsumerDemand::Automatic)
+        let max = self.batch_size;
+        let first = self.upstreams.subscribe(subscription.id, max, max / 2);
+        ask(&mut self.upstreams, ctx, subscription.id, first);
+        Ok(ConsumerDemand::Manual)
     }
 
     async fn handle_events(
         &mut self,
         events: Vec<Message<T>>,
-        _from: Subscription,
+        from: Subscription,
         ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Batch<T>> {
+        let n = events.len();
+        self.upstreams.counters().processed(n);
         let mut batches = Vec::new();
         for message in events {
             let (batch, timer) = self.accumulator.push(message);
@@ -90,7 +114,9 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
                 }
             }
         }
-        Noreply::Emit(batches)
+        let again = self.upstreams.received(from.id, n);
+        ask(&mut self.upstreams, ctx, from.id, again);
+        self.emit(batches)
     }
 
     async fn handle_info(
@@ -101,7 +127,7 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
         match self.accumulator.timeout(&timer) {
             Some(batch) => {
                 self.timers.remove(&timer.key);
-                Noreply::Emit(vec![batch])
+                self.emit(vec![batch])
             }
             None => Noreply::none(),
         }
@@ -110,18 +136,19 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
     async fn handle_cancel(
         &mut self,
         _cancellation: Cancellation,
-        _subscription: Subscription,
+        subscription: Subscription,
         _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Batch<T>> {
-        self.producers = self.producers.saturating_sub(1);
-        if self.producers > 0 {
+        // Only the end of a subscription to a processor counts (not a batch
+        // processor's), and only the last one flushes.
+        if !self.upstreams.cancelled(subscription.id) || self.upstreams.ids().next().is_some() {
             return Noreply::none();
         }
         let batches = self.accumulator.flush();
         for batch in &batches {
             self.handed_over(batch);
         }
-        Noreply::Emit(batches)
+        self.emit(batches)
     }
 
     /// Messages held in partial batches: a drain waits for them.
@@ -152,13 +179,33 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
             }
             crate::ack_messages(Vec::new(), failed);
         }
+        self.upstreams.counters().set_buffered(0);
     }
 }
 
-/// A batch processor: runs `handle_batch`, then acks the batch.
+/// Ask `n` of `subscription` (manual demand), and count it.
+fn ask<S: gen_stage::Stage>(
+    upstreams: &mut Upstreams,
+    ctx: &mut gen_stage::Context<'_, S>,
+    subscription: gen_stage::SubscriptionId,
+    n: usize,
+) {
+    if n > 0
+        && upstreams.asked(subscription, n)
+        && let Err(error) = ctx.ask(subscription, n)
+    {
+        tracing::debug!(target: "pipeline", %error, "an ask found no subscription");
+    }
+}
+
+/// A batch processor: runs `handle_batch`, then acks the batch. It asks
+/// one batch at a time.
 pub(crate) struct BatchProcessor<T> {
+    pub name: Arc<str>,
+    pub index: usize,
     pub handle_batch: HandleBatch<T>,
     pub handle_failed: Option<HandleFailed<T>>,
+    pub upstreams: Upstreams,
 }
 
 impl<T: Send + 'static> Consumer for BatchProcessor<T> {
@@ -168,17 +215,61 @@ impl<T: Send + 'static> Consumer for BatchProcessor<T> {
     type Cast = ();
     type Info = ();
 
+    async fn handle_subscribe(
+        &mut self,
+        subscription: Subscription,
+        _options: &SubscribeOptions<Batch<T>>,
+        ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Result<ConsumerDemand, StopReason> {
+        let first = self.upstreams.subscribe(subscription.id, 1, 0);
+        ask(&mut self.upstreams, ctx, subscription.id, first);
+        Ok(ConsumerDemand::Manual)
+    }
+
     async fn handle_events(
         &mut self,
         batches: Vec<Batch<T>>,
-        _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        from: Subscription,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
+        let n = batches.len();
         for Batch { mut messages, info } in batches {
+            let _span = tracing::debug_span!(
+                target: "pipeline",
+                "handle_batch",
+                name = %self.name,
+                batcher = %info.batcher,
+                batch_key = %info.batch_key,
+                batch_size = info.size,
+                trigger = ?info.trigger,
+                batch_processor = self.index,
+            )
+            .entered();
+            let counters = self.upstreams.counters();
+            counters.processed(messages.len());
+            counters.batch(messages.len());
             run_handle_batch(&self.handle_batch, &mut messages, &info);
             let (successful, failed) = split(messages);
-            ack_with_failed_hook(self.handle_failed.as_ref(), successful, failed);
+            counters.failed(failed.len());
+            ack_with_failed_hook(
+                self.handle_failed.as_ref(),
+                successful,
+                failed,
+                "batch_processor",
+            );
         }
+        let again = self.upstreams.received(from.id, n);
+        ask(&mut self.upstreams, ctx, from.id, again);
+        Noreply::none()
+    }
+
+    async fn handle_cancel(
+        &mut self,
+        _cancellation: Cancellation,
+        subscription: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
+        self.upstreams.cancelled(subscription.id);
         Noreply::none()
     }
 }

@@ -1,5 +1,6 @@
 //! Messages and their acknowledgers.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -66,10 +67,12 @@ pub struct Message<T> {
     pub data: T,
     pub(crate) acknowledger: Arc<dyn Acknowledger<T>>,
     status: Status,
-    batcher: String,
-    batch_key: String,
-    /// Set by the processor once `batcher` is resolved: the partition of
-    /// the batcher's stage.
+    /// `Cow`: the defaults are borrowed, so a message that keeps them costs
+    /// no allocation.
+    batcher: Cow<'static, str>,
+    batch_key: Cow<'static, str>,
+    /// Set by the processor once `batcher` (and the batcher's partition) is
+    /// resolved: the partition of the batcher stage it goes to.
     pub(crate) batcher_index: usize,
 }
 
@@ -80,8 +83,8 @@ impl<T> Message<T> {
             data,
             acknowledger,
             status: Status::Ok,
-            batcher: DEFAULT_BATCHER.to_owned(),
-            batch_key: DEFAULT_BATCH_KEY.to_owned(),
+            batcher: Cow::Borrowed(DEFAULT_BATCHER),
+            batch_key: Cow::Borrowed(DEFAULT_BATCH_KEY),
             batcher_index: 0,
         }
     }
@@ -98,13 +101,13 @@ impl<T> Message<T> {
     /// Send the message to the batcher named `batcher` (Broadway's
     /// `put_batcher`).
     pub fn put_batcher(&mut self, batcher: impl Into<String>) {
-        self.batcher = batcher.into();
+        self.batcher = Cow::Owned(batcher.into());
     }
 
     /// Batch the message only with messages of the same key (Broadway's
     /// `put_batch_key`).
     pub fn put_batch_key(&mut self, key: impl Into<String>) {
-        self.batch_key = key.into();
+        self.batch_key = Cow::Owned(key.into());
     }
 
     /// Ok, or failed with why.
