@@ -151,6 +151,20 @@ impl<T: fmt::Debug> fmt::Debug for Message<T> {
 /// order the acknowledgers first appear), as Broadway's `ack_messages`. An
 /// acknowledger that panics is logged; the caller carries on.
 pub fn ack_messages<T: 'static>(successful: Vec<Message<T>>, failed: Vec<Message<T>>) {
+    // The usual case: one acknowledger for all, no regrouping.
+    let first = successful
+        .first()
+        .or_else(|| failed.first())
+        .map(|message| message.acknowledger.clone());
+    let Some(first) = first else {
+        return;
+    };
+    let key = Arc::as_ptr(&first).cast::<()>();
+    let same = |message: &Message<T>| Arc::as_ptr(&message.acknowledger).cast::<()>() == key;
+    if successful.iter().all(same) && failed.iter().all(same) {
+        ack_group(&first, successful, failed);
+        return;
+    }
     struct Group<T> {
         acknowledger: Arc<dyn Acknowledger<T>>,
         successful: Vec<Message<T>>,
@@ -187,21 +201,35 @@ pub fn ack_messages<T: 'static>(successful: Vec<Message<T>>, failed: Vec<Message
         place(message, false);
     }
     for group in groups {
-        let (successful, failed) = (group.successful.len(), group.failed.len());
-        let acked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            group.acknowledger.ack(group.successful, group.failed)
-        }));
-        // The messages went to the acknowledger all the same: they are not
-        // acked again. The stage keeps running.
-        if let Err(payload) = acked {
-            let reason = panic_reason(payload.as_ref());
-            tracing::error!(successful, failed, %reason, "an acknowledger panicked");
-        }
+        ack_group(&group.acknowledger, group.successful, group.failed);
+    }
+}
+
+/// One `ack` call; a panic is logged.
+fn ack_group<T: 'static>(
+    acknowledger: &Arc<dyn Acknowledger<T>>,
+    successful: Vec<Message<T>>,
+    failed: Vec<Message<T>>,
+) {
+    let counts = (successful.len(), failed.len());
+    let acked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        acknowledger.ack(successful, failed)
+    }));
+    // The messages went to the acknowledger all the same: they are not
+    // acked again. The stage keeps running.
+    if let Err(payload) = acked {
+        let reason = panic_reason(payload.as_ref());
+        let (successful, failed) = counts;
+        tracing::error!(target: "pipeline", successful, failed, %reason, "an acknowledger panicked");
     }
 }
 
 /// Split messages into (successful, failed) by status.
 pub(crate) fn split<T>(messages: Vec<Message<T>>) -> (Vec<Message<T>>, Vec<Message<T>>) {
+    // The usual case: nothing failed, the batch is acked as it is.
+    if messages.iter().all(Message::is_ok) {
+        return (messages, Vec::new());
+    }
     messages.into_iter().partition(Message::is_ok)
 }
 

@@ -392,19 +392,29 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 processor_stages.push(AnyStage::from(&sink));
                 continue;
             }
-            let route =
-                PartitionDispatcher::with_hash(batcher_stages.len(), |message: Message<T>| {
-                    let index = message.batcher_index;
-                    Some((message, index))
-                });
+            // One batcher stage: every message goes to it, no routing.
+            let route: Box<dyn Dispatcher<Message<T>>> = if batcher_stages.len() == 1 {
+                Box::new(DemandDispatcher::new())
+            } else {
+                Box::new(PartitionDispatcher::with_hash(
+                    batcher_stages.len(),
+                    |message: Message<T>| {
+                        let index = message.batcher_index;
+                        Some((message, index))
+                    },
+                ))
+            };
             let stage = gen_stage::start_producer_consumer_with(
                 ProcessorStage(state),
-                ProducerConsumerOptions::new().dispatcher(route),
+                ProducerConsumerOptions::new().boxed_dispatcher(route),
             )
             .await?;
             metrics.push((StageRole::Processor { index }, stage.id(), counters));
             for (index, (batcher, batch_size)) in batcher_stages.iter().enumerate() {
-                let options = with_demand(*batch_size).partition(index);
+                let mut options = with_demand(*batch_size);
+                if batcher_stages.len() > 1 {
+                    options = options.partition(index);
+                }
                 batcher.subscribe(&stage, options).await?;
             }
             processors.push(stage.consumer());
