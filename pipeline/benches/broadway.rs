@@ -726,7 +726,32 @@ fn measure(
     });
 }
 
+/// `WEIR_BENCH_ONE=pipeline` (or `hand`): run that layer case once on a
+/// current_thread runtime with `WEIR_BENCH_MESSAGES` messages and exit, for
+/// instruction counts under callgrind (see docs/benchmarks.md).
+fn one(case: &str) {
+    let pipeline = match case {
+        "pipeline" => true,
+        "hand" => false,
+        other => panic!("WEIR_BENCH_ONE must be pipeline or hand, got {other:?}"),
+    };
+    let n = messages(false);
+    let runtime = Flavor::CurrentThread.runtime();
+    let elapsed = runtime.block_on(async {
+        if pipeline {
+            layer_pipeline(n).await
+        } else {
+            layer_hand(n).await
+        }
+    });
+    println!("layer/{case}: {n} messages in {elapsed:?}");
+}
+
 fn main() {
+    if let Ok(case) = std::env::var("WEIR_BENCH_ONE") {
+        one(&case);
+        return;
+    }
     // `cargo bench` passes `--bench`; `cargo test` does not.
     let smoke = !std::env::args().any(|arg| arg == "--bench");
     let mut criterion = Criterion::default().configure_from_args();

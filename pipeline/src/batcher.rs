@@ -2,7 +2,6 @@
 //! batch key into batches of `batch_size` (or what `batch_timeout` finds),
 //! and the batch processors (consumers) that run `handle_batch` and ack.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +9,11 @@ use gen_stage::{
     Cancellation, Consumer, ConsumerContext, ConsumerDemand, Noreply, ProducerConsumer,
     ProducerConsumerContext, StopReason, SubscribeOptions, Subscription,
 };
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
-use crate::batch::{Accumulator, Timer};
+use crate::batch::Accumulator;
 use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, ack_with_failed_hook, run_handle_batch};
 use crate::message::split;
@@ -21,14 +22,92 @@ use crate::{Batch, Message};
 /// A batcher's stage.
 pub(crate) struct BatcherStage<T> {
     accumulator: Accumulator<T>,
-    batch_timeout: Duration,
     batch_size: usize,
     /// Subscriptions to processors still open (manual demand, asked as
     /// gen-stage's automatic demand would): when the last ends (the
     /// processors drained), every partial batch is flushed.
     upstreams: Upstreams,
-    /// The running timer of each batch key's partial batch.
-    timers: HashMap<String, AbortHandle>,
+    /// The stage's one timer, set to the earliest deadline of its partial
+    /// batches.
+    timer: Timer,
+}
+
+/// A batcher stage's timer: one task (started when first needed) that
+/// sleeps until the deadline it is given, then tells the stage.
+///
+/// Deadlines only grow (a new partial batch's is `batch_timeout` from now),
+/// so while the timer is set no new batch needs it earlier: it is set once
+/// per timeout, not once per batch, and when it fires the stage hands over
+/// what is due and sets it to the next deadline.
+#[derive(Default)]
+struct Timer {
+    task: Option<(mpsc::UnboundedSender<Wake>, AbortHandle)>,
+    /// The deadline the task sleeps until (a [`Tick`] comes then).
+    set: Option<Instant>,
+}
+
+/// What the timer task is given: when to tell which stage. It holds the
+/// stage's handle only while it sleeps, so an idle timer does not keep a
+/// stage nobody else refers to running.
+struct Wake {
+    at: Instant,
+    /// Sends the stage a [`Tick`]; `false` if it stopped.
+    tell: Box<dyn FnOnce() -> bool + Send>,
+}
+
+/// The timer fired: hand over the partial batches that are due.
+#[derive(Debug)]
+pub(crate) struct Tick;
+
+impl Timer {
+    /// Make sure a [`Tick`] comes at `at` or earlier.
+    fn set<T: Send + 'static>(
+        &mut self,
+        at: Instant,
+        ctx: &ProducerConsumerContext<'_, BatcherStage<T>>,
+    ) {
+        if self.set.is_some() {
+            return;
+        }
+        // Stopping: nothing more to time.
+        let Some(stage) = ctx.stage_ref() else {
+            return;
+        };
+        let tell = Box::new(move || stage.send_info(Tick).is_ok());
+        let tx = match &self.task {
+            Some((tx, _)) => tx,
+            None => {
+                let (tx, mut rx) = mpsc::unbounded_channel::<Wake>();
+                let task = tokio::spawn(async move {
+                    while let Some(Wake { at, tell }) = rx.recv().await {
+                        tokio::time::sleep_until(at).await;
+                        if !tell() {
+                            // The stage stopped meanwhile: nothing to flush.
+                            return;
+                        }
+                    }
+                });
+                &self.task.insert((tx, task.abort_handle())).0
+            }
+        };
+        if tx.send(Wake { at, tell }).is_ok() {
+            self.set = Some(at);
+        }
+    }
+
+    /// The task no longer runs (the stage stops).
+    fn stop(&mut self) {
+        if let Some((_, task)) = self.task.take() {
+            task.abort();
+        }
+        self.set = None;
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 impl<T> BatcherStage<T> {
@@ -39,11 +118,10 @@ impl<T> BatcherStage<T> {
         upstreams: Upstreams,
     ) -> Self {
         Self {
-            accumulator: Accumulator::new(name, batch_size),
-            batch_timeout,
+            accumulator: Accumulator::new(name, batch_size, batch_timeout),
             batch_size,
             upstreams,
-            timers: HashMap::new(),
+            timer: Timer::default(),
         }
     }
 
@@ -56,12 +134,6 @@ impl<T> BatcherStage<T> {
         counters.set_buffered(self.accumulator.len());
         Noreply::Emit(batches)
     }
-
-    fn handed_over(&mut self, batch: &Batch<T>) {
-        if let Some(timer) = self.timers.remove(&batch.info.batch_key) {
-            timer.abort();
-        }
-    }
 }
 
 impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
@@ -70,7 +142,7 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
     type Call = ();
     type Reply = ();
     type Cast = ();
-    type Info = Timer;
+    type Info = Tick;
 
     async fn handle_subscribe_producer(
         &mut self,
@@ -93,26 +165,18 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
         let n = events.len();
         self.upstreams.counters().processed(n);
         let mut batches = Vec::new();
+        // The first deadline a new partial batch set (the later ones are
+        // later still).
+        let mut first_deadline = None;
         for message in events {
-            let (batch, timer) = self.accumulator.push(message);
+            let (batch, deadline) = self.accumulator.push(message, Instant::now);
             if let Some(batch) = batch {
-                self.handed_over(&batch);
                 batches.push(batch);
             }
-            if let Some(timer) = timer
-                && let Some(stage) = ctx.stage_ref()
-            {
-                let key = timer.key.clone();
-                let timeout = self.batch_timeout;
-                let task = tokio::spawn(async move {
-                    tokio::time::sleep(timeout).await;
-                    // The stage may have stopped meanwhile: nothing to flush.
-                    let _ = stage.send_info(timer);
-                });
-                if let Some(old) = self.timers.insert(key, task.abort_handle()) {
-                    old.abort();
-                }
-            }
+            first_deadline = first_deadline.or(deadline);
+        }
+        if let Some(at) = first_deadline {
+            self.timer.set(at, ctx);
         }
         let again = self.upstreams.received(from.id, n);
         ask(&mut self.upstreams, ctx, from.id, again);
@@ -121,16 +185,18 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
 
     async fn handle_info(
         &mut self,
-        timer: Timer,
-        _ctx: &mut ProducerConsumerContext<'_, Self>,
+        _tick: Tick,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Batch<T>> {
-        match self.accumulator.timeout(&timer) {
-            Some(batch) => {
-                self.timers.remove(&timer.key);
-                self.emit(vec![batch])
-            }
-            None => Noreply::none(),
+        self.timer.set = None;
+        let batches = self.accumulator.timeout(Instant::now());
+        if let Some(at) = self.accumulator.next_deadline() {
+            self.timer.set(at, ctx);
         }
+        if batches.is_empty() {
+            return Noreply::none();
+        }
+        self.emit(batches)
     }
 
     async fn handle_cancel(
@@ -145,9 +211,6 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
             return Noreply::none();
         }
         let batches = self.accumulator.flush();
-        for batch in &batches {
-            self.handed_over(batch);
-        }
         self.emit(batches)
     }
 
@@ -163,9 +226,7 @@ impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
         reason: &StopReason,
         _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) {
-        for timer in self.timers.values() {
-            timer.abort();
-        }
+        self.timer.stop();
         let mut failed = Vec::new();
         for batch in self.accumulator.flush() {
             failed.extend(batch.messages);

@@ -1,5 +1,6 @@
 //! The user's callbacks, shared by every stage that runs them, and the
-//! catch_unwind around each call.
+//! catch_unwind around each call (the processor's around each group of
+//! messages is in `processor.rs`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -11,13 +12,11 @@ pub(crate) type HandleMessage<T> = Arc<dyn Fn(&mut Message<T>) + Send + Sync>;
 pub(crate) type HandleBatch<T> = Arc<dyn Fn(&mut [Message<T>], &BatchInfo) + Send + Sync>;
 pub(crate) type HandleFailed<T> = Arc<dyn Fn(&mut [Message<T>]) + Send + Sync>;
 
-/// Run `handle_message`; a panic fails the message.
-pub(crate) fn run_handle_message<T>(handler: &HandleMessage<T>, message: &mut Message<T>) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| handler(message))) {
-        let reason = panic_reason(payload.as_ref());
-        tracing::warn!(target: "pipeline", %reason, "handle_message panicked: the message fails");
-        message.fail(reason);
-    }
+/// `handle_message` panicked on `message`: it fails.
+pub(crate) fn fail_panicked<T>(message: &mut Message<T>, payload: &(dyn std::any::Any + Send)) {
+    let reason = panic_reason(payload);
+    tracing::warn!(target: "pipeline", %reason, "handle_message panicked: the message fails");
+    message.fail(reason);
 }
 
 /// Run `handle_batch`; a panic fails every message of the batch.

@@ -135,21 +135,32 @@ pub(crate) struct Counters {
     buffered: AtomicUsize,
 }
 
+/// Add `n` to a counter only its stage writes: a relaxed load and store, no
+/// read-modify-write (readers see the counter before or after, as with
+/// `fetch_add`).
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+/// Each stage writes its own counters from its own task, and the pipeline
+/// only reads them: one writer, so adding is a load and a store.
 impl Counters {
     pub fn processed(&self, n: usize) {
-        self.processed.fetch_add(n as u64, Ordering::Relaxed);
+        bump(&self.processed, n as u64);
     }
 
     pub fn failed(&self, n: usize) {
         if n > 0 {
-            self.failed.fetch_add(n as u64, Ordering::Relaxed);
+            bump(&self.failed, n as u64);
         }
     }
 
     pub fn batch(&self, size: usize) {
-        self.batches.fetch_add(1, Ordering::Relaxed);
-        self.batched.fetch_add(size as u64, Ordering::Relaxed);
-        self.max_batch.fetch_max(size, Ordering::Relaxed);
+        bump(&self.batches, 1);
+        bump(&self.batched, size as u64);
+        if size > self.max_batch.load(Ordering::Relaxed) {
+            self.max_batch.store(size, Ordering::Relaxed);
+        }
     }
 
     /// The stage's outstanding demand is now `n` (the stage keeps the

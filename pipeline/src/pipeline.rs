@@ -18,7 +18,7 @@ use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, HandleMessage};
 use crate::metrics::{Counters, PipelineMetrics, StageRole};
 use crate::processor::{
-    BatcherRoute, PartitionBy, Processor, ProcessorSink, ProcessorStage, ProcessorState,
+    BatcherRoute, PartitionBy, Processor, ProcessorSink, ProcessorStage, ProcessorState, Routes,
     partition_of,
 };
 use crate::rate_limit::{RateLimiter, RateLimiting, run_intervals};
@@ -305,7 +305,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         // Batchers (one stage, or one per partition) and their batch
         // processors.
         let mut batcher_stages = Vec::new();
-        let mut routes = HashMap::new();
+        let mut routes = Vec::new();
         let mut batcher_roles = Vec::new();
         for batcher in self.batchers {
             let partitioned = batcher.partition_by.is_some() && batcher.concurrency > 1;
@@ -314,14 +314,14 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             } else {
                 (1, batcher.concurrency)
             };
-            routes.insert(
+            routes.push((
                 batcher.name.clone(),
                 BatcherRoute {
                     first: batcher_stages.len(),
                     stages,
                     partition_by: batcher.partition_by.clone(),
                 },
-            );
+            ));
             for partition in 0..stages {
                 let counters = Arc::new(Counters::default());
                 let stage = gen_stage::start_producer_consumer(BatcherStage::<T>::new(
@@ -374,7 +374,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             name: name.clone(),
             handle_message,
             handle_failed: self.handle_failed.clone(),
-            batchers: (!batcher_stages.is_empty()).then(|| Arc::new(routes)),
+            batchers: (!batcher_stages.is_empty()).then(|| Arc::new(Routes::new(routes))),
             limiter: limiter.clone(),
             max_demand,
         };

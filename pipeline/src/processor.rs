@@ -17,7 +17,7 @@ use gen_stage::{
 
 use crate::Message;
 use crate::demand::Upstreams;
-use crate::handlers::{HandleFailed, HandleMessage, ack_with_failed_hook, run_handle_message};
+use crate::handlers::{HandleFailed, HandleMessage, ack_with_failed_hook, fail_panicked};
 use crate::message::panic_reason;
 use crate::rate_limit::{Grant, RateLimiter};
 
@@ -52,13 +52,58 @@ pub(crate) fn partition_of<T>(
     }
 }
 
+/// Every batcher's route by name, with the default batcher's found without
+/// a comparison (a message whose handler named no batcher).
+pub(crate) struct Routes<T> {
+    routes: Vec<(String, BatcherRoute<T>)>,
+    /// The index of the default batcher's route, if there is one.
+    default: Option<usize>,
+    /// By name, when there are too many routes to compare them in turn.
+    by_name: Option<HashMap<String, usize>>,
+}
+
+impl<T> Routes<T> {
+    /// Beyond this many batchers, names are looked up in a map.
+    const LINEAR: usize = 16;
+
+    pub fn new(routes: Vec<(String, BatcherRoute<T>)>) -> Self {
+        let default = routes
+            .iter()
+            .position(|(name, _)| name == crate::DEFAULT_BATCHER);
+        let by_name = (routes.len() > Self::LINEAR).then(|| {
+            routes
+                .iter()
+                .enumerate()
+                .map(|(index, (name, _))| (name.clone(), index))
+                .collect()
+        });
+        Self {
+            routes,
+            default,
+            by_name,
+        }
+    }
+
+    /// The route of the message's batcher, if it names one there is.
+    fn get(&self, message: &Message<T>) -> Option<&BatcherRoute<T>> {
+        let index = match message.custom_batcher() {
+            None => self.default,
+            Some(name) => match &self.by_name {
+                Some(by_name) => by_name.get(name).copied(),
+                None => self.routes.iter().position(|(n, _)| n == name),
+            },
+        };
+        index.map(|index| &self.routes[index].1)
+    }
+}
+
 /// What every processor of a pipeline shares.
 pub(crate) struct Processor<T> {
     pub name: Arc<str>,
     pub handle_message: HandleMessage<T>,
     pub handle_failed: Option<HandleFailed<T>>,
     /// Batcher name to route; `None`: no batchers, ack here.
-    pub batchers: Option<Arc<HashMap<String, BatcherRoute<T>>>>,
+    pub batchers: Option<Arc<Routes<T>>>,
     pub limiter: Option<Arc<RateLimiter>>,
     pub max_demand: usize,
 }
@@ -101,8 +146,8 @@ impl<T: 'static> ProcessorState<T> {
     }
 
     /// Handle the messages; ack what ends here, return what goes on to a
-    /// batcher.
-    fn process(&self, messages: Vec<Message<T>>) -> Vec<Message<T>> {
+    /// batcher (the same `Vec`, changed in place, when nothing failed).
+    fn process(&self, mut messages: Vec<Message<T>>) -> Vec<Message<T>> {
         let _span = tracing::debug_span!(
             target: "pipeline",
             "processor",
@@ -113,52 +158,35 @@ impl<T: 'static> ProcessorState<T> {
         .entered();
         let counters = self.upstreams.counters();
         counters.processed(messages.len());
-        let mut forward = Vec::with_capacity(messages.len());
-        let mut successful = Vec::new();
-        let mut failed = Vec::new();
-        for mut message in messages {
-            // A message failed before it got here (its partition_by
-            // panicked) is not handled again.
-            if message.is_ok() {
-                let _span = tracing::trace_span!(
-                    target: "pipeline",
-                    "handle_message",
-                    name = %self.shared.name,
-                    processor = self.index,
-                )
-                .entered();
-                run_handle_message(&self.shared.handle_message, &mut message);
-            }
-            if !message.is_ok() {
-                failed.push(message);
-                continue;
-            }
-            match &self.shared.batchers {
-                None => successful.push(message),
-                Some(batchers) => match batchers.get(message.batcher()) {
-                    Some(route) => {
-                        let partition = match &route.partition_by {
-                            Some(by) if route.stages > 1 => {
-                                partition_of(by, &mut message, route.stages)
-                            }
-                            _ => 0,
-                        };
-                        if message.is_ok() {
-                            message.batcher_index = route.first + partition;
-                            forward.push(message);
-                        } else {
-                            failed.push(message);
-                        }
-                    }
-                    None => {
-                        let reason = format!("no batcher named {:?}", message.batcher());
-                        message.fail(reason);
-                        failed.push(message);
-                    }
-                },
+        // One look at the level for the whole group: a `handle_message`
+        // span per message only when a subscriber may want trace spans.
+        let trace = tracing::level_enabled!(tracing::Level::TRACE);
+        // One `catch_unwind` around the whole group; after a panic (which
+        // fails the message it came from) the rest goes on under a new one.
+        let mut next = 0;
+        while next < messages.len() {
+            let handled = catch_unwind(AssertUnwindSafe(|| {
+                while next < messages.len() {
+                    let message = &mut messages[next];
+                    next += 1;
+                    self.handle(message, trace);
+                }
+            }));
+            if let Err(payload) = handled {
+                fail_panicked(&mut messages[next - 1], payload.as_ref());
             }
         }
-        counters.failed(failed.len());
+        let failed_count = messages.iter().filter(|m| !m.is_ok()).count();
+        counters.failed(failed_count);
+        let failed: Vec<Message<T>> = if failed_count == 0 {
+            Vec::new()
+        } else {
+            messages.extract_if(.., |m| !m.is_ok()).collect()
+        };
+        let (successful, forward) = match self.shared.batchers {
+            None => (messages, Vec::new()),
+            Some(_) => (Vec::new(), messages),
+        };
         ack_with_failed_hook(
             self.shared.handle_failed.as_ref(),
             successful,
@@ -166,6 +194,45 @@ impl<T: 'static> ProcessorState<T> {
             "processor",
         );
         forward
+    }
+
+    /// `handle_message` on one message (unless it failed before it got
+    /// here: its partition_by panicked), then its batcher's route.
+    fn handle(&self, message: &mut Message<T>, trace: bool) {
+        if !message.is_ok() {
+            return;
+        }
+        if trace {
+            let _span = tracing::trace_span!(
+                target: "pipeline",
+                "handle_message",
+                name = %self.shared.name,
+                processor = self.index,
+            )
+            .entered();
+            (self.shared.handle_message)(message);
+        } else {
+            (self.shared.handle_message)(message);
+        }
+        if !message.is_ok() {
+            return;
+        }
+        let Some(batchers) = &self.shared.batchers else {
+            return;
+        };
+        match batchers.get(message) {
+            Some(route) => {
+                let partition = match &route.partition_by {
+                    Some(by) if route.stages > 1 => partition_of(by, message, route.stages),
+                    _ => 0,
+                };
+                message.batcher_index = route.first + partition;
+            }
+            None => {
+                let reason = format!("no batcher named {:?}", message.batcher());
+                message.fail(reason);
+            }
+        }
     }
 
     /// How much of `want` more from `subscription` to ask now: all of it,
