@@ -727,8 +727,9 @@ fn measure(
 }
 
 /// `WEIR_BENCH_ONE=pipeline` (or `hand`): run that layer case once on a
-/// current_thread runtime with `WEIR_BENCH_MESSAGES` messages and exit, for
-/// instruction counts under callgrind (see docs/benchmarks.md).
+/// current_thread runtime (`WEIR_BENCH_WORKERS=2`: multi_thread(2)) with
+/// `WEIR_BENCH_MESSAGES` messages and exit, for instruction counts under
+/// callgrind (see docs/benchmarks.md).
 fn one(case: &str) {
     let pipeline = match case {
         "pipeline" => true,
@@ -736,7 +737,14 @@ fn one(case: &str) {
         other => panic!("WEIR_BENCH_ONE must be pipeline or hand, got {other:?}"),
     };
     let n = messages(false);
-    let runtime = Flavor::CurrentThread.runtime();
+    let flavor = match std::env::var("WEIR_BENCH_WORKERS") {
+        Ok(workers) => match workers.parse::<usize>() {
+            Ok(workers) if workers > 0 => Flavor::MultiThread(workers),
+            _ => panic!("WEIR_BENCH_WORKERS must be a positive integer, got {workers:?}"),
+        },
+        Err(_) => Flavor::CurrentThread,
+    };
+    let runtime = flavor.runtime();
     let elapsed = runtime.block_on(async {
         if pipeline {
             layer_pipeline(n).await
@@ -744,7 +752,10 @@ fn one(case: &str) {
             layer_hand(n).await
         }
     });
-    println!("layer/{case}: {n} messages in {elapsed:?}");
+    println!(
+        "layer/{case} on {}: {n} messages in {elapsed:?}",
+        flavor.name()
+    );
 }
 
 fn main() {

@@ -124,7 +124,12 @@ impl PipelineMetrics {
 
 /// A stage's counters, shared by the stage (which writes) and the pipeline
 /// (which reads).
+///
+/// Aligned to 128 bytes (two cache lines, as the adjacent-line prefetcher
+/// pairs them): the stages' counters are allocated one after the other, and
+/// two stages running on two workers must not write to one cache line.
 #[derive(Debug, Default)]
+#[repr(align(128))]
 pub(crate) struct Counters {
     processed: AtomicU64,
     failed: AtomicU64,
