@@ -66,7 +66,13 @@ fn main() -> ExitCode {
     };
     let ended = runtime.block_on(async {
         // `weir sql server` stops itself on SIGINT / SIGTERM, letting calls under way finish.
-        if matches!(cli.command, Command::Sql { server: Some(_), .. }) {
+        if matches!(
+            cli.command,
+            Command::Sql {
+                server: Some(_),
+                ..
+            }
+        ) {
             return Ended::Finished(run(&cli).await);
         }
         tokio::select! {

@@ -29,7 +29,10 @@ fn one_shot_statements_read_the_datasets_as_tables() {
     assert_eq!(results[0]["rows"][0]["n"], 432 - 7, "{json}");
     assert_eq!(results[1]["rows"][0]["city"], "Oslo", "{json}");
 
-    let table = ok(ws.path(), &["sql", "-c", "SELECT count(*) AS n FROM readings.daily"]);
+    let table = ok(
+        ws.path(),
+        &["sql", "-c", "SELECT count(*) AS n FROM readings.daily"],
+    );
     assert!(table.contains("| 12 "), "{table}");
 
     let out = weir(ws.path())
@@ -54,7 +57,11 @@ fn the_shell_runs_each_statement_and_goes_on_after_an_error() {
         .write_stdin("SELECT nope FROM readings;\nSELECT count(*) AS n\n  FROM stations;\n\\q\n")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("| 10 "), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));

@@ -1,9 +1,13 @@
 //! Batches, and the accumulation of messages into them as a pure state
-//! machine (no tasks, no timers: the batcher stage drives it).
+//! machine (no tasks, no timers: the batcher stage drives it, with one
+//! timer per batcher stage set to the earliest deadline).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use crate::Message;
+use tokio::time::Instant;
+
+use crate::{DEFAULT_BATCH_KEY, Message};
 
 /// Why a batch was handed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,38 +44,52 @@ pub struct Batch<T> {
     pub info: BatchInfo,
 }
 
-/// A timer to start: when it fires, call [`Accumulator::timeout`] with
-/// these.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Timer {
-    pub key: String,
-    pub generation: u64,
-}
-
 struct Pending<T> {
+    /// The batch key, kept to hand over without a look-up allocation.
+    key: String,
     messages: Vec<Message<T>>,
-    generation: u64,
+    /// `batch_timeout` after its first message.
+    deadline: Instant,
 }
 
 /// Messages of one batcher, grouped by batch key until a batch is full,
 /// times out or is flushed.
+///
+/// The partial batches are slots of a `Vec`; the default batch key's slot is
+/// kept apart (a message that kept the default key finds it without hashing
+/// or comparing its key), the other keys' slots are in a map, and the slot
+/// of the last custom key is tried first.
 pub(crate) struct Accumulator<T> {
     batcher: String,
     batch_size: usize,
-    pending: HashMap<String, Pending<T>>,
-    /// Each new partial batch gets the next generation, so that the timer of
-    /// a batch already handed over finds nothing.
-    next_generation: u64,
+    batch_timeout: Duration,
+    pending: Vec<Pending<T>>,
+    /// The slot of the default batch key's partial batch.
+    default: Option<usize>,
+    /// The slots of the other keys' partial batches.
+    slots: HashMap<String, usize>,
+    /// The slot the last message with a custom key went to.
+    last: Option<usize>,
     len: usize,
 }
 
+/// `now + timeout`, or far in the future if that overflows (as tokio's
+/// `sleep`).
+fn deadline(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
 impl<T> Accumulator<T> {
-    pub fn new(batcher: String, batch_size: usize) -> Self {
+    pub fn new(batcher: String, batch_size: usize, batch_timeout: Duration) -> Self {
         Self {
             batcher,
             batch_size: batch_size.max(1),
-            pending: HashMap::new(),
-            next_generation: 0,
+            batch_timeout,
+            pending: Vec::new(),
+            default: None,
+            slots: HashMap::new(),
+            last: None,
             len: 0,
         }
     }
@@ -81,64 +99,148 @@ impl<T> Accumulator<T> {
         self.len
     }
 
-    /// Add a message; a full batch comes back, and a timer to start when
-    /// the message begins a new partial batch.
-    pub fn push(&mut self, message: Message<T>) -> (Option<Batch<T>>, Option<Timer>) {
-        let key = message.batch_key().to_owned();
-        let mut timer = None;
-        let pending = self.pending.entry(key.clone()).or_insert_with(|| {
-            let generation = self.next_generation;
-            self.next_generation += 1;
-            timer = Some(Timer {
-                key: key.clone(),
-                generation,
-            });
-            Pending {
-                messages: Vec::new(),
-                generation,
-            }
-        });
-        pending.messages.push(message);
+    /// Add a message; a full batch comes back, and when the message begins
+    /// a new partial batch, that batch's deadline (`now()` plus the
+    /// timeout; `now` is only called then).
+    pub fn push(
+        &mut self,
+        message: Message<T>,
+        now: impl FnOnce() -> Instant,
+    ) -> (Option<Batch<T>>, Option<Instant>) {
         self.len += 1;
-        if pending.messages.len() >= self.batch_size {
-            // A batch of size 1 is full at once: no timer for it.
-            let batch = self.take(&key, BatchTrigger::Size);
-            return (batch, None);
-        }
-        (None, timer)
-    }
-
-    /// A timer fired: the batch it was started for, if still partial.
-    pub fn timeout(&mut self, timer: &Timer) -> Option<Batch<T>> {
-        match self.pending.get(&timer.key) {
-            Some(pending) if pending.generation == timer.generation => {
-                self.take(&timer.key, BatchTrigger::Timeout)
+        // The usual case first: a partial batch of this key exists.
+        if let Some(slot) = self.slot_of(&message) {
+            let pending = &mut self.pending[slot];
+            pending.messages.push(message);
+            if pending.messages.len() >= self.batch_size {
+                return (Some(self.take(slot, BatchTrigger::Size)), None);
             }
-            _ => None,
+            return (None, None);
+        }
+        let key = message.batch_key().to_owned();
+        let mut messages = Vec::with_capacity(self.batch_size.min(1024));
+        messages.push(message);
+        if self.batch_size <= 1 {
+            // A batch of size 1 is full at once: no deadline for it.
+            self.len -= 1;
+            let info = self.info(key, 1, BatchTrigger::Size);
+            return (Some(Batch { messages, info }), None);
+        }
+        let deadline = deadline(now(), self.batch_timeout);
+        let slot = self.pending.len();
+        if key == DEFAULT_BATCH_KEY {
+            self.default = Some(slot);
+        } else {
+            self.slots.insert(key.clone(), slot);
+            self.last = Some(slot);
+        }
+        self.pending.push(Pending {
+            key,
+            messages,
+            deadline,
+        });
+        (None, Some(deadline))
+    }
+
+    /// The slot of the message's key's partial batch, if there is one.
+    fn slot_of(&mut self, message: &Message<T>) -> Option<usize> {
+        match message.custom_batch_key() {
+            None => self.default,
+            Some(key) if key == DEFAULT_BATCH_KEY => self.default,
+            Some(key) => {
+                if let Some(last) = self.last
+                    && self.pending[last].key == key
+                {
+                    return Some(last);
+                }
+                let slot = self.slots.get(key).copied();
+                self.last = slot;
+                slot
+            }
         }
     }
 
-    /// Every partial batch.
-    pub fn flush(&mut self) -> Vec<Batch<T>> {
-        let mut keys: Vec<String> = self.pending.keys().cloned().collect();
-        keys.sort();
-        keys.iter()
-            .filter_map(|key| self.take(key, BatchTrigger::Flush))
+    /// Hand over the batch in `slot`; the last slot takes its place.
+    fn take(&mut self, slot: usize, trigger: BatchTrigger) -> Batch<T> {
+        let pending = self.pending.swap_remove(slot);
+        self.last = None;
+        if pending.key == DEFAULT_BATCH_KEY {
+            self.default = None;
+        } else {
+            self.slots.remove(&pending.key);
+        }
+        if let Some(moved) = self.pending.get(slot) {
+            if moved.key == DEFAULT_BATCH_KEY {
+                self.default = Some(slot);
+            } else if let Some(index) = self.slots.get_mut(&moved.key) {
+                *index = slot;
+            }
+        }
+        self.batch(pending, trigger)
+    }
+
+    fn batch(&mut self, pending: Pending<T>, trigger: BatchTrigger) -> Batch<T> {
+        self.len -= pending.messages.len();
+        let info = self.info(pending.key, pending.messages.len(), trigger);
+        Batch {
+            info,
+            messages: pending.messages,
+        }
+    }
+
+    /// The earliest deadline of the partial batches.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.pending.iter().map(|pending| pending.deadline).min()
+    }
+
+    /// Every partial batch whose deadline is `now` or earlier, earliest
+    /// first (by key among equal deadlines).
+    pub fn timeout(&mut self, now: Instant) -> Vec<Batch<T>> {
+        let mut due: Vec<Pending<T>> = self
+            .pending
+            .extract_if(.., |pending| pending.deadline <= now)
+            .collect();
+        if due.is_empty() {
+            return Vec::new();
+        }
+        self.reindex();
+        due.sort_by(|a, b| (a.deadline, &a.key).cmp(&(b.deadline, &b.key)));
+        due.into_iter()
+            .map(|pending| self.batch(pending, BatchTrigger::Timeout))
             .collect()
     }
 
-    fn take(&mut self, key: &str, trigger: BatchTrigger) -> Option<Batch<T>> {
-        let pending = self.pending.remove(key)?;
-        self.len -= pending.messages.len();
-        Some(Batch {
-            info: BatchInfo {
-                batcher: self.batcher.clone(),
-                batch_key: key.to_owned(),
-                size: pending.messages.len(),
-                trigger,
-            },
-            messages: pending.messages,
-        })
+    /// Every partial batch, by key.
+    pub fn flush(&mut self) -> Vec<Batch<T>> {
+        let mut all = std::mem::take(&mut self.pending);
+        self.reindex();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all.into_iter()
+            .map(|pending| self.batch(pending, BatchTrigger::Flush))
+            .collect()
+    }
+
+    /// The slots anew, after partial batches left from anywhere.
+    fn reindex(&mut self) {
+        self.default = None;
+        self.last = None;
+        self.slots.clear();
+        for (slot, pending) in self.pending.iter().enumerate() {
+            if pending.key == DEFAULT_BATCH_KEY {
+                self.default = Some(slot);
+            } else {
+                self.slots.insert(pending.key.clone(), slot);
+            }
+        }
+    }
+
+    fn info(&self, batch_key: String, size: usize, trigger: BatchTrigger) -> BatchInfo {
+        BatchInfo {
+            batcher: self.batcher.clone(),
+            batch_key,
+            size,
+            trigger,
+        }
     }
 }
 
@@ -157,13 +259,17 @@ mod tests {
         message
     }
 
+    const TIMEOUT: Duration = Duration::from_secs(1);
+
     #[test]
-    fn a_full_batch_comes_back_and_its_timer_then_finds_nothing() {
-        let mut acc = Accumulator::new("default".into(), 2);
-        let (batch, timer) = acc.push(message(1, "a"));
+    fn a_full_batch_comes_back_and_its_deadline_then_finds_nothing() {
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        let mut acc = Accumulator::new("default".into(), 2, TIMEOUT);
+        let (batch, deadline) = acc.push(message(1, "a"), || at(0));
         assert!(batch.is_none());
-        let timer = timer.expect("the first message starts a timer");
-        let (batch, again) = acc.push(message(2, "a"));
+        assert_eq!(deadline, Some(at(1)), "the first message sets a deadline");
+        let (batch, again) = acc.push(message(2, "a"), || unreachable!("no new batch"));
         assert!(again.is_none());
         let batch = batch.expect("full");
         assert_eq!(batch.info.trigger, BatchTrigger::Size);
@@ -171,24 +277,43 @@ mod tests {
             batch.messages.iter().map(|m| m.data).collect::<Vec<_>>(),
             [1, 2]
         );
-        assert!(acc.timeout(&timer).is_none());
-        // The next partial batch has a new timer; the old one still finds nothing.
-        let (_, next) = acc.push(message(3, "a"));
-        assert!(acc.timeout(&timer).is_none());
-        let batch = acc.timeout(&next.expect("a new timer")).expect("partial");
+        assert_eq!(acc.next_deadline(), None);
+        assert!(acc.timeout(at(1)).is_empty());
+        // The next partial batch has a deadline of its own.
+        let (_, next) = acc.push(message(3, "a"), || at(1));
+        assert_eq!(next, Some(at(2)));
+        assert!(acc.timeout(at(1)).is_empty());
+        let batches = acc.timeout(at(2));
         assert_eq!(
-            (batch.info.size, batch.info.trigger),
-            (1, BatchTrigger::Timeout)
+            batches
+                .iter()
+                .map(|b| (b.info.size, b.info.trigger))
+                .collect::<Vec<_>>(),
+            [(1, BatchTrigger::Timeout)]
         );
         assert_eq!(acc.len(), 0);
     }
 
     #[test]
+    fn the_default_key_set_or_left_batches_together() {
+        let mut acc = Accumulator::new("default".into(), 2, TIMEOUT);
+        let now = Instant::now();
+        assert!(
+            acc.push(Message::new(1, Arc::new(NoopAcknowledger)), || now)
+                .0
+                .is_none()
+        );
+        let batch = acc.push(message(2, DEFAULT_BATCH_KEY), || now).0;
+        assert_eq!(batch.expect("full").info.batch_key, DEFAULT_BATCH_KEY);
+    }
+
+    #[test]
     fn batch_keys_batch_apart() {
-        let mut acc = Accumulator::new("default".into(), 2);
-        assert!(acc.push(message(1, "a")).0.is_none());
-        assert!(acc.push(message(2, "b")).0.is_none());
-        let batch = acc.push(message(3, "a")).0.expect("a is full");
+        let mut acc = Accumulator::new("default".into(), 2, TIMEOUT);
+        let now = Instant::now();
+        assert!(acc.push(message(1, "a"), || now).0.is_none());
+        assert!(acc.push(message(2, "b"), || now).0.is_none());
+        let batch = acc.push(message(3, "a"), || now).0.expect("a is full");
         assert_eq!(batch.info.batch_key, "a");
         let rest = acc.flush();
         assert_eq!(rest.len(), 1);
@@ -197,28 +322,52 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever the order of pushes, timeouts and the final flush, every
-        /// message comes out in exactly one batch, no batch exceeds the size,
-        /// and a batch holds one key only.
+        /// Whatever the order of pushes (keys, the default one among them),
+        /// the clock's advances, timeouts and the final flush, every message
+        /// comes out in exactly one batch, no batch exceeds the size, a batch
+        /// holds one key only, and a timeout hands over exactly the partial
+        /// batches whose first message is `batch_timeout` old.
         #[test]
         fn every_message_comes_out_once(
             batch_size in 1usize..6,
-            steps in proptest::collection::vec((0u8..3, any::<bool>()), 0..80),
+            steps in proptest::collection::vec((0u8..4, 0u64..3, any::<bool>()), 0..80),
         ) {
-            let mut acc = Accumulator::new("b".into(), batch_size);
-            let mut timers = Vec::new();
+            let timeout = Duration::from_secs(2);
+            let mut acc = Accumulator::new("b".into(), batch_size, timeout);
+            let mut now = Instant::now();
             let mut out = Vec::new();
-            for (n, (key, fire)) in steps.iter().enumerate() {
-                let (batch, timer) = acc.push(message(n as u32, &key.to_string()));
-                out.extend(batch);
-                timers.extend(timer);
-                if *fire && !timers.is_empty() {
-                    let timer = timers.remove(0);
-                    out.extend(acc.timeout(&timer));
+            // When each key's partial batch started.
+            let mut started: HashMap<String, Instant> = HashMap::new();
+            for (n, (key, advance, fire)) in steps.iter().enumerate() {
+                let key = if *key == 0 { DEFAULT_BATCH_KEY.to_owned() } else { key.to_string() };
+                let mut message = Message::new(n as u32, Arc::new(NoopAcknowledger));
+                if *key != *DEFAULT_BATCH_KEY || n % 2 == 0 {
+                    message.put_batch_key(key.clone());
+                }
+                let (batch, deadline) = acc.push(message, || now);
+                if let Some(deadline) = deadline {
+                    prop_assert_eq!(deadline, now + timeout);
+                    started.insert(key.clone(), now);
+                }
+                if let Some(batch) = batch {
+                    prop_assert_eq!(batch.info.trigger, BatchTrigger::Size);
+                    started.remove(&batch.info.batch_key);
+                    out.push(batch);
+                }
+                prop_assert_eq!(acc.next_deadline(), started.values().min().map(|s| *s + timeout));
+                now += Duration::from_secs(*advance);
+                if *fire {
+                    for batch in acc.timeout(now) {
+                        let began = started.remove(&batch.info.batch_key);
+                        prop_assert!(began.is_some_and(|b| b + timeout <= now));
+                        out.push(batch);
+                    }
+                    prop_assert!(started.values().all(|b| *b + timeout > now));
                 }
             }
             out.extend(acc.flush());
             prop_assert_eq!(acc.len(), 0);
+            prop_assert_eq!(acc.next_deadline(), None);
             let mut seen: Vec<u32> = Vec::new();
             for batch in &out {
                 prop_assert!(batch.messages.len() <= batch_size && !batch.messages.is_empty());

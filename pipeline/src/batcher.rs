@@ -2,16 +2,19 @@
 //! batch key into batches of `batch_size` (or what `batch_timeout` finds),
 //! and the batch processors (consumers) that run `handle_batch` and ack.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
     Cancellation, Consumer, ConsumerContext, ConsumerDemand, Msgs, Noreply, ProducerConsumer,
     ProducerConsumerContext, StopReason, SubscribeOptions, Subscription,
 };
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
-use crate::batch::{Accumulator, Timer};
+use crate::batch::Accumulator;
+use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, ack_with_failed_hook, run_handle_batch};
 use crate::message::split;
 use crate::{Batch, Message};
@@ -19,32 +22,121 @@ use crate::{Batch, Message};
 /// A batcher's stage.
 pub(crate) struct BatcherStage<T> {
     accumulator: Accumulator<T>,
-    batch_timeout: Duration,
-    /// Subscriptions to processors still open: when the last ends (the
+    batch_size: usize,
+    /// Subscriptions to processors still open (manual demand, asked as
+    /// gen-stage's automatic demand would): when the last ends (the
     /// processors drained), every partial batch is flushed.
-    producers: usize,
-    /// The running timer of each batch key's partial batch.
-    timers: HashMap<String, AbortHandle>,
+    upstreams: Upstreams,
+    /// The stage's one timer, set to the earliest deadline of its partial
+    /// batches.
+    timer: Timer,
+}
+
+/// A batcher stage's timer: one task (started when first needed) that
+/// sleeps until the deadline it is given, then tells the stage.
+///
+/// Deadlines only grow (a new partial batch's is `batch_timeout` from now),
+/// so while the timer is set no new batch needs it earlier: it is set once
+/// per timeout, not once per batch, and when it fires the stage hands over
+/// what is due and sets it to the next deadline.
+#[derive(Default)]
+struct Timer {
+    task: Option<(mpsc::UnboundedSender<Wake>, AbortHandle)>,
+    /// The deadline the task sleeps until (a [`Tick`] comes then).
+    set: Option<Instant>,
+}
+
+/// What the timer task is given: when to tell which stage. It holds the
+/// stage's handle only while it sleeps, so an idle timer does not keep a
+/// stage nobody else refers to running.
+struct Wake {
+    at: Instant,
+    /// Sends the stage a [`Tick`]; `false` if it stopped.
+    tell: Box<dyn FnOnce() -> bool + Send>,
+}
+
+/// The timer fired: hand over the partial batches that are due.
+#[derive(Debug)]
+pub(crate) struct Tick;
+
+impl Timer {
+    /// Make sure a [`Tick`] comes at `at` or earlier.
+    fn set<T: Send + 'static>(
+        &mut self,
+        at: Instant,
+        ctx: &ProducerConsumerContext<'_, BatcherStage<T>, BatcherMessages>,
+    ) {
+        if self.set.is_some() {
+            return;
+        }
+        // Stopping: nothing more to time.
+        let Some(stage) = ctx.stage_ref() else {
+            return;
+        };
+        let tell = Box::new(move || stage.send_info(Tick).is_ok());
+        let tx = match &self.task {
+            Some((tx, _)) => tx,
+            None => {
+                let (tx, mut rx) = mpsc::unbounded_channel::<Wake>();
+                let task = tokio::spawn(async move {
+                    while let Some(Wake { at, tell }) = rx.recv().await {
+                        tokio::time::sleep_until(at).await;
+                        if !tell() {
+                            // The stage stopped meanwhile: nothing to flush.
+                            return;
+                        }
+                    }
+                });
+                &self.task.insert((tx, task.abort_handle())).0
+            }
+        };
+        if tx.send(Wake { at, tell }).is_ok() {
+            self.set = Some(at);
+        }
+    }
+
+    /// The task no longer runs (the stage stops).
+    fn stop(&mut self) {
+        if let Some((_, task)) = self.task.take() {
+            task.abort();
+        }
+        self.set = None;
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 impl<T> BatcherStage<T> {
-    pub fn new(name: String, batch_size: usize, batch_timeout: Duration) -> Self {
+    pub fn new(
+        name: String,
+        batch_size: usize,
+        batch_timeout: Duration,
+        upstreams: Upstreams,
+    ) -> Self {
         Self {
-            accumulator: Accumulator::new(name, batch_size),
-            batch_timeout,
-            producers: 0,
-            timers: HashMap::new(),
+            accumulator: Accumulator::new(name, batch_size, batch_timeout),
+            batch_size,
+            upstreams,
+            timer: Timer::default(),
         }
     }
 
-    fn handed_over(&mut self, batch: &Batch<T>) {
-        if let Some(timer) = self.timers.remove(&batch.info.batch_key) {
-            timer.abort();
+    /// Count what goes out, and what stays in partial batches.
+    fn emit(&self, batches: Vec<Batch<T>>) -> Noreply<Batch<T>> {
+        let counters = self.upstreams.counters();
+        for batch in &batches {
+            counters.batch(batch.messages.len());
         }
+        counters.set_buffered(self.accumulator.len());
+        Noreply::Emit(batches)
     }
 }
 
-type BatcherMessages = Msgs<(), (), (), Timer>;
+type BatcherMessages = Msgs<(), (), (), Tick>;
 
 impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
     type In = Message<T>;
@@ -52,74 +144,72 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
 
     async fn handle_subscribe_producer(
         &mut self,
-        _subscription: Subscription,
+        subscription: Subscription,
         _options: &SubscribeOptions<Message<T>>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
-        self.producers += 1;
-        Ok(ConsumerDemand::Automatic)
+        let max = self.batch_size;
+        let first = self.upstreams.subscribe(subscription.id, max, max / 2);
+        ask(&mut self.upstreams, ctx, subscription.id, first);
+        Ok(ConsumerDemand::Manual)
     }
 
     async fn handle_events(
         &mut self,
         events: Vec<Message<T>>,
-        _from: Subscription,
+        from: Subscription,
         ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Noreply<Batch<T>> {
+        let n = events.len();
+        self.upstreams.counters().processed(n);
         let mut batches = Vec::new();
+        // The first deadline a new partial batch set (the later ones are
+        // later still).
+        let mut first_deadline = None;
         for message in events {
-            let (batch, timer) = self.accumulator.push(message);
+            let (batch, deadline) = self.accumulator.push(message, Instant::now);
             if let Some(batch) = batch {
-                self.handed_over(&batch);
                 batches.push(batch);
             }
-            if let Some(timer) = timer
-                && let Some(stage) = ctx.stage_ref()
-            {
-                let key = timer.key.clone();
-                let timeout = self.batch_timeout;
-                let task = tokio::spawn(async move {
-                    tokio::time::sleep(timeout).await;
-                    // The stage may have stopped meanwhile: nothing to flush.
-                    let _ = stage.send_info(timer);
-                });
-                if let Some(old) = self.timers.insert(key, task.abort_handle()) {
-                    old.abort();
-                }
-            }
+            first_deadline = first_deadline.or(deadline);
         }
-        Noreply::Emit(batches)
+        if let Some(at) = first_deadline {
+            self.timer.set(at, ctx);
+        }
+        let again = self.upstreams.received(from.id, n);
+        ask(&mut self.upstreams, ctx, from.id, again);
+        self.emit(batches)
     }
 
     async fn handle_info(
         &mut self,
-        timer: Timer,
-        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
+        _tick: Tick,
+        ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Noreply<Batch<T>> {
-        match self.accumulator.timeout(&timer) {
-            Some(batch) => {
-                self.timers.remove(&timer.key);
-                Noreply::Emit(vec![batch])
-            }
-            None => Noreply::none(),
+        self.timer.set = None;
+        let batches = self.accumulator.timeout(Instant::now());
+        if let Some(at) = self.accumulator.next_deadline() {
+            self.timer.set(at, ctx);
         }
+        if batches.is_empty() {
+            return Noreply::none();
+        }
+        self.emit(batches)
     }
 
     async fn handle_cancel(
         &mut self,
         _cancellation: Cancellation,
-        _subscription: Subscription,
+        subscription: Subscription,
         _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Noreply<Batch<T>> {
-        self.producers = self.producers.saturating_sub(1);
-        if self.producers > 0 {
+        // Only the end of a subscription to a processor counts (not a batch
+        // processor's), and only the last one flushes.
+        if !self.upstreams.cancelled(subscription.id) || self.upstreams.ids().next().is_some() {
             return Noreply::none();
         }
         let batches = self.accumulator.flush();
-        for batch in &batches {
-            self.handed_over(batch);
-        }
-        Noreply::Emit(batches)
+        self.emit(batches)
     }
 
     /// Messages held in partial batches: a drain waits for them.
@@ -134,9 +224,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         reason: &StopReason,
         _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) {
-        for timer in self.timers.values() {
-            timer.abort();
-        }
+        self.timer.stop();
         let mut failed = Vec::new();
         for batch in self.accumulator.flush() {
             failed.extend(batch.messages);
@@ -150,29 +238,93 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
             }
             crate::ack_messages(Vec::new(), failed);
         }
+        self.upstreams.counters().set_buffered(0);
     }
 }
 
-/// A batch processor: runs `handle_batch`, then acks the batch.
+/// Ask `n` of `subscription` (manual demand), and count it.
+fn ask<S: gen_stage::Stage>(
+    upstreams: &mut Upstreams,
+    ctx: &mut gen_stage::Context<'_, S>,
+    subscription: gen_stage::SubscriptionId,
+    n: usize,
+) {
+    if n > 0
+        && upstreams.asked(subscription, n)
+        && let Err(error) = ctx.ask(subscription, n)
+    {
+        tracing::debug!(target: "pipeline", %error, "an ask found no subscription");
+    }
+}
+
+/// A batch processor: runs `handle_batch`, then acks the batch. It asks
+/// one batch at a time.
 pub(crate) struct BatchProcessor<T> {
+    pub name: Arc<str>,
+    pub index: usize,
     pub handle_batch: HandleBatch<T>,
     pub handle_failed: Option<HandleFailed<T>>,
+    pub upstreams: Upstreams,
 }
 
 impl<T: Send + 'static> Consumer for BatchProcessor<T> {
     type Event = Batch<T>;
 
+    async fn handle_subscribe(
+        &mut self,
+        subscription: Subscription,
+        _options: &SubscribeOptions<Batch<T>>,
+        ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Result<ConsumerDemand, StopReason> {
+        let first = self.upstreams.subscribe(subscription.id, 1, 0);
+        ask(&mut self.upstreams, ctx, subscription.id, first);
+        Ok(ConsumerDemand::Manual)
+    }
+
     async fn handle_events(
         &mut self,
         batches: Vec<Batch<T>>,
-        _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self>,
+        from: Subscription,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
+        let n = batches.len();
         for Batch { mut messages, info } in batches {
+            let _span = tracing::debug_span!(
+                target: "pipeline",
+                "handle_batch",
+                name = %self.name,
+                batcher = %info.batcher,
+                batch_key = %info.batch_key,
+                batch_size = info.size,
+                trigger = ?info.trigger,
+                batch_processor = self.index,
+            )
+            .entered();
+            let counters = self.upstreams.counters();
+            counters.processed(messages.len());
+            counters.batch(messages.len());
             run_handle_batch(&self.handle_batch, &mut messages, &info);
             let (successful, failed) = split(messages);
-            ack_with_failed_hook(self.handle_failed.as_ref(), successful, failed);
+            counters.failed(failed.len());
+            ack_with_failed_hook(
+                self.handle_failed.as_ref(),
+                successful,
+                failed,
+                "batch_processor",
+            );
         }
+        let again = self.upstreams.received(from.id, n);
+        ask(&mut self.upstreams, ctx, from.id, again);
+        Noreply::none()
+    }
+
+    async fn handle_cancel(
+        &mut self,
+        _cancellation: Cancellation,
+        subscription: Subscription,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> Noreply {
+        self.upstreams.cancelled(subscription.id);
         Noreply::none()
     }
 }

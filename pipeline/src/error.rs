@@ -36,6 +36,19 @@ pub enum Error {
     /// without `test_producer`.
     #[error("the pipeline has no test producer: build it with `test_producer()`")]
     NoTestProducer,
+    /// `rate_limiting` with 0 messages or a zero interval.
+    #[error(
+        "rate limiting needs at least 1 message per non-zero interval, got {allowed_messages} per {interval:?}"
+    )]
+    InvalidRateLimiting {
+        /// The messages asked for.
+        allowed_messages: usize,
+        /// The interval asked for.
+        interval: std::time::Duration,
+    },
+    /// `update_rate_limiting` on a pipeline built without `rate_limiting`.
+    #[error("the pipeline has no rate limiting: build it with `rate_limiting(..)`")]
+    NoRateLimiting,
     /// Messages pushed by `test_message`/`test_batch` were dropped without
     /// an ack (the pipeline stopped before handling them).
     #[error("{acked} of {expected} messages were acked; the others were dropped")]

@@ -1,5 +1,6 @@
 //! The user's callbacks, shared by every stage that runs them, and the
-//! catch_unwind around each call.
+//! catch_unwind around each call (the processor's around each group of
+//! messages is in `processor.rs`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -11,13 +12,11 @@ pub(crate) type HandleMessage<T> = Arc<dyn Fn(&mut Message<T>) + Send + Sync>;
 pub(crate) type HandleBatch<T> = Arc<dyn Fn(&mut [Message<T>], &BatchInfo) + Send + Sync>;
 pub(crate) type HandleFailed<T> = Arc<dyn Fn(&mut [Message<T>]) + Send + Sync>;
 
-/// Run `handle_message`; a panic fails the message.
-pub(crate) fn run_handle_message<T>(handler: &HandleMessage<T>, message: &mut Message<T>) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| handler(message))) {
-        let reason = panic_reason(payload.as_ref());
-        tracing::warn!(%reason, "handle_message panicked: the message fails");
-        message.fail(reason);
-    }
+/// `handle_message` panicked on `message`: it fails.
+pub(crate) fn fail_panicked<T>(message: &mut Message<T>, payload: &(dyn std::any::Any + Send)) {
+    let reason = panic_reason(payload);
+    tracing::warn!(target: "pipeline", %reason, "handle_message panicked: the message fails");
+    message.fail(reason);
 }
 
 /// Run `handle_batch`; a panic fails every message of the batch.
@@ -28,7 +27,7 @@ pub(crate) fn run_handle_batch<T>(
 ) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| handler(messages, info))) {
         let reason = panic_reason(payload.as_ref());
-        tracing::warn!(batcher = %info.batcher, size = info.size, %reason, "handle_batch panicked: the batch fails");
+        tracing::warn!(target: "pipeline", batcher = %info.batcher, size = info.size, %reason, "handle_batch panicked: the batch fails");
         for message in messages {
             message.fail(reason.clone());
         }
@@ -37,18 +36,31 @@ pub(crate) fn run_handle_batch<T>(
 
 /// `handle_failed` on the failed messages (a panic there is logged, the
 /// messages stay failed), then one ack per acknowledger.
+///
+/// Under an `ack` span (target `pipeline`) naming the acking `stage`
+/// (`processor` or `batch_processor`) and the counts.
 pub(crate) fn ack_with_failed_hook<T: 'static>(
     handle_failed: Option<&HandleFailed<T>>,
     successful: Vec<Message<T>>,
     mut failed: Vec<Message<T>>,
+    stage: &'static str,
 ) {
+    if successful.is_empty() && failed.is_empty() {
+        return;
+    }
+    let _span = tracing::debug_span!(
+        target: "pipeline",
+        "ack",
+        stage,
+        successful = successful.len(),
+        failed = failed.len(),
+    )
+    .entered();
     if let Some(hook) = handle_failed.filter(|_| !failed.is_empty())
         && let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(&mut failed)))
     {
         let reason = panic_reason(payload.as_ref());
-        tracing::warn!(%reason, "handle_failed panicked: the messages are acked failed");
+        tracing::warn!(target: "pipeline", %reason, "handle_failed panicked: the messages are acked failed");
     }
-    if !successful.is_empty() || !failed.is_empty() {
-        ack_messages(successful, failed);
-    }
+    ack_messages(successful, failed);
 }

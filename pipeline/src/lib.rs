@@ -2,11 +2,14 @@
 
 mod batch;
 mod batcher;
+mod demand;
 mod error;
 mod handlers;
 mod message;
+mod metrics;
 mod pipeline;
 mod processor;
+mod rate_limit;
 mod test_producer;
 
 pub use gen_stage;
@@ -17,4 +20,6 @@ pub use message::{
     Acknowledger, DEFAULT_BATCH_KEY, DEFAULT_BATCHER, Message, NoopAcknowledger, Status,
     ack_messages,
 };
+pub use metrics::{BatchSizes, PipelineMetrics, StageMetrics, StageRole};
 pub use pipeline::{Batcher, Pipeline, PipelineBuilder};
+pub use rate_limit::{RateLimiting, RateLimitingMetrics};

@@ -1,5 +1,6 @@
 //! Messages and their acknowledgers.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -61,17 +62,34 @@ impl<T: 'static> Acknowledger<T> for NoopAcknowledger {
 ///
 /// Messages are not `Clone`: each is acked exactly once, by moving it into
 /// [`Acknowledger::ack`].
+///
+/// A message that keeps the defaults (status ok, the default batcher and
+/// batch key) is its data, its acknowledger and two words: what a handler
+/// changes lives in a box of its own, allocated the first time one of them
+/// changes.
 pub struct Message<T> {
     /// The data; handlers may change it in place.
     pub data: T,
     pub(crate) acknowledger: Arc<dyn Acknowledger<T>>,
-    status: Status,
-    batcher: String,
-    batch_key: String,
-    /// Set by the processor once `batcher` is resolved: the partition of
-    /// the batcher's stage.
+    /// `None`: status ok, the default batcher and batch key.
+    extra: Option<Box<Extra>>,
+    /// Set by the processor once `batcher` (and the batcher's partition) is
+    /// resolved: the partition of the batcher stage it goes to.
     pub(crate) batcher_index: usize,
 }
+
+/// What a message carries once a handler changed its status, batcher or
+/// batch key.
+#[derive(Debug)]
+struct Extra {
+    status: Status,
+    /// `Cow`: the defaults are borrowed.
+    batcher: Cow<'static, str>,
+    batch_key: Cow<'static, str>,
+}
+
+/// The status of a message without [`Extra`].
+static OK: Status = Status::Ok;
 
 impl<T> Message<T> {
     /// A message with status [`Status::Ok`], for the default batcher.
@@ -79,52 +97,89 @@ impl<T> Message<T> {
         Self {
             data,
             acknowledger,
-            status: Status::Ok,
-            batcher: DEFAULT_BATCHER.to_owned(),
-            batch_key: DEFAULT_BATCH_KEY.to_owned(),
+            extra: None,
             batcher_index: 0,
         }
+    }
+
+    fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(|| {
+            Box::new(Extra {
+                status: Status::Ok,
+                batcher: Cow::Borrowed(DEFAULT_BATCHER),
+                batch_key: Cow::Borrowed(DEFAULT_BATCH_KEY),
+            })
+        })
     }
 
     /// Mark the message failed: it goes to no batcher, and is acked failed
     /// (after `handle_failed`). Failing an already failed message keeps the
     /// first reason.
     pub fn fail(&mut self, reason: impl Into<String>) {
-        if self.status == Status::Ok {
-            self.status = Status::Failed(reason.into());
+        if self.is_ok() {
+            self.extra_mut().status = Status::Failed(reason.into());
         }
     }
 
     /// Send the message to the batcher named `batcher` (Broadway's
     /// `put_batcher`).
     pub fn put_batcher(&mut self, batcher: impl Into<String>) {
-        self.batcher = batcher.into();
+        self.extra_mut().batcher = Cow::Owned(batcher.into());
     }
 
     /// Batch the message only with messages of the same key (Broadway's
     /// `put_batch_key`).
     pub fn put_batch_key(&mut self, key: impl Into<String>) {
-        self.batch_key = key.into();
+        self.extra_mut().batch_key = Cow::Owned(key.into());
     }
 
     /// Ok, or failed with why.
     pub fn status(&self) -> &Status {
-        &self.status
+        self.extra.as_ref().map_or(&OK, |extra| &extra.status)
     }
 
     /// Not failed.
     pub fn is_ok(&self) -> bool {
-        self.status == Status::Ok
+        self.extra
+            .as_ref()
+            .is_none_or(|extra| extra.status == Status::Ok)
     }
 
     /// The batcher this message goes to.
     pub fn batcher(&self) -> &str {
-        &self.batcher
+        self.extra
+            .as_ref()
+            .map_or(DEFAULT_BATCHER, |extra| &extra.batcher)
+    }
+
+    /// The batcher, unless it is the default one left as it was (no
+    /// comparison needed).
+    pub(crate) fn custom_batcher(&self) -> Option<&str> {
+        match self.extra.as_deref() {
+            Some(Extra {
+                batcher: Cow::Owned(name),
+                ..
+            }) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The batch key, unless it is the default one left as it was.
+    pub(crate) fn custom_batch_key(&self) -> Option<&str> {
+        match self.extra.as_deref() {
+            Some(Extra {
+                batch_key: Cow::Owned(key),
+                ..
+            }) => Some(key),
+            _ => None,
+        }
     }
 
     /// The batch key.
     pub fn batch_key(&self) -> &str {
-        &self.batch_key
+        self.extra
+            .as_ref()
+            .map_or(DEFAULT_BATCH_KEY, |extra| &extra.batch_key)
     }
 
     /// The acknowledger.
@@ -137,9 +192,9 @@ impl<T: fmt::Debug> fmt::Debug for Message<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Message")
             .field("data", &self.data)
-            .field("status", &self.status)
-            .field("batcher", &self.batcher)
-            .field("batch_key", &self.batch_key)
+            .field("status", self.status())
+            .field("batcher", &self.batcher())
+            .field("batch_key", &self.batch_key())
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +203,20 @@ impl<T: fmt::Debug> fmt::Debug for Message<T> {
 /// order the acknowledgers first appear), as Broadway's `ack_messages`. An
 /// acknowledger that panics is logged; the caller carries on.
 pub fn ack_messages<T: 'static>(successful: Vec<Message<T>>, failed: Vec<Message<T>>) {
+    // The usual case: one acknowledger for all, no regrouping.
+    let first = successful
+        .first()
+        .or_else(|| failed.first())
+        .map(|message| message.acknowledger.clone());
+    let Some(first) = first else {
+        return;
+    };
+    let key = Arc::as_ptr(&first).cast::<()>();
+    let same = |message: &Message<T>| Arc::as_ptr(&message.acknowledger).cast::<()>() == key;
+    if successful.iter().all(same) && failed.iter().all(same) {
+        ack_group(&first, successful, failed);
+        return;
+    }
     struct Group<T> {
         acknowledger: Arc<dyn Acknowledger<T>>,
         successful: Vec<Message<T>>,
@@ -184,21 +253,35 @@ pub fn ack_messages<T: 'static>(successful: Vec<Message<T>>, failed: Vec<Message
         place(message, false);
     }
     for group in groups {
-        let (successful, failed) = (group.successful.len(), group.failed.len());
-        let acked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            group.acknowledger.ack(group.successful, group.failed)
-        }));
-        // The messages went to the acknowledger all the same: they are not
-        // acked again. The stage keeps running.
-        if let Err(payload) = acked {
-            let reason = panic_reason(payload.as_ref());
-            tracing::error!(successful, failed, %reason, "an acknowledger panicked");
-        }
+        ack_group(&group.acknowledger, group.successful, group.failed);
+    }
+}
+
+/// One `ack` call; a panic is logged.
+fn ack_group<T: 'static>(
+    acknowledger: &Arc<dyn Acknowledger<T>>,
+    successful: Vec<Message<T>>,
+    failed: Vec<Message<T>>,
+) {
+    let counts = (successful.len(), failed.len());
+    let acked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        acknowledger.ack(successful, failed)
+    }));
+    // The messages went to the acknowledger all the same: they are not
+    // acked again. The stage keeps running.
+    if let Err(payload) = acked {
+        let reason = panic_reason(payload.as_ref());
+        let (successful, failed) = counts;
+        tracing::error!(target: "pipeline", successful, failed, %reason, "an acknowledger panicked");
     }
 }
 
 /// Split messages into (successful, failed) by status.
 pub(crate) fn split<T>(messages: Vec<Message<T>>) -> (Vec<Message<T>>, Vec<Message<T>>) {
+    // The usual case: nothing failed, the batch is acked as it is.
+    if messages.iter().all(Message::is_ok) {
+        return (messages, Vec::new());
+    }
     messages.into_iter().partition(Message::is_ok)
 }
 
@@ -241,6 +324,27 @@ mod tests {
         ack_messages(successful, vec![failed, Message::new(4, ack_b)]);
         assert_eq!(*a.lock().expect("lock"), vec![(vec![1], vec![2])]);
         assert_eq!(*b.lock().expect("lock"), vec![(vec![3], vec![4])]);
+    }
+
+    #[test]
+    fn a_message_that_keeps_the_defaults_is_small() {
+        // Data, a fat `Arc`, the box of what changed, the batcher index.
+        assert_eq!(
+            std::mem::size_of::<Message<u64>>(),
+            std::mem::size_of::<u64>() + 4 * std::mem::size_of::<usize>()
+        );
+        let mut message = Message::new(1u64, Arc::new(NoopAcknowledger));
+        assert!(message.is_ok());
+        assert_eq!(
+            (message.batcher(), message.batch_key()),
+            (DEFAULT_BATCHER, DEFAULT_BATCH_KEY)
+        );
+        message.put_batch_key("k");
+        assert_eq!(
+            (message.batcher(), message.batch_key()),
+            (DEFAULT_BATCHER, "k")
+        );
+        assert!(message.is_ok());
     }
 
     #[test]

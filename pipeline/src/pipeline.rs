@@ -7,14 +7,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
-    AnyStage, AsProducer, CancelMode, ConsumerRef, Drain, DrainReport, PartitionDispatcher,
-    ProducerConsumerOptions, ProducerHandle, ProducerRef, SubscribeOptions,
+    AnyStage, AsProducer, CancelMode, ConsumerRef, DemandDispatcher, Dispatcher, Drain,
+    DrainReport, Map, PartitionDispatcher, ProducerConsumerOptions, ProducerHandle,
+    ProducerOptions, ProducerRef, StageId, SubscribeOptions,
 };
 use tokio::sync::mpsc;
 
 use crate::batcher::{BatchProcessor, BatcherStage};
+use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, HandleMessage};
-use crate::processor::{Processor, ProcessorSink, ProcessorStage};
+use crate::metrics::{Counters, PipelineMetrics, StageRole};
+use crate::processor::{
+    BatcherRoute, PartitionBy, Processor, ProcessorSink, ProcessorStage, ProcessorState, Routes,
+    partition_of,
+};
+use crate::rate_limit::{RateLimiter, RateLimiting, run_intervals};
 use crate::test_producer::{CallerAcknowledger, PushProducer, PushProducerMessages};
 use crate::{Acknowledger, BatchInfo, Error, Message};
 
@@ -27,6 +34,7 @@ pub struct Batcher<T> {
     batch_timeout: Duration,
     concurrency: usize,
     handle_batch: HandleBatch<T>,
+    partition_by: Option<PartitionBy<T>>,
 }
 
 impl<T> std::fmt::Debug for Batcher<T> {
@@ -36,6 +44,7 @@ impl<T> std::fmt::Debug for Batcher<T> {
             .field("batch_size", &self.batch_size)
             .field("batch_timeout", &self.batch_timeout)
             .field("concurrency", &self.concurrency)
+            .field("partition_by", &self.partition_by.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -59,6 +68,7 @@ impl<T> Batcher<T> {
             batch_timeout: Duration::from_secs(1),
             concurrency: 1,
             handle_batch: Arc::new(handle_batch),
+            partition_by: None,
         }
     }
 
@@ -78,6 +88,20 @@ impl<T> Batcher<T> {
     /// How many batch processors run `handle_batch` in parallel.
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency;
+        self
+    }
+
+    /// Messages with the same `partition_by(message) % concurrency` go to
+    /// the same batch processor, in the order the processors sent them
+    /// (Broadway's batcher `partition_by`). The batcher then runs one stage
+    /// per partition, each with its own batch processor, so batches never
+    /// mix partitions. Runs in the processor after `handle_message`; a panic
+    /// fails the message.
+    pub fn partition_by(
+        mut self,
+        partition_by: impl Fn(&Message<T>) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.partition_by = Some(Arc::new(partition_by));
         self
     }
 }
@@ -111,6 +135,9 @@ pub struct PipelineBuilder<T> {
     batchers: Vec<Batcher<T>>,
     handle_failed: Option<HandleFailed<T>>,
     shutdown_timeout: Duration,
+    name: Arc<str>,
+    rate_limiting: Option<RateLimiting>,
+    partition_by: Option<PartitionBy<T>>,
 }
 
 impl<T> std::fmt::Debug for PipelineBuilder<T> {
@@ -121,6 +148,9 @@ impl<T> std::fmt::Debug for PipelineBuilder<T> {
             .field("processor_max_demand", &self.processor_max_demand)
             .field("batchers", &self.batchers)
             .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("name", &self.name)
+            .field("rate_limiting", &self.rate_limiting)
+            .field("partition_by", &self.partition_by.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -201,6 +231,38 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// The pipeline's name (Broadway's `name`), the `name` field of its
+    /// tracing spans. Default `"pipeline"`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Arc::from(name.into());
+        self
+    }
+
+    /// At most `allowed_messages` messages per `interval`, across all
+    /// producers (Broadway's `rate_limiting`). The processors' demand is
+    /// shaped: each ask of a producer takes from one shared budget, and
+    /// what the budget cannot grant is held and granted, in the order it was
+    /// asked, when the next interval starts. Change it while the pipeline
+    /// runs with [`Pipeline::update_rate_limiting`].
+    pub fn rate_limiting(mut self, allowed_messages: usize, interval: Duration) -> Self {
+        self.rate_limiting = Some(RateLimiting::new(allowed_messages, interval));
+        self
+    }
+
+    /// Messages with the same `partition_by(message) % concurrency` go to
+    /// the same processor, in the order their producer emitted them
+    /// (Broadway's processors `partition_by`): each producer's messages are
+    /// routed by a gen-stage [`PartitionDispatcher`], one partition per
+    /// processor. A panic fails the message (it is acked failed by
+    /// processor 0, without `handle_message`).
+    pub fn partition_by(
+        mut self,
+        partition_by: impl Fn(&Message<T>) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.partition_by = Some(Arc::new(partition_by));
+        self
+    }
+
     /// Start every stage, downstream first, and subscribe them.
     pub async fn start(self) -> Result<Pipeline<T>, Error> {
         if self.sources.is_empty() {
@@ -214,6 +276,10 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 stage: "processors".into(),
             });
         }
+        let limiter = match self.rate_limiting {
+            Some(limit) => Some(Arc::new(RateLimiter::new(limit.validate()?))),
+            None => None,
+        };
         let mut names = HashMap::new();
         for (index, batcher) in self.batchers.iter().enumerate() {
             if batcher.batch_size == 0 {
@@ -232,101 +298,221 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 });
             }
         }
+        let name = self.name;
+        let mut metrics = Vec::new();
         let mut downstream: Vec<AnyStage> = Vec::new();
 
-        // Batchers and their batch processors.
-        let mut batchers = Vec::with_capacity(self.batchers.len());
+        // Batchers (one stage, or one per partition) and their batch
+        // processors.
+        let mut batcher_stages = Vec::new();
+        let mut routes = Vec::new();
+        let mut batcher_roles = Vec::new();
         for batcher in self.batchers {
-            let stage = gen_stage::start_producer_consumer(BatcherStage::<T>::new(
+            let partitioned = batcher.partition_by.is_some() && batcher.concurrency > 1;
+            let (stages, per_stage) = if partitioned {
+                (batcher.concurrency, 1)
+            } else {
+                (1, batcher.concurrency)
+            };
+            routes.push((
                 batcher.name.clone(),
-                batcher.batch_size,
-                batcher.batch_timeout,
-            ))
-            .await?;
-            for _ in 0..batcher.concurrency {
-                let processor = gen_stage::start_consumer(BatchProcessor {
-                    handle_batch: batcher.handle_batch.clone(),
-                    handle_failed: self.handle_failed.clone(),
-                })
+                BatcherRoute {
+                    first: batcher_stages.len(),
+                    stages,
+                    partition_by: batcher.partition_by.clone(),
+                },
+            ));
+            for partition in 0..stages {
+                let counters = Arc::new(Counters::default());
+                let stage = gen_stage::start_producer_consumer(BatcherStage::<T>::new(
+                    batcher.name.clone(),
+                    batcher.batch_size,
+                    batcher.batch_timeout,
+                    Upstreams::new(counters.clone()),
+                ))
                 .await?;
-                processor
-                    .subscribe(&stage, temporary().max_demand(1).min_demand(0))
+                batcher_roles.push((
+                    StageRole::Batcher {
+                        name: batcher.name.clone(),
+                        partition: partitioned.then_some(partition),
+                    },
+                    stage.id(),
+                    counters,
+                ));
+                for slot in 0..per_stage {
+                    let index = partition * per_stage + slot;
+                    let counters = Arc::new(Counters::default());
+                    let processor = gen_stage::start_consumer(BatchProcessor {
+                        name: name.clone(),
+                        index,
+                        handle_batch: batcher.handle_batch.clone(),
+                        handle_failed: self.handle_failed.clone(),
+                        upstreams: Upstreams::new(counters.clone()),
+                    })
                     .await?;
-                downstream.push(AnyStage::from(&processor));
+                    batcher_roles.push((
+                        StageRole::BatchProcessor {
+                            batcher: batcher.name.clone(),
+                            index,
+                        },
+                        processor.id(),
+                        counters,
+                    ));
+                    processor
+                        .subscribe(&stage, temporary().max_demand(1).min_demand(0))
+                        .await?;
+                    downstream.push(AnyStage::from(&processor));
+                }
+                batcher_stages.push((stage, batcher.batch_size));
             }
-            batchers.push((stage, batcher.batch_size));
         }
 
-        // Processors, each subscribed to by every batcher (one partition
-        // each).
+        // Processors, each subscribed to by every batcher stage (one
+        // partition each).
+        let max_demand = self.processor_max_demand;
         let processor = Processor {
+            name: name.clone(),
             handle_message,
             handle_failed: self.handle_failed.clone(),
-            batchers: (!batchers.is_empty()).then(|| Arc::new(names)),
+            batchers: (!batcher_stages.is_empty()).then(|| Arc::new(Routes::new(routes))),
+            limiter: limiter.clone(),
+            max_demand,
         };
         let mut processors: Vec<ConsumerRef<Message<T>>> = Vec::with_capacity(concurrency);
+        let mut processor_stages: Vec<AnyStage> = Vec::with_capacity(concurrency);
         let mut middle: Vec<AnyStage> = Vec::new();
-        for _ in 0..concurrency {
-            if batchers.is_empty() {
-                let sink = gen_stage::start_consumer(ProcessorSink(processor.clone())).await?;
+        for index in 0..concurrency {
+            let counters = Arc::new(Counters::default());
+            let state =
+                ProcessorState::new(processor.clone(), index, Upstreams::new(counters.clone()));
+            if batcher_stages.is_empty() {
+                let sink = gen_stage::start_consumer(ProcessorSink(state)).await?;
+                metrics.push((StageRole::Processor { index }, sink.id(), counters));
                 processors.push(sink.consumer());
-                middle.push(AnyStage::from(&sink));
+                processor_stages.push(AnyStage::from(&sink));
                 continue;
             }
-            let route = PartitionDispatcher::with_hash(batchers.len(), |message: Message<T>| {
-                let index = message.batcher_index;
-                Some((message, index))
-            });
+            // One batcher stage: every message goes to it, no routing.
+            let route: Box<dyn Dispatcher<Message<T>>> = if batcher_stages.len() == 1 {
+                Box::new(DemandDispatcher::new())
+            } else {
+                Box::new(PartitionDispatcher::with_hash(
+                    batcher_stages.len(),
+                    |message: Message<T>| {
+                        let index = message.batcher_index;
+                        Some((message, index))
+                    },
+                ))
+            };
             let stage = gen_stage::start_producer_consumer_with(
-                ProcessorStage(processor.clone()),
-                ProducerConsumerOptions::new().dispatcher(route),
+                ProcessorStage(state),
+                ProducerConsumerOptions::new().boxed_dispatcher(route),
             )
             .await?;
-            for (index, (batcher, batch_size)) in batchers.iter().enumerate() {
-                let options = with_demand(*batch_size).partition(index);
+            metrics.push((StageRole::Processor { index }, stage.id(), counters));
+            for (index, (batcher, batch_size)) in batcher_stages.iter().enumerate() {
+                let mut options = with_demand(*batch_size);
+                if batcher_stages.len() > 1 {
+                    options = options.partition(index);
+                }
                 batcher.subscribe(&stage, options).await?;
             }
             processors.push(stage.consumer());
-            middle.push(AnyStage::from(&stage));
+            processor_stages.push(AnyStage::from(&stage));
         }
-        for (batcher, _) in &batchers {
+        middle.extend(processor_stages.iter().cloned());
+        for (batcher, _) in &batcher_stages {
             middle.push(AnyStage::from(batcher));
         }
+        metrics.extend(batcher_roles);
 
         // Producers last, so that nothing flows before every stage is
-        // subscribed.
-        let max_demand = self.processor_max_demand;
+        // subscribed. With `partition_by`, each producer's messages reach
+        // the processors through a partition dispatcher: the pipeline's own
+        // stage in front of the producer (the one that wraps data in
+        // messages, or a pass-through), or the test producer's.
+        let partition_by = self.partition_by.clone();
+        let dispatcher = || -> Box<dyn Dispatcher<Message<T>>> {
+            match &partition_by {
+                Some(by) => {
+                    let by = by.clone();
+                    Box::new(PartitionDispatcher::with_hash(
+                        concurrency,
+                        move |mut message: Message<T>| {
+                            let partition = partition_of(&by, &mut message, concurrency);
+                            Some((message, partition))
+                        },
+                    ))
+                }
+                None => Box::new(DemandDispatcher::new()),
+            }
+        };
+        // A stage in front of a producer asks for what all the processors
+        // may ask of it.
+        let front_demand = max_demand.saturating_mul(concurrency);
         let mut sources = Vec::new();
         let mut front = Vec::new();
         let mut test_producer = None;
         let mut inputs: Vec<ProducerRef<Message<T>>> = Vec::new();
         for source in self.sources {
             match source {
+                Source::Messages(producer) if partition_by.is_some() => {
+                    let route = gen_stage::start_producer_consumer_with(
+                        Map::new(|message: Message<T>| message),
+                        ProducerConsumerOptions::new().boxed_dispatcher(dispatcher()),
+                    )
+                    .await?;
+                    route
+                        .subscribe(&producer, with_demand(front_demand))
+                        .await?;
+                    sources.push(AnyStage::from(&producer));
+                    front.push(AnyStage::from(&route));
+                    inputs.push(route.producer());
+                }
                 Source::Messages(producer) => {
                     sources.push(AnyStage::from(&producer));
                     inputs.push(producer);
                 }
                 Source::Data(producer, acknowledger) => {
-                    let wrap =
-                        gen_stage::map(move |data: T| Message::new(data, acknowledger.clone()))
-                            .await?;
-                    wrap.subscribe(&producer, with_demand(max_demand)).await?;
+                    let wrap = gen_stage::start_producer_consumer_with(
+                        Map::new(move |data: T| Message::new(data, acknowledger.clone())),
+                        ProducerConsumerOptions::new().boxed_dispatcher(dispatcher()),
+                    )
+                    .await?;
+                    wrap.subscribe(&producer, with_demand(front_demand)).await?;
                     sources.push(AnyStage::from(&producer));
                     front.push(AnyStage::from(&wrap));
                     inputs.push(wrap.producer());
                 }
                 Source::Test => {
-                    let push = gen_stage::start_producer(PushProducer::<T>::new()).await?;
+                    let push = gen_stage::start_producer_with(
+                        PushProducer::<T>::new(),
+                        ProducerOptions::new().boxed_dispatcher(dispatcher()),
+                    )
+                    .await?;
                     sources.push(AnyStage::from(&push));
                     inputs.push(push.producer());
                     test_producer = Some(push);
                 }
             }
         }
-        for processor in &processors {
+        for (index, processor) in processors.iter().enumerate() {
             for input in &inputs {
-                processor.subscribe(input, with_demand(max_demand)).await?;
+                let mut options = with_demand(max_demand);
+                if partition_by.is_some() {
+                    options = options.partition(index);
+                }
+                processor.subscribe(input, options).await?;
             }
+        }
+
+        if let Some(limiter) = &limiter {
+            let stages = processor_stages.clone();
+            tokio::spawn(run_intervals(Arc::downgrade(limiter), async move {
+                for stage in &stages {
+                    stage.stopped().await;
+                }
+            }));
         }
 
         let mut stages = front;
@@ -336,6 +522,8 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             sources,
             stages,
             test_producer,
+            metrics,
+            limiter,
         };
         pipeline.finish_when_producers_finish(self.shutdown_timeout);
         Ok(pipeline)
@@ -350,6 +538,10 @@ pub struct Pipeline<T: Send + 'static> {
     /// Every other stage, upstream first.
     stages: Vec<AnyStage>,
     test_producer: Option<ProducerHandle<PushProducer<T>, PushProducerMessages<T>>>,
+    /// Every stage's counters (processors, then batchers and their batch
+    /// processors).
+    metrics: Vec<(StageRole, StageId, Arc<Counters>)>,
+    limiter: Option<Arc<RateLimiter>>,
 }
 
 impl<T: Send + 'static> std::fmt::Debug for Pipeline<T> {
@@ -358,7 +550,8 @@ impl<T: Send + 'static> std::fmt::Debug for Pipeline<T> {
             .field("sources", &self.sources)
             .field("stages", &self.stages)
             .field("test_producer", &self.test_producer.is_some())
-            .finish()
+            .field("limiter", &self.limiter)
+            .finish_non_exhaustive()
     }
 }
 
@@ -372,7 +565,44 @@ impl<T: Send + 'static> Pipeline<T> {
             batchers: Vec::new(),
             handle_failed: None,
             shutdown_timeout: Duration::from_secs(30),
+            name: Arc::from("pipeline"),
+            rate_limiting: None,
+            partition_by: None,
         }
+    }
+
+    /// Every stage's counters now (cheap: a few atomic loads per stage, no
+    /// message to any stage). See [`StageMetrics`](crate::StageMetrics).
+    pub fn metrics(&self) -> PipelineMetrics {
+        PipelineMetrics {
+            stages: self
+                .metrics
+                .iter()
+                .map(|(role, stage, counters)| counters.snapshot(role.clone(), *stage))
+                .collect(),
+            rate_limiting: self.limiter.as_ref().map(|limiter| limiter.snapshot()),
+        }
+    }
+
+    /// The rate limit in force (Broadway's `get_rate_limiting`); `None`
+    /// without `rate_limiting`.
+    pub fn get_rate_limiting(&self) -> Option<RateLimiting> {
+        self.limiter.as_ref().map(|limiter| limiter.limit())
+    }
+
+    /// Change the rate limit of a running pipeline (Broadway's
+    /// `update_rate_limiting`); it applies from the next interval on (the
+    /// current interval keeps its budget and its length). Errors if the
+    /// pipeline was built without `rate_limiting`, or with 0 messages or a
+    /// zero interval.
+    pub fn update_rate_limiting(
+        &self,
+        allowed_messages: usize,
+        interval: Duration,
+    ) -> Result<(), Error> {
+        let limiter = self.limiter.as_ref().ok_or(Error::NoRateLimiting)?;
+        limiter.update(RateLimiting::new(allowed_messages, interval).validate()?);
+        Ok(())
     }
 
     /// Once every producer has stopped on its own (e.g. its iterator

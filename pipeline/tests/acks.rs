@@ -55,6 +55,53 @@ async fn a_panic_in_handle_message_fails_the_message_and_the_processor_keeps_goi
     Ok(())
 }
 
+/// The processor runs a whole group of messages under one `catch_unwind`:
+/// a panic fails the message it came from, and the rest of the group is
+/// still handled, each message once.
+#[tokio::test]
+async fn panics_within_a_group_fail_only_their_messages() -> Result<(), Error> {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    let pipeline = Pipeline::builder()
+        .test_producer()
+        .processors(1, move |message: &mut Message<u32>| {
+            seen.lock()
+                .expect("no panic while locked")
+                .push(message.data);
+            assert!(!message.data.is_multiple_of(7), "unlucky {}", message.data);
+            message.data *= 10;
+        })
+        .processor_max_demand(50)
+        .batcher(Batcher::new("default", |_: &mut [Message<u32>], _| {}).batch_size(5))
+        .start()
+        .await?;
+    let mut acked = pipeline.test_batch((1..=30).collect()).await?;
+    acked.sort_by_key(|m| m.data);
+    let mut calls = calls.lock().expect("no panic while locked").clone();
+    calls.sort_unstable();
+    assert_eq!(calls, (1..=30).collect::<Vec<_>>(), "each handled once");
+    for message in &acked {
+        match message.status() {
+            Status::Failed(reason) => {
+                assert!(message.data.is_multiple_of(7), "{}", message.data);
+                assert!(
+                    reason.contains(&format!("unlucky {}", message.data)),
+                    "{reason}"
+                );
+            }
+            Status::Ok => assert!(message.data.is_multiple_of(10) && message.data <= 300),
+        }
+    }
+    let failed: Vec<u32> = acked
+        .iter()
+        .filter(|m| !m.is_ok())
+        .map(|m| m.data)
+        .collect();
+    assert_eq!(failed, [7, 14, 21, 28]);
+    assert_eq!(acked.len(), 30);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_panic_in_handle_batch_fails_the_whole_batch() -> Result<(), Error> {
     let pipeline = Pipeline::builder()

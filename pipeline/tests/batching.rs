@@ -149,3 +149,53 @@ async fn each_message_goes_to_the_batcher_it_names() -> Result<(), Error> {
     );
     Ok(())
 }
+
+/// One timer per batcher stage: each partial batch is still handed over
+/// `batch_timeout` after its own first message, whatever the others did.
+#[tokio::test(start_paused = true)]
+async fn each_partial_batch_times_out_after_its_own_first_message() -> Result<(), Error> {
+    let seen = Seen::default();
+    let timeout = Duration::from_secs(5);
+    let pipeline = Pipeline::builder()
+        .test_producer()
+        .processors(1, |message: &mut Message<u32>| {
+            message.put_batch_key(if message.data < 10 { "a" } else { "b" });
+        })
+        .batcher(
+            recording("default", &seen)
+                .batch_size(2)
+                .batch_timeout(timeout),
+        )
+        .start()
+        .await?;
+    let start = tokio::time::Instant::now();
+    // Key a: a full batch at once (its deadline passes with nothing due),
+    // then a partial one started at 1 s.
+    let full = pipeline.test_batch(vec![1, 2]);
+    assert_eq!(full.await?.len(), 2);
+    assert!(start.elapsed() < Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let a = tokio::spawn(pipeline.test_message(3));
+    // Key b: a partial batch started at 3 s.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let b = tokio::spawn(pipeline.test_message(10));
+    let (a, b) = (a.await.expect("no panic")?, b.await.expect("no panic")?);
+    assert_eq!((a.data, b.data), (3, 10));
+    let seen = batches(&seen);
+    let got: Vec<(&str, BatchTrigger, Vec<u32>)> = seen
+        .iter()
+        .map(|(info, data)| (info.batch_key.as_str(), info.trigger, data.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a", BatchTrigger::Size, vec![1, 2]),
+            ("a", BatchTrigger::Timeout, vec![3]),
+            ("b", BatchTrigger::Timeout, vec![10]),
+        ]
+    );
+    // b's batch waited its whole timeout from 3 s, not a's deadline.
+    assert!(start.elapsed() >= Duration::from_secs(3) + timeout);
+    assert!(pipeline.drain(Duration::from_secs(5)).await.is_complete());
+    Ok(())
+}
