@@ -83,7 +83,8 @@ fn main() -> ExitCode {
     let code = match ended {
         Ended::Finished(Ok(out)) => {
             let text = out.render(cli.format);
-            if !text.is_empty() && !(cli.format == Format::Json && out.json.is_null()) {
+            let null_json = cli.format == Format::Json && out.json.is_null();
+            if !(text.is_empty() || null_json) {
                 // A closed pipe (`weir log x | head`) is not an error worth a panic.
                 use std::io::Write;
                 let _ = writeln!(std::io::stdout(), "{text}");

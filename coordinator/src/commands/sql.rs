@@ -243,20 +243,25 @@ pub async fn server_until(
     })
 }
 
-/// Completes on SIGINT or SIGTERM (never, when they cannot be listened for).
-async fn stop_signal() {
+/// Completes on SIGINT or SIGTERM (never, when they cannot be listened for). The signals are listened for
+/// from the call on, before the future is first polled: a signal that comes right after the URL is printed
+/// stops the server cleanly instead of killing it.
+fn stop_signal() -> impl std::future::Future<Output = ()> + Send {
     use tokio::signal::unix::{SignalKind, signal};
-    match (
+    let signals = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut interrupt), Ok(mut terminate)) => {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
+    );
+    async move {
+        match signals {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
             }
+            _ => std::future::pending().await,
         }
-        _ => std::future::pending().await,
     }
 }
 

@@ -241,17 +241,34 @@ pub async fn schema_file(
     slice: &DataSlice,
     dir: &Path,
 ) -> Result<PathBuf, TxError> {
-    let schema = ingest::schema::slice_schema(store, slice)
-        .await
-        .map_err(|e| ingest_err(dataset, e))?;
     let path = dir.join(format!("schema-{}", slice.physical_hash));
     if path.exists() {
         return Ok(path);
     }
+    // The slice is checked against its hash first (the stored file itself on a local disk, a checked copy
+    // in `dir` otherwise): a swapped or corrupt slice is a storage error, never a schema.
+    let checked = stage(
+        store,
+        FileKind::Data,
+        &slice.physical_hash,
+        Some(slice.size),
+        dir,
+    )
+    .await?;
     let scratch = |e: String| TxError::Scratch {
         dataset: dataset.to_string(),
         message: format!("writing the schema file {}: {e}", path.display()),
     };
+    let footer = std::fs::File::open(&checked).map_err(|e| scratch(e.to_string()))?;
+    let schema = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(footer)
+        .map_err(|e| TxError::Data {
+            dataset: dataset.to_string(),
+            source: DataError::Column {
+                message: format!("reading the schema of {}: {e}", checked.display()),
+            },
+        })?
+        .schema()
+        .clone();
     let file = std::fs::File::create(&path).map_err(|e| scratch(e.to_string()))?;
     let writer =
         parquet::arrow::ArrowWriter::try_new(file, schema, Some(data::writer_properties()))
