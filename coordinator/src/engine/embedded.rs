@@ -80,10 +80,7 @@ impl Engine for Embedded {
                 .execute_transform(&request, &sink)
                 .await
                 .map_err(|e| self.failure(e))?;
-            Ok(TransformReport {
-                new_offset_interval: outcome.new_offset_interval,
-                new_watermark: outcome.new_watermark,
-            })
+            Ok(outcome.into())
         })
     }
 
@@ -112,13 +109,7 @@ impl Engine for Embedded {
                 .validate_query(&request)
                 .await
                 .map_err(|e| self.failure(e))?;
-            Ok(ValidateReport {
-                columns: outcome
-                    .output_columns
-                    .into_iter()
-                    .map(|c| (c.name, c.data_type, c.nullable))
-                    .collect(),
-            })
+            Ok(outcome.into())
         })
     }
 
@@ -135,11 +126,7 @@ impl Engine for Embedded {
                 .migrate_query(&request, &sink)
                 .await
                 .map_err(|e| self.failure(e))?;
-            Ok(MigrateReport {
-                new_checkpoint_written: outcome.new_checkpoint_written,
-                new_offset_interval: outcome.new_offset_interval,
-                new_watermark: outcome.new_watermark,
-            })
+            Ok(outcome.into())
         })
     }
 
@@ -154,15 +141,7 @@ impl Engine for Embedded {
                 .derive_provenance(&request, &reference_engine::NoProgress)
                 .await
                 .map_err(|e| self.failure(e))?;
-            Ok(outcome
-                .inputs
-                .into_iter()
-                .map(|i| InputRecords {
-                    dataset_id: i.dataset_id,
-                    query_alias: i.query_alias,
-                    offset_intervals: i.offset_intervals,
-                })
-                .collect())
+            Ok(super::job::input_records(outcome))
         })
     }
 

@@ -364,3 +364,46 @@ impl TransformJob {
 pub fn output_dir(file: &Path) -> PathBuf {
     file.parent().unwrap_or(Path::new(".")).to_path_buf()
 }
+
+impl From<engine_contract::model::TransformSuccess> for TransformReport {
+    fn from(s: engine_contract::model::TransformSuccess) -> Self {
+        Self {
+            new_offset_interval: s.new_offset_interval,
+            new_watermark: s.new_watermark,
+        }
+    }
+}
+
+impl From<engine_contract::model::ValidateQuerySuccess> for ValidateReport {
+    fn from(s: engine_contract::model::ValidateQuerySuccess) -> Self {
+        Self {
+            columns: s
+                .output_columns
+                .into_iter()
+                .map(|c| (c.name, c.data_type, c.nullable))
+                .collect(),
+        }
+    }
+}
+
+impl From<engine_contract::model::MigrateQuerySuccess> for MigrateReport {
+    fn from(s: engine_contract::model::MigrateQuerySuccess) -> Self {
+        Self {
+            new_checkpoint_written: s.new_checkpoint_written,
+            new_offset_interval: s.new_offset_interval,
+            new_watermark: s.new_watermark,
+        }
+    }
+}
+
+/// The input records of a DeriveProvenance Success.
+pub fn input_records(s: engine_contract::model::DeriveProvenanceSuccess) -> Vec<InputRecords> {
+    s.inputs
+        .into_iter()
+        .map(|i| InputRecords {
+            dataset_id: i.dataset_id,
+            query_alias: i.query_alias,
+            offset_intervals: i.offset_intervals,
+        })
+        .collect()
+}

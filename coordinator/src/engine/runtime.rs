@@ -236,10 +236,7 @@ impl Engine for RuntimeEngine {
                     },
                 )
                 .await?;
-            Ok(TransformReport {
-                new_offset_interval: success.new_offset_interval,
-                new_watermark: success.new_watermark,
-            })
+            Ok(success.into())
         })
     }
 
@@ -294,13 +291,7 @@ impl Engine for RuntimeEngine {
                     },
                 )
                 .await?;
-            Ok(ValidateReport {
-                columns: success
-                    .output_columns
-                    .into_iter()
-                    .map(|c| (c.name, c.data_type, c.nullable))
-                    .collect(),
-            })
+            Ok(success.into())
         })
     }
 
@@ -336,11 +327,7 @@ impl Engine for RuntimeEngine {
                     },
                 )
                 .await?;
-            Ok(MigrateReport {
-                new_checkpoint_written: success.new_checkpoint_written,
-                new_offset_interval: success.new_offset_interval,
-                new_watermark: success.new_watermark,
-            })
+            Ok(success.into())
         })
     }
 
@@ -369,15 +356,7 @@ impl Engine for RuntimeEngine {
                     },
                 )
                 .await?;
-            Ok(success
-                .inputs
-                .into_iter()
-                .map(|i| InputRecords {
-                    dataset_id: i.dataset_id,
-                    query_alias: i.query_alias,
-                    offset_intervals: i.offset_intervals,
-                })
-                .collect())
+            Ok(super::job::input_records(success))
         })
     }
 
