@@ -35,6 +35,26 @@ struct Expected<'a> {
     vocab: &'a DatasetVocabulary,
 }
 
+impl<'a> Expected<'a> {
+    /// What a job that writes `path` promised: records from `next_offset`, the `claimed` interval, the
+    /// dataset's earlier `schema`.
+    fn of(
+        path: &'a Path,
+        next_offset: u64,
+        claimed: Option<OffsetInterval>,
+        schema: Option<&'a SchemaRef>,
+        vocab: &'a DatasetVocabulary,
+    ) -> Self {
+        Self {
+            path,
+            next_offset,
+            claimed,
+            schema,
+            vocab,
+        }
+    }
+}
+
 impl<E: Engine> Checked<E> {
     /// `inner`, its outputs checked; breaches name the engine `engine`.
     pub fn new(inner: E, engine: String) -> Self {
@@ -95,15 +115,16 @@ impl<E: Engine> Engine for Checked<E> {
     ) -> EngineFuture<'a, TransformReport> {
         Box::pin(async move {
             let mut report = self.inner.transform(job, progress).await?;
+            let claimed = report.new_offset_interval;
             report.written = self
                 .check(
-                    Expected {
-                        path: &job.new_data_path,
-                        next_offset: job.next_offset,
-                        claimed: report.new_offset_interval,
-                        schema: job.output_schema.as_ref(),
-                        vocab: &job.vocab,
-                    },
+                    Expected::of(
+                        &job.new_data_path,
+                        job.next_offset,
+                        claimed,
+                        job.output_schema.as_ref(),
+                        &job.vocab,
+                    ),
                     progress,
                 )
                 .await?;
@@ -131,15 +152,16 @@ impl<E: Engine> Engine for Checked<E> {
     ) -> EngineFuture<'a, MigrateReport> {
         Box::pin(async move {
             let mut report = self.inner.migrate_query(job, progress).await?;
+            let claimed = report.new_offset_interval;
             report.written = self
                 .check(
-                    Expected {
-                        path: &job.new_data_path,
-                        next_offset: job.next_offset,
-                        claimed: report.new_offset_interval,
-                        schema: job.output_schema.as_ref(),
-                        vocab: &job.vocab,
-                    },
+                    Expected::of(
+                        &job.new_data_path,
+                        job.next_offset,
+                        claimed,
+                        job.output_schema.as_ref(),
+                        &job.vocab,
+                    ),
                     progress,
                 )
                 .await?;
