@@ -64,6 +64,9 @@ pub enum LogicalHashError {
         /// The batch's schema.
         found: String,
     },
+    /// The thread of a [`HashingThread`] could not start, or panicked.
+    #[error("the logical hash's thread {0}")]
+    Thread(String),
 }
 
 /// A streaming logical hasher: make it for a schema, feed it that schema's record batches in order, finish.
@@ -234,6 +237,97 @@ impl LogicalHasher {
         let digest = self.digest.finalize();
         Multihash::new(Multicodec::Arrow0_Sha3_256, digest)
             .unwrap_or_else(|_| unreachable!("a hash codec"))
+    }
+}
+
+/// A [`LogicalHasher`] on a thread of its own ([`LogicalHasher::spawn`]), so that records are hashed while
+/// the caller reads or writes the next ones: [`HashingThread::update`] queues a batch (waiting while
+/// `depth` batches are queued, so memory stays bounded), [`HashingThread::finish`] waits for the hash.
+/// A batch is queued, not copied (its buffers are shared).
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch};
+/// use arrow::datatypes::{DataType, Field, Schema};
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("offset", DataType::Int64, false)]));
+/// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..4))])?;
+/// let mut here = odf::logical_hash::LogicalHasher::new(&schema)?;
+/// here.update(&batch)?;
+/// let mut there = odf::logical_hash::LogicalHasher::new(&schema)?.spawn(2)?;
+/// there.update(batch)?;
+/// assert_eq!(there.finish()?, here.finish());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct HashingThread {
+    queue: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+    thread: Option<std::thread::JoinHandle<Result<Multihash, LogicalHashError>>>,
+}
+
+impl LogicalHasher {
+    /// Moves the hasher to a thread of its own, with room for `depth` queued batches (at least one).
+    pub fn spawn(self, depth: usize) -> Result<HashingThread, LogicalHashError> {
+        let (queue, batches) = std::sync::mpsc::sync_channel::<RecordBatch>(depth.max(1));
+        let thread = std::thread::Builder::new()
+            .name("odf-logical-hash".into())
+            .spawn(move || {
+                let mut hasher = self;
+                for batch in batches {
+                    hasher.update(&batch)?;
+                }
+                Ok(hasher.finish())
+            })
+            .map_err(|e| LogicalHashError::Thread(format!("could not start: {e}")))?;
+        Ok(HashingThread {
+            queue: Some(queue),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl HashingThread {
+    /// Queues one more batch. An error the thread stopped on (a batch of another schema) is returned by
+    /// the first call after it, or by [`HashingThread::finish`].
+    pub fn update(&mut self, batch: RecordBatch) -> Result<(), LogicalHashError> {
+        let sent = match &self.queue {
+            Some(queue) => queue.send(batch).is_ok(),
+            None => false,
+        };
+        if sent {
+            return Ok(());
+        }
+        // The thread stopped (it hangs up only on an error): its result says why.
+        self.queue = None;
+        match self.join() {
+            Err(e) => Err(e),
+            Ok(_) => Err(LogicalHashError::Thread("stopped early".into())),
+        }
+    }
+
+    /// Waits for the hash of every batch queued.
+    pub fn finish(mut self) -> Result<Multihash, LogicalHashError> {
+        self.queue = None;
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<Multihash, LogicalHashError> {
+        match self.thread.take() {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|_| Err(LogicalHashError::Thread("panicked".into()))),
+            None => Err(LogicalHashError::Thread("already stopped".into())),
+        }
+    }
+}
+
+impl Drop for HashingThread {
+    fn drop(&mut self) {
+        // Hang up first, so the thread ends, then wait for it: no thread outlives its hasher.
+        self.queue = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -414,6 +508,49 @@ mod parallel_tests {
         let whole = arrow::compute::concat_batches(&schema, &batches).expect("one schema");
         assert_eq!(of_batches(&schema, [&whole]).expect("supported"), hash);
         assert_eq!(*hash.digest(), reference(&schema, &[whole]));
+    }
+
+    #[test]
+    fn a_hashing_thread_gives_the_hash_made_here_and_reports_a_batch_of_another_schema() {
+        let schema = schema();
+        let batches: Vec<RecordBatch> = (0..5)
+            .map(|i| batch(&schema, i * PARALLEL_ROWS, PARALLEL_ROWS + i))
+            .collect();
+        let mut there = LogicalHasher::new(&schema)
+            .expect("supported")
+            .spawn(1)
+            .expect("a thread");
+        for b in &batches {
+            there.update(b.clone()).expect("the hasher's schema");
+        }
+        assert_eq!(
+            *there.finish().expect("hashed").digest(),
+            reference(&schema, &batches)
+        );
+
+        let other = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let stray =
+            RecordBatch::try_new(other, vec![Arc::new(Int64Array::from(vec![1]))]).expect("fits");
+        let mut there = LogicalHasher::new(&schema)
+            .expect("supported")
+            .spawn(1)
+            .expect("a thread");
+        there
+            .update(batches[0].clone())
+            .expect("the hasher's schema");
+        // The stray batch is queued; the error comes from a later call or from `finish`.
+        let later = there
+            .update(stray)
+            .and_then(|()| there.update(batches[1].clone()))
+            .and_then(|()| there.update(batches[2].clone()));
+        let error = match later {
+            Err(e) => e,
+            Ok(()) => there.finish().expect_err("a batch of another schema"),
+        };
+        assert!(
+            matches!(error, LogicalHashError::SchemaMismatch { .. }),
+            "{error}"
+        );
     }
 
     #[test]
