@@ -49,7 +49,9 @@ fn bench_dir() -> PathBuf {
 fn input_slices(rows: usize) -> Vec<String> {
     let dir = bench_dir().join(format!("input-{rows}"));
     let per_slice = rows.div_ceil(SLICES);
-    let paths: Vec<PathBuf> = (0..SLICES).map(|n| dir.join(format!("slice-{n}"))).collect();
+    let paths: Vec<PathBuf> = (0..SLICES)
+        .map(|n| dir.join(format!("slice-{n}")))
+        .collect();
     if !paths.iter().all(|p| p.exists()) {
         std::fs::create_dir_all(&dir).expect("bench directory");
         let time = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
@@ -93,7 +95,10 @@ fn input_slices(rows: usize) -> Vec<String> {
                                 .collect::<Vec<_>>(),
                         )),
                         Arc::new(Int64Array::from(
-                            offsets.iter().map(|o| (o * 7919) % 100_000).collect::<Vec<_>>(),
+                            offsets
+                                .iter()
+                                .map(|o| (o * 7919) % 100_000)
+                                .collect::<Vec<_>>(),
                         )),
                     ],
                 )
@@ -111,7 +116,10 @@ fn request(slices: &[String], rows: usize, out: &Path) -> TransformRequest {
     TransformRequest {
         dataset_id: DatasetId::from_key([1; 32]),
         dataset_alias: "bench".into(),
-        system_time: Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).single().expect("time"),
+        system_time: Utc
+            .with_ymd_and_hms(2024, 1, 1, 0, 0, 0)
+            .single()
+            .expect("time"),
         vocab: DatasetVocabulary::default(),
         transform: Transform::Sql(TransformSql::new("datafusion", QUERY)),
         query_inputs: vec![TransformRequestInput {

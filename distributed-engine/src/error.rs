@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 #[derive(Debug, thiserror::Error)]
 pub enum DistributedError {
     /// A scheduler address is not `HOST:PORT`.
-    #[error("`{text}` is not a scheduler address: {reason} (write HOST:PORT, e.g. 127.0.0.1:50050)")]
+    #[error(
+        "`{text}` is not a scheduler address: {reason} (write HOST:PORT, e.g. 127.0.0.1:50050)"
+    )]
     SchedulerAddress {
         /// What was given.
         text: String,

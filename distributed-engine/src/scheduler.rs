@@ -71,12 +71,12 @@ pub struct Scheduler {
 impl Scheduler {
     /// Binds the scheduler's port.
     pub async fn bind(options: SchedulerOptions) -> Result<Self, DistributedError> {
-        let listener = TcpListener::bind(options.bind)
-            .await
-            .map_err(|source| DistributedError::SchedulerBind {
+        let listener = TcpListener::bind(options.bind).await.map_err(|source| {
+            DistributedError::SchedulerBind {
                 address: options.bind,
                 source,
-            })?;
+            }
+        })?;
         Ok(Self { listener, options })
     }
 
@@ -94,11 +94,9 @@ impl Scheduler {
     pub async fn serve(self) -> Result<(), DistributedError> {
         let address = self.local_addr()?;
         let config = self.options.ballista_config(address.port());
-        config
-            .validate()
-            .map_err(|e| DistributedError::Scheduler {
-                reason: e.to_string(),
-            })?;
+        config.validate().map_err(|e| DistributedError::Scheduler {
+            reason: e.to_string(),
+        })?;
         let failed = |e: ballista_core::error::BallistaError| DistributedError::Scheduler {
             reason: e.to_string(),
         };

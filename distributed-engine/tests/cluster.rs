@@ -105,7 +105,10 @@ fn write_slices(dir: &Path, changelog: bool) -> Vec<String> {
                             .collect::<Vec<_>>(),
                     )),
                     Arc::new(Int64Array::from(
-                        offsets.iter().map(|o| (o * 7919) % 1000).collect::<Vec<_>>(),
+                        offsets
+                            .iter()
+                            .map(|o| (o * 7919) % 1000)
+                            .collect::<Vec<_>>(),
                     )),
                 ],
             )
@@ -181,7 +184,12 @@ fn jobs_run(work_dir: &Path) -> usize {
 
 /// Runs the same transform on the embedded and the distributed engine; the outcomes and the
 /// outputs' logical hashes must be equal. Returns the distributed output's path.
-async fn same_as_embedded(cluster: &LocalCluster, dir: &Path, slices: &[String], sql: &str) -> String {
+async fn same_as_embedded(
+    cluster: &LocalCluster,
+    dir: &Path,
+    slices: &[String],
+    sql: &str,
+) -> String {
     let embedded_request = request(dir, slices, sql, "embedded");
     let embedded = ReferenceEngine::new()
         .execute_transform(&embedded_request, &NoProgress)
@@ -218,11 +226,7 @@ async fn map_filter_transform_on_two_executors_equals_the_embedded_engine() {
 
     // Both executors ran tasks of the job: each wrote shuffle files under its work folder.
     for work_dir in cluster.work_dirs() {
-        assert!(
-            jobs_run(work_dir) > 0,
-            "{} ran no task",
-            work_dir.display()
-        );
+        assert!(jobs_run(work_dir) > 0, "{} ran no task", work_dir.display());
     }
     // ODF's rules: offsets from next_offset, in input offset order; system time the request's;
     // the input's operation types carried through the filter (pairs repaired).
@@ -238,7 +242,10 @@ async fn map_filter_transform_on_two_executors_equals_the_embedded_engine() {
                 .to_vec()
         })
         .collect();
-    assert_eq!(offsets, (1_000..1_000 + offsets.len() as i64).collect::<Vec<_>>());
+    assert_eq!(
+        offsets,
+        (1_000..1_000 + offsets.len() as i64).collect::<Vec<_>>()
+    );
     let ops: Vec<i32> = batches
         .iter()
         .flat_map(|b| {
@@ -319,7 +326,10 @@ async fn raw_query_aggregation_on_two_executors_equals_the_embedded_engine() {
         distributed_engine::reference_engine::arrow::compute::concat_batches(schema, batches)
             .unwrap()
     };
-    assert_eq!(concat(&schema, &batches), concat(&embedded_schema, &embedded_batches));
+    assert_eq!(
+        concat(&schema, &batches),
+        concat(&embedded_schema, &embedded_batches)
+    );
     for work_dir in cluster.work_dirs() {
         assert!(jobs_run(work_dir) > 0, "{} ran no task", work_dir.display());
     }

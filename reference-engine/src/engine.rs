@@ -4,12 +4,12 @@ use tracing::Instrument;
 
 use crate::error::EngineError;
 use crate::progress::ProgressSink;
-use crate::session::{SessionUpgrade, Sessions};
 use crate::request::{
     DeriveProvenanceRequest, DeriveProvenanceSuccess, MigrateQueryRequest, MigrateQuerySuccess,
     RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess, ValidateQueryRequest,
     ValidateQuerySuccess,
 };
+use crate::session::{SessionUpgrade, Sessions};
 
 /// The reference ODF engine: SQL transforms on DataFusion.
 ///
@@ -60,8 +60,11 @@ impl ReferenceEngine {
         request: &RawQueryRequest,
         progress: &dyn ProgressSink,
     ) -> Result<RawQuerySuccess, EngineError> {
-        let span =
-            tracing::info_span!("execute_raw_query", inputs = request.input_data_paths.len(), upgraded = self.sessions.is_upgraded());
+        let span = tracing::info_span!(
+            "execute_raw_query",
+            inputs = request.input_data_paths.len(),
+            upgraded = self.sessions.is_upgraded()
+        );
         crate::raw_query::execute_raw_query(&self.sessions, request, progress)
             .instrument(span)
             .await
