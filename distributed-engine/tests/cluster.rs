@@ -176,7 +176,10 @@ fn jobs_run(work_dir: &Path) -> usize {
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
-                .filter(|e| e.path().is_dir())
+                // DataFusion's spill folders (`datafusion-*`) are not jobs.
+                .filter(|e| {
+                    e.path().is_dir() && !e.file_name().to_string_lossy().starts_with("datafusion-")
+                })
                 .count()
         })
         .unwrap_or(0)
@@ -359,4 +362,36 @@ async fn an_unreachable_scheduler_is_an_internal_error_and_writes_no_output() {
         "{error}"
     );
     assert!(!Path::new(&request.new_data_path).exists());
+}
+
+/// With `WEIR_BALLISTA_SCHEDULER=HOST:PORT` and `WEIR_BALLISTA_SHARE=DIR` (a folder the cluster's
+/// scheduler and executors see at the same path): the same comparison on that cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_external_cluster_gives_the_embedded_engines_output() {
+    let (Ok(scheduler), Ok(share)) = (
+        std::env::var("WEIR_BALLISTA_SCHEDULER"),
+        std::env::var("WEIR_BALLISTA_SHARE"),
+    ) else {
+        eprintln!("NOT RUN: set WEIR_BALLISTA_SCHEDULER and WEIR_BALLISTA_SHARE");
+        return;
+    };
+    let scheduler: SchedulerAddress = scheduler.parse().unwrap();
+    let data = tempfile::tempdir_in(share).unwrap();
+    let slices = write_slices(data.path(), true);
+    let sql = "SELECT event_time, city, population * 2 AS doubled FROM readings WHERE population % 3 <> 0";
+    let embedded_request = request(data.path(), &slices, sql, "embedded");
+    let embedded = ReferenceEngine::new()
+        .execute_transform(&embedded_request, &NoProgress)
+        .await
+        .unwrap();
+    let distributed_request = request(data.path(), &slices, sql, "distributed");
+    let distributed = distributed_engine(&ClusterConfig::new(scheduler))
+        .execute_transform(&distributed_request, &NoProgress)
+        .await
+        .unwrap();
+    assert_eq!(distributed, embedded);
+    assert_eq!(
+        logical_hash(&distributed_request.new_data_path),
+        logical_hash(&embedded_request.new_data_path)
+    );
 }

@@ -16,7 +16,7 @@ use crate::session::{SessionUpgrade, Sessions};
 /// Each operation runs in a fresh DataFusion session, reads the files named in the request and writes
 /// the files it names; the engine itself holds no state between operations (stateful queries keep
 /// theirs in checkpoint files).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ReferenceEngine {
     sessions: Sessions,
 }
@@ -36,6 +36,9 @@ impl ReferenceEngine {
     ///
     /// Stateful queries (window aggregations, temporal joins, whose state is a checkpoint read and
     /// written here), ValidateQuery, MigrateQuery and DeriveProvenance always run in this process.
+    ///
+    /// The engine stays `Copy`: `upgrade` is kept until the process ends (make such an engine once
+    /// per process, as a server does, not once per operation).
     pub fn with_session_upgrade(upgrade: SessionUpgrade) -> Self {
         Self {
             sessions: Sessions::upgraded(upgrade),

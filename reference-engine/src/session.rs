@@ -34,10 +34,14 @@ pub type SessionUpgrade =
     Arc<dyn Fn(SessionState) -> Result<SessionState, DataFusionError> + Send + Sync>;
 
 /// Where an operation's sessions come from.
-#[derive(Clone, Default)]
+///
+/// `Copy`, as [`crate::ReferenceEngine`] is (the coordinator's embedded engine copies it into the
+/// tasks it spawns): the upgrade is kept for the rest of the process, which is what an engine made
+/// once per process needs.
+#[derive(Clone, Copy, Default)]
 pub(crate) struct Sessions {
     /// Makes the sessions of stateless work; `None` runs everything in this process.
-    upgrade: Option<SessionUpgrade>,
+    upgrade: Option<&'static SessionUpgrade>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -51,7 +55,7 @@ impl std::fmt::Debug for Sessions {
 impl Sessions {
     pub(crate) fn upgraded(upgrade: SessionUpgrade) -> Self {
         Self {
-            upgrade: Some(upgrade),
+            upgrade: Some(Box::leak(Box::new(upgrade))),
         }
     }
 
@@ -64,7 +68,7 @@ impl Sessions {
     /// there is an upgrade, else a fresh local one.
     pub(crate) fn stateless(&self) -> Result<SessionContext, EngineError> {
         let ctx = new_session();
-        match &self.upgrade {
+        match self.upgrade {
             None => Ok(ctx),
             Some(upgrade) => {
                 let state = upgrade(ctx.state()).map_err(|source| EngineError::SessionSetup {
