@@ -249,6 +249,7 @@ fn engine_code(e: &EngineFailure) -> u8 {
     match e {
         EngineFailure::InvalidQuery { .. } => exit::INVALID_QUERY,
         EngineFailure::NotConfigured { .. } => exit::NOT_FOUND,
+        EngineFailure::Output { .. } => exit::FAILURE,
         EngineFailure::Internal { .. }
         | EngineFailure::Contract { .. }
         | EngineFailure::NotSupported { .. } => exit::ENGINE_FAILED,

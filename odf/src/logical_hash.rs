@@ -5,6 +5,12 @@
 //! which is what kamu computes and `kamu verify` compares. The digest does not depend on how records are
 //! split into batches (kamu reads Parquet in batches of 10 000 rows).
 //!
+//! `RecordDigestV0` is a SHA3-256 over the schema (each field's name and nesting level) followed by one
+//! `ArrayDigestV0` per leaf column, each hashing only its own column. For a schema without struct fields the
+//! hasher keeps those parts itself, arrow-digest's `ArrayDigestV0` for every column, so that the columns of a
+//! large batch are hashed on several threads; the result is `RecordDigestV0`'s, byte for byte (tested against
+//! it for every supported type). Schemas with struct fields use `RecordDigestV0` as it is.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use arrow::array::{Int64Array, RecordBatch};
@@ -25,10 +31,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
-use arrow_digest::{RecordDigest, RecordDigestV0};
-use sha3_for_arrow_digest::Sha3_256;
+use arrow_digest::{ArrayDigest, ArrayDigestV0, RecordDigest, RecordDigestV0};
+use sha3_for_arrow_digest::{Digest as _, Sha3_256};
 
 use crate::arrow_schema::same_logical_schema;
 use crate::{Multicodec, Multihash};
@@ -58,12 +64,138 @@ pub enum LogicalHashError {
         /// The batch's schema.
         found: String,
     },
+    /// The thread of a [`HashingThread`] could not start, or panicked.
+    #[error("the logical hash's thread {0}")]
+    Thread(String),
 }
 
 /// A streaming logical hasher: make it for a schema, feed it that schema's record batches in order, finish.
 pub struct LogicalHasher {
     schema: Schema,
-    digest: RecordDigestV0<Sha3_256>,
+    digest: Digest,
+}
+
+/// Rows from which a batch's columns are hashed on several threads (below, one thread is faster than the
+/// spawns).
+const PARALLEL_ROWS: usize = 8 * 1024;
+
+/// The most threads one batch's columns are hashed on.
+const MAX_THREADS: usize = 4;
+
+enum Digest {
+    /// Schemas with struct fields.
+    Record(RecordDigestV0<Sha3_256>),
+    /// Flat schemas: `RecordDigestV0`'s parts, the schema's hash and one `ArrayDigestV0` per column.
+    Columns {
+        schema: Sha3_256,
+        columns: Vec<ArrayDigestV0<Sha3_256>>,
+        threads: usize,
+    },
+}
+
+impl Digest {
+    fn new(schema: &Schema) -> Self {
+        let flat = schema
+            .fields()
+            .iter()
+            .all(|f| !matches!(f.data_type(), DataType::Struct(_)));
+        if !flat {
+            return Self::Record(RecordDigestV0::new(schema));
+        }
+        // What `RecordDigestV0::new` hashes of each field (all at nesting level 0 here).
+        let mut hasher = Sha3_256::new();
+        for field in schema.fields() {
+            hasher.update((field.name().len() as u64).to_le_bytes());
+            hasher.update(field.name().as_bytes());
+            hasher.update(0u64.to_le_bytes());
+        }
+        Self::Columns {
+            schema: hasher,
+            columns: schema
+                .fields()
+                .iter()
+                .map(|f| ArrayDigestV0::new(f.data_type()))
+                .collect(),
+            threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_THREADS),
+        }
+    }
+
+    fn update(&mut self, batch: &RecordBatch) {
+        match self {
+            Self::Record(digest) => digest.update(batch),
+            Self::Columns {
+                columns, threads, ..
+            } => {
+                let threads = (*threads).min(columns.len());
+                if threads < 2 || batch.num_rows() < PARALLEL_ROWS {
+                    for (digest, array) in columns.iter_mut().zip(batch.columns()) {
+                        digest.update(array.as_ref(), None);
+                    }
+                } else {
+                    update_in_parallel(columns, batch.columns(), threads);
+                }
+            }
+        }
+    }
+
+    fn finalize(self) -> [u8; 32] {
+        match self {
+            Self::Record(digest) => digest.finalize().into(),
+            Self::Columns {
+                mut schema,
+                columns,
+                ..
+            } => {
+                for column in columns {
+                    schema.update(column.finalize());
+                }
+                schema.finalize().into()
+            }
+        }
+    }
+}
+
+/// Hashes each column into its own digest, the columns shared among `threads` threads by their size
+/// (largest first, each to the least loaded thread). Every digest still sees its column's batches in order:
+/// this returns when the whole batch is hashed.
+fn update_in_parallel(
+    columns: &mut [ArrayDigestV0<Sha3_256>],
+    arrays: &[ArrayRef],
+    threads: usize,
+) {
+    let mut order: Vec<usize> = (0..arrays.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(arrays[i].get_buffer_memory_size()));
+    let mut load = vec![0usize; threads];
+    let mut thread_of = vec![0usize; arrays.len()];
+    for i in order {
+        let (least, _) = load
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, l)| **l)
+            .unwrap_or((0, &0));
+        thread_of[i] = least;
+        load[least] += arrays[i].get_buffer_memory_size();
+    }
+    let mut groups: Vec<Vec<(&mut ArrayDigestV0<Sha3_256>, &ArrayRef)>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    for ((digest, array), &t) in columns.iter_mut().zip(arrays).zip(&thread_of) {
+        groups[t].push((digest, array));
+    }
+    let hash = |group: Vec<(&mut ArrayDigestV0<Sha3_256>, &ArrayRef)>| {
+        for (digest, array) in group {
+            digest.update(array.as_ref(), None);
+        }
+    };
+    let mut groups = groups.into_iter();
+    let here = groups.next().unwrap_or_default();
+    std::thread::scope(|scope| {
+        for group in groups {
+            scope.spawn(move || hash(group));
+        }
+        hash(here);
+    });
 }
 
 impl std::fmt::Debug for LogicalHasher {
@@ -83,7 +215,7 @@ impl LogicalHasher {
         }
         Ok(Self {
             schema: schema.clone(),
-            digest: RecordDigestV0::new(schema),
+            digest: Digest::new(schema),
         })
     }
 
@@ -102,9 +234,100 @@ impl LogicalHasher {
 
     /// The logical hash of every record seen (multicodec `arrow0-sha3-256`).
     pub fn finish(self) -> Multihash {
-        let digest: [u8; 32] = self.digest.finalize().into();
+        let digest = self.digest.finalize();
         Multihash::new(Multicodec::Arrow0_Sha3_256, digest)
             .unwrap_or_else(|_| unreachable!("a hash codec"))
+    }
+}
+
+/// A [`LogicalHasher`] on a thread of its own ([`LogicalHasher::spawn`]), so that records are hashed while
+/// the caller reads or writes the next ones: [`HashingThread::update`] queues a batch (waiting while
+/// `depth` batches are queued, so memory stays bounded), [`HashingThread::finish`] waits for the hash.
+/// A batch is queued, not copied (its buffers are shared).
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch};
+/// use arrow::datatypes::{DataType, Field, Schema};
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("offset", DataType::Int64, false)]));
+/// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..4))])?;
+/// let mut here = odf::logical_hash::LogicalHasher::new(&schema)?;
+/// here.update(&batch)?;
+/// let mut there = odf::logical_hash::LogicalHasher::new(&schema)?.spawn(2)?;
+/// there.update(batch)?;
+/// assert_eq!(there.finish()?, here.finish());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct HashingThread {
+    queue: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+    thread: Option<std::thread::JoinHandle<Result<Multihash, LogicalHashError>>>,
+}
+
+impl LogicalHasher {
+    /// Moves the hasher to a thread of its own, with room for `depth` queued batches (at least one).
+    pub fn spawn(self, depth: usize) -> Result<HashingThread, LogicalHashError> {
+        let (queue, batches) = std::sync::mpsc::sync_channel::<RecordBatch>(depth.max(1));
+        let thread = std::thread::Builder::new()
+            .name("odf-logical-hash".into())
+            .spawn(move || {
+                let mut hasher = self;
+                for batch in batches {
+                    hasher.update(&batch)?;
+                }
+                Ok(hasher.finish())
+            })
+            .map_err(|e| LogicalHashError::Thread(format!("could not start: {e}")))?;
+        Ok(HashingThread {
+            queue: Some(queue),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl HashingThread {
+    /// Queues one more batch. An error the thread stopped on (a batch of another schema) is returned by
+    /// the first call after it, or by [`HashingThread::finish`].
+    pub fn update(&mut self, batch: RecordBatch) -> Result<(), LogicalHashError> {
+        let sent = match &self.queue {
+            Some(queue) => queue.send(batch).is_ok(),
+            None => false,
+        };
+        if sent {
+            return Ok(());
+        }
+        // The thread stopped (it hangs up only on an error): its result says why.
+        self.queue = None;
+        match self.join() {
+            Err(e) => Err(e),
+            Ok(_) => Err(LogicalHashError::Thread("stopped early".into())),
+        }
+    }
+
+    /// Waits for the hash of every batch queued.
+    pub fn finish(mut self) -> Result<Multihash, LogicalHashError> {
+        self.queue = None;
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<Multihash, LogicalHashError> {
+        match self.thread.take() {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|_| Err(LogicalHashError::Thread("panicked".into()))),
+            None => Err(LogicalHashError::Thread("already stopped".into())),
+        }
+    }
+}
+
+impl Drop for HashingThread {
+    fn drop(&mut self) {
+        // Hang up first, so the thread ends, then wait for it: no thread outlives its hasher.
+        self.queue = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -144,5 +367,222 @@ fn check_supported(field: &Field, parent: &str) -> Result<(), LogicalHashError> 
         }
         DataType::Struct(fields) => fields.iter().try_for_each(|f| check_supported(f, &path)),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod parallel_tests {
+    use std::sync::Arc;
+
+    use arrow::array::{
+        ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int8Array,
+        Int32Array, Int64Array, LargeStringArray, ListArray, StringArray, StringViewArray,
+        TimestampMillisecondArray, UInt16Array,
+    };
+    use arrow::datatypes::{Int32Type, TimeUnit};
+
+    use super::*;
+
+    /// A flat batch of `rows` rows with every kind of column, nulls in most, starting at `from`.
+    fn batch(schema: &Arc<Schema>, from: usize, rows: usize) -> RecordBatch {
+        let range = from..from + rows;
+        let null_every = |n: usize| move |i: usize| (!i.is_multiple_of(n)).then_some(i);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(
+                range.clone().map(|i| i as i64),
+            )),
+            Arc::new(Int8Array::from_iter(
+                range.clone().map(|i| null_every(3)(i).map(|v| v as i8)),
+            )),
+            Arc::new(UInt16Array::from_iter(
+                range.clone().map(|i| null_every(5)(i).map(|v| v as u16)),
+            )),
+            Arc::new(Int32Array::from_iter(
+                range.clone().map(|i| null_every(7)(i).map(|v| v as i32)),
+            )),
+            Arc::new(Float64Array::from_iter(
+                range
+                    .clone()
+                    .map(|i| null_every(4)(i).map(|v| v as f64 / 3.0)),
+            )),
+            Arc::new(BooleanArray::from_iter(
+                range.clone().map(|i| null_every(6)(i).map(|v| v % 2 == 0)),
+            )),
+            Arc::new(StringArray::from_iter(
+                range
+                    .clone()
+                    .map(|i| null_every(9)(i).map(|v| format!("city-{}", v % 97))),
+            )),
+            Arc::new(LargeStringArray::from_iter(
+                range
+                    .clone()
+                    .map(|i| null_every(2)(i).map(|v| "x".repeat(v % 13))),
+            )),
+            Arc::new(BinaryArray::from_iter(
+                range
+                    .clone()
+                    .map(|i| null_every(8)(i).map(|v| v.to_le_bytes().to_vec())),
+            )),
+            Arc::new(Date32Array::from_iter(
+                range.clone().map(|i| null_every(10)(i).map(|v| v as i32)),
+            )),
+            Arc::new(
+                TimestampMillisecondArray::from_iter(
+                    range
+                        .clone()
+                        .map(|i| null_every(11)(i).map(|v| v as i64 * 1000)),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(
+                Decimal128Array::from_iter(
+                    range
+                        .clone()
+                        .map(|i| null_every(12)(i).map(|v| v as i128 * 7)),
+                )
+                .with_precision_and_scale(20, 2)
+                .expect("a valid decimal"),
+            ),
+            Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(
+                range.clone().map(|i| {
+                    (!i.is_multiple_of(5)).then(|| {
+                        (0..(i % 4))
+                            .map(|j| (j % 3 != 1).then_some(j as i32))
+                            .collect::<Vec<_>>()
+                    })
+                }),
+            )),
+        ];
+        RecordBatch::try_new(schema.clone(), columns).expect("the columns fit the schema")
+    }
+
+    fn schema() -> Arc<Schema> {
+        Arc::new(Schema::new(vec![
+            Field::new("offset", DataType::Int64, false),
+            Field::new("i8", DataType::Int8, true),
+            Field::new("u16", DataType::UInt16, true),
+            Field::new("i32", DataType::Int32, true),
+            Field::new("f64", DataType::Float64, true),
+            Field::new("flag", DataType::Boolean, true),
+            Field::new("city", DataType::Utf8, true),
+            Field::new("large", DataType::LargeUtf8, true),
+            Field::new("bytes", DataType::Binary, true),
+            Field::new("day", DataType::Date32, true),
+            Field::new(
+                "at",
+                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+                true,
+            ),
+            Field::new("amount", DataType::Decimal128(20, 2), true),
+            Field::new_list("list", Field::new_list_field(DataType::Int32, true), true),
+        ]))
+    }
+
+    fn reference(schema: &Schema, batches: &[RecordBatch]) -> [u8; 32] {
+        let mut digest = RecordDigestV0::<Sha3_256>::new(schema);
+        for b in batches {
+            digest.update(b);
+        }
+        digest.finalize().into()
+    }
+
+    #[test]
+    fn columns_hashed_on_several_threads_give_record_digest_v0() {
+        let schema = schema();
+        // Small batches (one thread), then large ones (several), then a small one again.
+        let sizes = [1, 700, PARALLEL_ROWS, 3 * PARALLEL_ROWS + 17, 5];
+        let mut batches = Vec::new();
+        let mut from = 0;
+        for rows in sizes {
+            batches.push(batch(&schema, from, rows));
+            from += rows;
+        }
+        let mut hasher = LogicalHasher::new(&schema).expect("supported types");
+        for b in &batches {
+            hasher.update(b).expect("the hasher's schema");
+        }
+        let hash = hasher.finish();
+        assert_eq!(*hash.digest(), reference(&schema, &batches));
+
+        // The same records in one batch: the same hash.
+        let whole = arrow::compute::concat_batches(&schema, &batches).expect("one schema");
+        assert_eq!(of_batches(&schema, [&whole]).expect("supported"), hash);
+        assert_eq!(*hash.digest(), reference(&schema, &[whole]));
+    }
+
+    #[test]
+    fn a_hashing_thread_gives_the_hash_made_here_and_reports_a_batch_of_another_schema() {
+        let schema = schema();
+        let batches: Vec<RecordBatch> = (0..5)
+            .map(|i| batch(&schema, i * PARALLEL_ROWS, PARALLEL_ROWS + i))
+            .collect();
+        let mut there = LogicalHasher::new(&schema)
+            .expect("supported")
+            .spawn(1)
+            .expect("a thread");
+        for b in &batches {
+            there.update(b.clone()).expect("the hasher's schema");
+        }
+        assert_eq!(
+            *there.finish().expect("hashed").digest(),
+            reference(&schema, &batches)
+        );
+
+        let other = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let stray =
+            RecordBatch::try_new(other, vec![Arc::new(Int64Array::from(vec![1]))]).expect("fits");
+        let mut there = LogicalHasher::new(&schema)
+            .expect("supported")
+            .spawn(1)
+            .expect("a thread");
+        there
+            .update(batches[0].clone())
+            .expect("the hasher's schema");
+        // The stray batch is queued; the error comes from a later call or from `finish`.
+        let later = there
+            .update(stray)
+            .and_then(|()| there.update(batches[1].clone()))
+            .and_then(|()| there.update(batches[2].clone()));
+        let error = match later {
+            Err(e) => e,
+            Ok(()) => there.finish().expect_err("a batch of another schema"),
+        };
+        assert!(
+            matches!(error, LogicalHashError::SchemaMismatch { .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn utf8_view_strings_hash_like_utf8_on_the_parallel_path() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        let view_schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, false),
+            Field::new("s", DataType::Utf8View, true),
+        ]));
+        let rows = 2 * PARALLEL_ROWS;
+        let strings = || (0..rows).map(|i| (!i.is_multiple_of(3)).then(|| format!("value {i}")));
+        let plain = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..rows as i64)),
+                Arc::new(StringArray::from_iter(strings())),
+            ],
+        )
+        .expect("fits");
+        let view = RecordBatch::try_new(
+            view_schema,
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..rows as i64)),
+                Arc::new(StringViewArray::from_iter(strings())),
+            ],
+        )
+        .expect("fits");
+        let mut hasher = LogicalHasher::new(&schema).expect("supported");
+        hasher.update(&view).expect("the same logical schema");
+        assert_eq!(*hasher.finish().digest(), reference(&schema, &[plain]));
     }
 }

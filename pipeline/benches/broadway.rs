@@ -150,6 +150,16 @@ impl<E, F> Numbers<E, F> {
             dispatcher: Some(dispatcher),
         }
     }
+
+    /// A producer whose `init` leaves the dispatcher to whoever starts it.
+    fn undispatched(end: u64, make: F) -> Self {
+        Self {
+            next: 0,
+            end,
+            make,
+            dispatcher: None,
+        }
+    }
 }
 
 impl<E: Send + 'static, F: FnMut(u64) -> E + Send + 'static> Producer for Numbers<E, F> {
@@ -159,13 +169,11 @@ impl<E: Send + 'static, F: FnMut(u64) -> E + Send + 'static> Producer for Number
         &mut self,
         _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<ProducerOptions<E>, gen_stage::StopReason> {
-        let dispatcher = self
-            .dispatcher
-            .take()
-            .unwrap_or_else(|| Box::new(DemandDispatcher::new()));
-        Ok(ProducerOptions::new()
-            .boxed_dispatcher(dispatcher)
-            .demand(DemandMode::Accumulate))
+        let options = ProducerOptions::new().demand(DemandMode::Accumulate);
+        Ok(match self.dispatcher.take() {
+            Some(dispatcher) => options.boxed_dispatcher(dispatcher),
+            None => options,
+        })
     }
 
     async fn handle_demand(
@@ -486,28 +494,42 @@ async fn scaling_gen_stage(fan_out: FanOut, n: u64) -> Duration {
     .await
 }
 
-async fn scaling_pipeline(fan_out: FanOut, n: u64) -> Duration {
+async fn scaling_pipeline(fan_out: FanOut, stages: Stages, n: u64) -> Duration {
     let tally = Tally::new(n);
     let acknowledger: Arc<dyn Acknowledger<u64>> = Arc::new(Count(tally.clone()));
-    let producer = gen_stage::start_producer(Numbers::new(
-        n,
-        move |i| Message::new(i, acknowledger.clone()),
-        Box::new(DemandDispatcher::new()),
-    ))
-    .await
-    .expect("the producer starts");
-    let mut builder = Pipeline::builder()
-        .producer(&producer)
+    let mut builder = Pipeline::builder();
+    let mut given = None;
+    if stages == Stages::PipelineGivenProducer {
+        let producer = gen_stage::start_producer(Numbers::new(
+            n,
+            move |i| Message::new(i, acknowledger.clone()),
+            Box::new(DemandDispatcher::new()),
+        ))
+        .await
+        .expect("the producer starts");
+        builder = builder.producer(&producer);
+        given = Some(producer.producer());
+    } else {
+        builder = builder.producers(1, move |_| {
+            let acknowledger = acknowledger.clone();
+            Numbers::undispatched(n, move |i| Message::new(i, acknowledger.clone()))
+        });
+    }
+    let mut builder = builder
         .processors(CONSUMERS, |_: &mut Message<u64>| spin())
         .processor_max_demand(PROCESSOR_MAX_DEMAND);
     if fan_out == FanOut::Partition {
         builder = builder.partition_by(|message: &Message<u64>| message.data);
     }
     let pipeline = builder.start().await.expect("the pipeline starts");
+    let producer = match given {
+        Some(producer) => producer,
+        None => pipeline.producers()[0].clone(),
+    };
     let stages = pipeline.stages().cloned().collect();
     timed(
         "scaling/pipeline",
-        &producer.producer(),
+        &producer,
         &tally,
         n,
         checksum(n, 1),
@@ -553,7 +575,44 @@ impl Flavor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Case {
     Layer { pipeline: bool },
-    Scaling { fan_out: FanOut, pipeline: bool },
+    Scaling { fan_out: FanOut, stages: Stages },
+}
+
+/// Who runs the scaling case's consumers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stages {
+    /// gen-stage consumers behind the producer's dispatcher.
+    GenStage,
+    /// A pipeline's processors, its producer started by the pipeline
+    /// (`producers`): the pipeline's dispatcher is the producer's.
+    Pipeline,
+    /// A pipeline's processors behind a producer started outside
+    /// (`producer(&p)`): `partition_by` adds a stage in front of it.
+    PipelineGivenProducer,
+}
+
+impl Stages {
+    const ALL: [Stages; 3] = [
+        Stages::GenStage,
+        Stages::Pipeline,
+        Stages::PipelineGivenProducer,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Stages::GenStage => "gen_stage",
+            Stages::Pipeline => "pipeline",
+            Stages::PipelineGivenProducer => "pipeline_given_producer",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Stages::GenStage => "gen-stage consumers",
+            Stages::Pipeline => "pipeline processors (`producers`)",
+            Stages::PipelineGivenProducer => "pipeline processors (`producer(&p)`)",
+        }
+    }
 }
 
 /// The messages per run of a case and the rate of each timed run.
@@ -630,9 +689,9 @@ impl Report {
             out,
             "\n| stages | fan-out | events per run | 1 worker events/s | 2 workers events/s | 2 / 1 | target >= 1.8x |\n|---|---|---:|---:|---:|---:|---|"
         );
-        for pipeline in [false, true] {
+        for stages in Stages::ALL {
             for fan_out in [FanOut::Demand, FanOut::Partition] {
-                let case = Case::Scaling { fan_out, pipeline };
+                let case = Case::Scaling { fan_out, stages };
                 let one = self.get(case, Flavor::MultiThread(1));
                 let two = self.get(case, Flavor::MultiThread(2));
                 if let (Some((n, one, _)), Some((_, two, _))) = (one, two) {
@@ -640,11 +699,7 @@ impl Report {
                     let _ = writeln!(
                         out,
                         "| {} | {} | {n} | {} | {} | {ratio:.2}x | {} |",
-                        if pipeline {
-                            "pipeline processors"
-                        } else {
-                            "gen-stage consumers"
-                        },
+                        stages.label(),
                         fan_out.name(),
                         rate(one),
                         rate(two),
@@ -690,12 +745,11 @@ fn measure(
                         Case::Layer { pipeline: false } => layer_hand(n).await,
                         Case::Scaling {
                             fan_out,
-                            pipeline: true,
-                        } => scaling_pipeline(fan_out, n).await,
-                        Case::Scaling {
-                            fan_out,
-                            pipeline: false,
+                            stages: Stages::GenStage,
                         } => scaling_gen_stage(fan_out, n).await,
+                        Case::Scaling { fan_out, stages } => {
+                            scaling_pipeline(fan_out, stages, n).await
+                        }
                     }
                 });
                 report.record(case, flavor, n, elapsed);
@@ -772,11 +826,10 @@ fn main() {
         let runtime = flavor.runtime();
         let mut group = criterion.benchmark_group(format!("scaling/{}", flavor.name()));
         configure(&mut group, events);
-        for pipeline in [false, true] {
+        for stages in Stages::ALL {
             for fan_out in [FanOut::Demand, FanOut::Partition] {
-                let stages = if pipeline { "pipeline" } else { "gen_stage" };
-                let id = BenchmarkId::new(format!("{stages}_{}", fan_out.name()), events);
-                let case = Case::Scaling { fan_out, pipeline };
+                let id = BenchmarkId::new(format!("{}_{}", stages.name(), fan_out.name()), events);
+                let case = Case::Scaling { fan_out, stages };
                 measure(&mut group, &report, &runtime, id, (case, flavor, events));
             }
         }

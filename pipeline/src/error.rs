@@ -5,7 +5,9 @@
 #[non_exhaustive]
 pub enum Error {
     /// `start` was called without a producer.
-    #[error("the pipeline has no producer: call `producer`, `producer_of` or `test_producer`")]
+    #[error(
+        "the pipeline has no producer: call `producer`, `producers`, `producer_of` or `test_producer`"
+    )]
     NoProducer,
     /// `start` was called without `processors`.
     #[error("the pipeline has no processors: call `processors(concurrency, handle_message)`")]

@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
     AnyStage, AsProducer, CancelMode, ConsumerRef, DemandDispatcher, Dispatcher, Drain,
-    DrainReport, Map, PartitionDispatcher, ProducerConsumerOptions, ProducerHandle,
+    DrainReport, Map, PartitionDispatcher, Producer, ProducerConsumerOptions, ProducerHandle,
     ProducerOptions, ProducerRef, StageId, SubscribeOptions,
 };
 use tokio::sync::mpsc;
@@ -109,8 +110,23 @@ impl<T> Batcher<T> {
 enum Source<T> {
     Messages(ProducerRef<Message<T>>),
     Data(ProducerRef<T>, Arc<dyn Acknowledger<T>>),
+    /// Producers the pipeline starts itself, with its dispatcher (`producers`).
+    Start(Vec<StartProducer<T>>),
     Test,
 }
+
+/// Starts one producer of [`PipelineBuilder::producers`] with the
+/// pipeline's dispatcher.
+type StartProducer<T> = Box<
+    dyn FnOnce(
+            Box<dyn Dispatcher<Message<T>>>,
+        ) -> Pin<
+            Box<
+                dyn Future<Output = Result<(ProducerRef<Message<T>>, AnyStage), gen_stage::Error>>
+                    + Send,
+            >,
+        > + Send,
+>;
 
 /// Stages never stop because a subscription ended (`Temporary`): the
 /// pipeline stops them with a drain, upstream first, so that nothing held
@@ -161,6 +177,39 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     /// subscribe to every producer.
     pub fn producer(mut self, producer: &impl AsProducer<Message<T>>) -> Self {
         self.sources.push(Source::Messages(producer.producer_ref()));
+        self
+    }
+
+    /// `concurrency` producers of messages, `make(index)` for each index,
+    /// started by the pipeline itself (Broadway's producer `module` and
+    /// `concurrency`). The pipeline gives each its dispatcher, so
+    /// [`partition_by`](Self::partition_by) routes at the producer, with no
+    /// stage in front of it (with [`producer`](Self::producer), whose
+    /// dispatcher is the producer's own choice, it takes one). The
+    /// producers' `init` must therefore not choose a dispatcher (options it
+    /// returns win over the pipeline's); it may set anything else, e.g.
+    /// its demand mode. [`Pipeline::producers`] reaches them once started.
+    pub fn producers<P>(mut self, concurrency: usize, make: impl Fn(usize) -> P) -> Self
+    where
+        P: Producer<Event = Message<T>>,
+    {
+        let start = (0..concurrency)
+            .map(|index| {
+                let producer = make(index);
+                let start: StartProducer<T> = Box::new(move |dispatcher| {
+                    Box::pin(async move {
+                        let stage = gen_stage::start_producer_with(
+                            producer,
+                            ProducerOptions::new().boxed_dispatcher(dispatcher),
+                        )
+                        .await?;
+                        Ok((stage.producer(), AnyStage::from(&stage)))
+                    })
+                });
+                start
+            })
+            .collect();
+        self.sources.push(Source::Start(start));
         self
     }
 
@@ -267,6 +316,15 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     pub async fn start(self) -> Result<Pipeline<T>, Error> {
         if self.sources.is_empty() {
             return Err(Error::NoProducer);
+        }
+        if self
+            .sources
+            .iter()
+            .any(|s| matches!(s, Source::Start(start) if start.is_empty()))
+        {
+            return Err(Error::ZeroConcurrency {
+                stage: "producers".into(),
+            });
         }
         let Some((concurrency, handle_message)) = self.processors else {
             return Err(Error::NoProcessors);
@@ -453,6 +511,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let mut sources = Vec::new();
         let mut front = Vec::new();
         let mut test_producer = None;
+        let mut started = Vec::new();
         let mut inputs: Vec<ProducerRef<Message<T>>> = Vec::new();
         for source in self.sources {
             match source {
@@ -483,6 +542,14 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                     sources.push(AnyStage::from(&producer));
                     front.push(AnyStage::from(&wrap));
                     inputs.push(wrap.producer());
+                }
+                Source::Start(start) => {
+                    for start in start {
+                        let (producer, stage) = start(dispatcher()).await?;
+                        sources.push(stage);
+                        started.push(producer.clone());
+                        inputs.push(producer);
+                    }
                 }
                 Source::Test => {
                     let push = gen_stage::start_producer_with(
@@ -520,6 +587,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         stages.extend(downstream);
         let pipeline = Pipeline {
             sources,
+            producers: started,
             stages,
             test_producer,
             metrics,
@@ -535,6 +603,8 @@ impl<T: Send + 'static> PipelineBuilder<T> {
 pub struct Pipeline<T: Send + 'static> {
     /// The producers given to the builder (and the test producer).
     sources: Vec<AnyStage>,
+    /// The producers it started (`producers`).
+    producers: Vec<ProducerRef<Message<T>>>,
     /// Every other stage, upstream first.
     stages: Vec<AnyStage>,
     test_producer: Option<ProducerHandle<PushProducer<T>, PushProducerMessages<T>>>,
@@ -569,6 +639,12 @@ impl<T: Send + 'static> Pipeline<T> {
             rate_limiting: None,
             partition_by: None,
         }
+    }
+
+    /// The producers the pipeline started from
+    /// [`PipelineBuilder::producers`], in the order they were made.
+    pub fn producers(&self) -> &[ProducerRef<Message<T>>] {
+        &self.producers
     }
 
     /// Every stage's counters now (cheap: a few atomic loads per stage, no

@@ -160,3 +160,93 @@ async fn a_panicking_partition_by_fails_the_message() -> Result<(), Error> {
     assert_eq!(failed, vec![13]);
     Ok(())
 }
+
+/// A producer of `(key, seq)` messages for keys `first..first + keys`; its
+/// `init` leaves the dispatcher to whoever starts it.
+struct Keys {
+    pending: std::vec::IntoIter<(u64, u32)>,
+}
+
+impl gen_stage::Producer for Keys {
+    type Event = Message<(u64, u32)>;
+
+    async fn handle_demand(
+        &mut self,
+        demand: usize,
+        _ctx: &mut gen_stage::ProducerContext<'_, Self>,
+    ) -> gen_stage::Noreply<Message<(u64, u32)>> {
+        gen_stage::Noreply::Emit(
+            self.pending
+                .by_ref()
+                .take(demand)
+                .map(|data| Message::new(data, Arc::new(NoopAcknowledger)))
+                .collect(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn producers_started_by_the_pipeline_are_partitioned_at_the_source() -> Result<(), Error> {
+    let seen = Seen::default();
+    let log = seen.clone();
+    // Three producers, keys 0..4, 4..8 and 8..12, 30 messages a key.
+    let pipeline = Pipeline::builder()
+        .producers(3, |index| Keys {
+            pending: interleaved(4, 30)
+                .into_iter()
+                .map(|(key, seq)| (key + 4 * index as u64, seq))
+                .collect::<Vec<_>>()
+                .into_iter(),
+        })
+        .processors(4, move |message: &mut Message<(u64, u32)>| {
+            record(&log, message.data.0, message.data.1)
+        })
+        .processor_max_demand(3)
+        .partition_by(|message: &Message<(u64, u32)>| message.data.0)
+        .start()
+        .await?;
+    assert_eq!(pipeline.producers().len(), 3);
+    // The producers are the pipeline's first stages, with no stage in front of
+    // the processors: 3 producers + 4 processors.
+    assert_eq!(pipeline.stages().count(), 7);
+    for producer in pipeline.producers() {
+        let status = producer.status().await?;
+        assert_eq!(
+            status.producer.expect("a producer side").dispatcher,
+            "partition"
+        );
+    }
+    // The producers never finish: wait for every message, then drain.
+    let all = async {
+        while seen.lock().expect("no panic while locked").len() < 360 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), all)
+        .await
+        .expect("every message is handled");
+    assert!(
+        pipeline
+            .drain(std::time::Duration::from_secs(10))
+            .await
+            .is_complete()
+    );
+    assert_eq!(seen.lock().expect("no panic while locked").len(), 360);
+    check_per_key(&seen, 4);
+    Ok(())
+}
+
+#[tokio::test]
+async fn zero_producers_is_refused() {
+    let result = Pipeline::builder()
+        .producers(0, |_| Keys {
+            pending: Vec::new().into_iter(),
+        })
+        .processors(1, |_: &mut Message<(u64, u32)>| {})
+        .start()
+        .await;
+    match result {
+        Err(Error::ZeroConcurrency { stage }) => assert_eq!(stage, "producers"),
+        other => panic!("expected ZeroConcurrency, got {other:?}"),
+    }
+}

@@ -683,18 +683,89 @@ impl DatasetStore {
         .and_then(|r| r)
         .map_err(local("read", src))?;
         let path = self.file_path(kind, &hash);
+        let size = self.upload(&path, src).await?;
+        Ok((hash, size))
+    }
+
+    /// Uploads the local file `src` to `path` in the object store, in parts; returns its size.
+    async fn upload(&self, path: &Path, src: &std::path::Path) -> Result<u64, StoreError> {
+        let local = |operation: &'static str| {
+            let path = src.display().to_string();
+            move |source| StoreError::LocalIo {
+                operation,
+                path,
+                source,
+            }
+        };
         let mut upload =
             object_store::buffered::BufWriter::new(self.storage.store.clone(), path.clone());
-        let mut file = tokio::fs::File::open(src)
-            .await
-            .map_err(local("read", src))?;
+        let mut file = tokio::fs::File::open(src).await.map_err(local("read"))?;
         let size = tokio::io::copy(&mut file, &mut upload)
             .await
-            .map_err(local("upload", src))?;
+            .map_err(local("upload"))?;
         tokio::io::AsyncWriteExt::shutdown(&mut upload)
             .await
-            .map_err(local("upload", src))?;
+            .map_err(local("upload"))?;
         debug!(dataset = %self.name, %path, size, "uploaded");
+        Ok(size)
+    }
+
+    /// Stores a file this process wrote at `src` and hashed as it wrote it (`hash`, `size`), without
+    /// reading it again: on a local disk it is renamed into place (and its folder fsynced; `src` must
+    /// already be fsynced), or, when `src` is on another file system, copied while hashed and the copy
+    /// checked against `hash`; on an object store it is uploaded in parts. `src` is gone afterwards.
+    pub async fn put_file_written(
+        &self,
+        kind: FileKind,
+        src: &std::path::Path,
+        hash: Multihash,
+        size: u64,
+    ) -> Result<(Multihash, u64), StoreError> {
+        let Some(root) = self.storage.local_root.clone() else {
+            let path = self.file_path(kind, &hash);
+            self.upload(&path, src).await?;
+            let _ = std::fs::remove_file(src);
+            return Ok((hash, size));
+        };
+        let dir = root.join("datasets").join(&self.name).join(kind.dir());
+        let target = dir.join(hash.to_string());
+        let (from, into) = (src.to_path_buf(), target.clone());
+        let moved = tokio::task::spawn_blocking(move || {
+            crate::durable::create_dir_all(&root, &dir)?;
+            match std::fs::rename(&from, &into) {
+                Ok(()) => crate::durable::sync_dir(&dir).map(|()| true),
+                Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|source| StoreError::LocalIo {
+            operation: "move",
+            path: src.display().to_string(),
+            source,
+        })?;
+        if moved {
+            debug!(
+                dataset = %self.name,
+                size,
+                path = %target.display(),
+                "written durably: file fsynced as written, moved into place, folder fsynced"
+            );
+            return Ok((hash, size));
+        }
+        let (copied, copied_size) = self.put_file_from(kind, src).await?;
+        if copied != hash {
+            return Err(StoreError::HashMismatch {
+                path: self.display(&self.file_path(kind, &copied)),
+                expected: hash,
+                actual: copied,
+                expected_size: Some(size),
+                actual_size: copied_size,
+            });
+        }
+        let _ = std::fs::remove_file(src);
         Ok((hash, size))
     }
 
@@ -1045,5 +1116,60 @@ fn local_err(path: &str, source: std::io::Error) -> StoreError {
             path: path.to_string(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_file_written_and_hashed_here_is_moved_into_place_and_reads_back_checked() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let storage = Storage::open(dir.path().join("store").to_str().expect("utf-8"))
+            .expect("a local store");
+        let store = storage.dataset("readings");
+        let src = dir.path().join("slice.parquet");
+        let bytes = b"the slice's bytes".to_vec();
+        std::fs::write(&src, &bytes).expect("written");
+        let hash = Multihash::sha3_256(&bytes);
+
+        let (stored, size) = store
+            .put_file_written(FileKind::Data, &src, hash, bytes.len() as u64)
+            .await
+            .expect("stored");
+        assert_eq!((stored, size), (hash, bytes.len() as u64));
+        assert!(!src.exists(), "moved, not copied");
+        assert_eq!(
+            store
+                .get_file(FileKind::Data, &hash)
+                .await
+                .expect("checked"),
+            Bytes::from(bytes)
+        );
+    }
+
+    #[tokio::test]
+    async fn on_an_object_store_a_file_written_here_is_uploaded_under_its_hash() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let storage = Storage::open("memory:///weir").expect("an in-memory object store");
+        let store = storage.dataset("readings");
+        let src = dir.path().join("slice.parquet");
+        let bytes = vec![7u8; 3 * 1024 * 1024];
+        std::fs::write(&src, &bytes).expect("written");
+        let hash = Multihash::sha3_256(&bytes);
+
+        store
+            .put_file_written(FileKind::Data, &src, hash, bytes.len() as u64)
+            .await
+            .expect("uploaded");
+        assert!(!src.exists());
+        assert_eq!(
+            store
+                .get_file(FileKind::Data, &hash)
+                .await
+                .expect("checked"),
+            Bytes::from(bytes)
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use arrow::datatypes::SchemaRef;
 use chrono::{DateTime, Utc};
 use engine_contract::model::{
     DeriveProvenanceRequest, MigrateQueryRequest, RawQueryRequest, Transform, TransformRequest,
@@ -10,6 +11,7 @@ use engine_contract::model::{
 use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
 
 use super::identity::without_engine;
+use super::output::CheckedOutput;
 
 /// One input of a transform job.
 #[derive(Debug, Clone)]
@@ -55,15 +57,56 @@ pub struct TransformJob {
     pub new_checkpoint_path: PathBuf,
     /// Where the engine writes the output data.
     pub new_data_path: PathBuf,
+    /// The schema of the dataset's earlier outputs (system columns normalised), which this output must
+    /// keep; `None` for a first output. Engines are not told: the contract layer checks it.
+    pub output_schema: Option<SchemaRef>,
 }
 
 /// A Success of ExecuteTransform.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TransformReport {
     /// Records written, if any.
     pub new_offset_interval: Option<OffsetInterval>,
     /// Output watermark.
     pub new_watermark: Option<DateTime<Utc>>,
+    /// The data file as the contract layer found it.
+    pub written: Written,
+}
+
+/// What the contract layer ([`super::checked::Checked`]) found in the data file an operation wrote.
+/// An engine's own report is [`Written::Unchecked`]; every [`super::EngineHandle`] has the layer, so a
+/// report from a handle is always checked.
+#[derive(Debug, Clone, Default)]
+pub enum Written {
+    /// Not checked (an engine's own answer).
+    #[default]
+    Unchecked,
+    /// Checked against the contract and hashed.
+    Checked {
+        /// The file; `None` when the engine wrote no records.
+        output: Option<CheckedOutput>,
+        /// How long the check took (the coordinator's time, not the engine's).
+        took: std::time::Duration,
+    },
+}
+
+impl Written {
+    /// The checked file, and how long checking it took; an error for an unchecked report (an engine used
+    /// without its handle's layers).
+    pub fn checked(
+        &self,
+        engine: &str,
+    ) -> Result<(Option<&CheckedOutput>, std::time::Duration), super::EngineFailure> {
+        match self {
+            Self::Checked { output, took } => Ok((output.as_ref(), *took)),
+            Self::Unchecked => Err(super::EngineFailure::Output {
+                engine: engine.to_owned(),
+                message: "the output was not checked against the contract (an engine run without \
+                          the contract layer)"
+                    .into(),
+            }),
+        }
+    }
 }
 
 /// One ExecuteRawQuery: SQL over Parquet files seen as the table `input`.
@@ -188,10 +231,12 @@ pub struct MigrateJob {
     pub new_checkpoint_path: PathBuf,
     /// Where the engine writes the final output, if any.
     pub new_data_path: PathBuf,
+    /// The schema of the dataset's earlier outputs, which any final output must keep.
+    pub output_schema: Option<SchemaRef>,
 }
 
 /// A Success of MigrateQuery.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct MigrateReport {
     /// Whether a checkpoint was written.
     pub new_checkpoint_written: bool,
@@ -199,6 +244,8 @@ pub struct MigrateReport {
     pub new_offset_interval: Option<OffsetInterval>,
     /// Output watermark after the final output, if it moved.
     pub new_watermark: Option<DateTime<Utc>>,
+    /// The final output's data file as the contract layer found it.
+    pub written: Written,
 }
 
 /// One DeriveProvenance: which input records the given output records of one recorded step came from.
@@ -370,6 +417,7 @@ impl From<engine_contract::model::TransformSuccess> for TransformReport {
         Self {
             new_offset_interval: s.new_offset_interval,
             new_watermark: s.new_watermark,
+            written: Written::Unchecked,
         }
     }
 }
@@ -392,6 +440,7 @@ impl From<engine_contract::model::MigrateQuerySuccess> for MigrateReport {
             new_checkpoint_written: s.new_checkpoint_written,
             new_offset_interval: s.new_offset_interval,
             new_watermark: s.new_watermark,
+            written: Written::Unchecked,
         }
     }
 }

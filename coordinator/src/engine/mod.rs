@@ -1,6 +1,7 @@
 //! Engines as the coordinator sees them: resolve an engine name to a pinned engine, run jobs on it with a
 //! deadline, and hold it to the contract.
 
+mod checked;
 pub mod compat;
 pub mod contract;
 mod deadline;
@@ -33,9 +34,9 @@ use engine_contract::conformance::ConformanceReport;
 pub type EngineFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineFailure>> + Send + 'a>>;
 
 /// One engine as the coordinator drives it, however it runs: the embedded engine, a process, a container.
-/// A new runtime is one implementation of this trait; the deadline and logging are layers around any of
-/// them ([`deadline::Deadline`], [`logged::Logged`]), and the contract's checks of what an engine wrote live
-/// with the transaction that reads it ([`output`]).
+/// A new runtime is one implementation of this trait; the deadline, the contract's checks of what an engine
+/// wrote, and logging are layers around any of them ([`deadline::Deadline`], [`checked::Checked`],
+/// [`logged::Logged`]).
 pub trait Engine: Send + Sync + std::fmt::Debug {
     /// ExecuteTransform, handing the engine's Progress messages to `progress`.
     fn transform<'a>(
@@ -102,6 +103,14 @@ pub enum EngineFailure {
         /// The operation.
         operation: String,
     },
+    /// The coordinator could not read or hash what the engine wrote (its own failure, not the engine's).
+    #[error("could not check what engine `{engine}` wrote: {message}")]
+    Output {
+        /// Engine name.
+        engine: String,
+        /// What went wrong.
+        message: String,
+    },
     /// No engine serves this name on this runtime.
     #[error("no engine serves `{engine}` with --engine {runtime}: {hint}")]
     NotConfigured {
@@ -122,12 +131,17 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
-    /// An engine with the standard layers: logging outside, the deadline `limit` inside.
+    /// An engine with the standard layers: logging outside, then the contract's checks of its data files,
+    /// then the deadline `limit` around the engine itself (checking is the coordinator's time, not the
+    /// engine's).
     fn layered(identity: EngineIdentity, engine: impl Engine + 'static, limit: Duration) -> Self {
         let seconds = limit.as_secs();
         let engine = logged::Logged::new(
             identity.clone(),
-            deadline::Deadline::new(engine, identity.name.clone(), limit, seconds),
+            checked::Checked::new(
+                deadline::Deadline::new(engine, identity.name.clone(), limit, seconds),
+                identity.name.clone(),
+            ),
         );
         Self {
             identity,

@@ -6,9 +6,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 
-use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -107,48 +105,29 @@ pub fn check(
         }
         None => None,
     };
-    let mut hasher =
-        odf::logical_hash::LogicalHasher::new(&schema).map_err(|e| data::DataError::Column {
+    let hash_err = |e: odf::logical_hash::LogicalHashError| {
+        OutputError::Data(data::DataError::Column {
             message: e.to_string(),
-        })?;
-    let hashed = std::thread::scope(|scope| -> Result<Multihash, OutputError> {
-        let (queue, batches) = mpsc::sync_channel::<RecordBatch>(HASH_QUEUE);
-        let hashing = scope.spawn(move || {
-            for batch in batches {
-                hasher.update(&batch)?;
-            }
-            Ok::<_, odf::logical_hash::LogicalHashError>(hasher.finish())
-        });
-        let read = (|| -> Result<(), OutputError> {
-            let mut done = 0u64;
-            for batch in reader {
-                let batch = batch.map_err(bad_file)?;
-                check.batch(&batch)?;
-                done += batch.num_rows() as u64;
-                progress.report(Report::new(Phase::Check).rows(done).total_rows(rows));
-                let batch = data::normalize_system_columns(&batch, vocab)?;
-                if let Some(w) = writer.as_mut() {
-                    w.write(&batch)
-                        .map_err(data::parquet_err("re-encoding an engine's output"))?;
-                }
-                if queue.send(batch).is_err() {
-                    // The hasher stopped on an error, which `join` reports.
-                    break;
-                }
-            }
-            Ok(())
-        })();
-        drop(queue);
-        let hash = hashing.join().map_err(|_| data::DataError::Panicked {
-            context: "hashing an engine's output".into(),
-        })?;
-        read?;
-        hash.map_err(|e| {
-            OutputError::Data(data::DataError::Column {
-                message: e.to_string(),
-            })
         })
-    })?;
+    };
+    // The logical hash runs on its own thread, at most `HASH_QUEUE` batches behind the reader.
+    let mut hasher = odf::logical_hash::LogicalHasher::new(&schema)
+        .and_then(|h| h.spawn(HASH_QUEUE))
+        .map_err(hash_err)?;
+    let mut done = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(bad_file)?;
+        check.batch(&batch)?;
+        done += batch.num_rows() as u64;
+        progress.report(Report::new(Phase::Check).rows(done).total_rows(rows));
+        let batch = data::normalize_system_columns(&batch, vocab)?;
+        if let Some(w) = writer.as_mut() {
+            w.write(&batch)
+                .map_err(data::parquet_err("re-encoding an engine's output"))?;
+        }
+        hasher.update(batch).map_err(hash_err)?;
+    }
+    let hashed = hasher.finish().map_err(hash_err)?;
     let rows = check.finish()?;
     progress.finish(Report::new(Phase::Check).rows(rows).total_rows(Some(rows)));
     if let Some(w) = writer {
@@ -167,7 +146,7 @@ pub fn check(
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
+    use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
     use arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;

@@ -149,6 +149,34 @@ impl Batches {
         self.bytes_read.load(Ordering::Relaxed)
     }
 
+    /// Reads on a thread of its own, at most `depth` batches ahead of the caller, so that decoding the next
+    /// batches overlaps with what the caller does with this one. Errors and the end arrive in order; the
+    /// thread stops when the batches are dropped.
+    pub fn read_ahead(self, depth: usize) -> Self {
+        let (queue, ahead) = std::sync::mpsc::sync_channel(depth.max(1));
+        let mut iter = self.iter;
+        let started = std::thread::Builder::new()
+            .name("weir-read".into())
+            .spawn(move || {
+                for item in iter.by_ref() {
+                    let stop = item.is_err();
+                    if queue.send(item).is_err() || stop {
+                        break;
+                    }
+                }
+            });
+        let iter: Box<dyn Iterator<Item = Result<Placed, IngestError>> + Send> = match started {
+            Ok(thread) => Box::new(ReadAhead {
+                ahead,
+                thread: Some(thread),
+            }),
+            Err(e) => Box::new(std::iter::once(Err(IngestError::Data(DataError::Column {
+                message: format!("could not start a reading thread: {e}"),
+            })))),
+        };
+        Self { iter, ..self }
+    }
+
     /// Numbers its records' places in `unit` (an engine's output rows, say), keeping their numbers.
     pub fn placed_as(self, unit: Unit) -> Self {
         Self {
@@ -159,6 +187,29 @@ impl Batches {
                 })
             })),
             ..self
+        }
+    }
+}
+
+/// The receiving end of [`Batches::read_ahead`].
+struct ReadAhead {
+    ahead: std::sync::mpsc::Receiver<Result<Placed, IngestError>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Iterator for ReadAhead {
+    type Item = Result<Placed, IngestError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.ahead.recv() {
+            Ok(item) => Some(item),
+            // The reader hung up: at the end, or because it panicked.
+            Err(_) => match self.thread.take().map(std::thread::JoinHandle::join) {
+                Some(Err(_)) => Some(Err(IngestError::Data(DataError::Panicked {
+                    context: "reading a source file".into(),
+                }))),
+                _ => None,
+            },
         }
     }
 }
@@ -816,6 +867,43 @@ mod tests {
         let err = all(&csv_step(&["id BIGINT"]), &text, None).unwrap_err();
         assert!(
             err.starts_with(&format!("t line {}, ", BATCH_ROWS + 7)),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn read_ahead_gives_the_same_batches_and_the_same_error_in_order() {
+        let mut text = String::from("id\n");
+        for i in 0..3 * BATCH_ROWS + 5 {
+            text.push_str(&format!("{i}\n"));
+        }
+        let step = csv_step(&["id BIGINT"]);
+        let source = Source::from(Bytes::from(text.clone()));
+        let here: Vec<Placed> = read_batches(&step, &source, "t", None)
+            .and_then(|b| b.collect::<Result<_, _>>())
+            .unwrap();
+        let ahead: Vec<Placed> = read_batches(&step, &source, "t", None)
+            .map(|b| b.read_ahead(1))
+            .and_then(|b| b.collect::<Result<_, _>>())
+            .unwrap();
+        assert_eq!(here.len(), 4);
+        assert_eq!(
+            here.iter().map(|p| p.batch.clone()).collect::<Vec<_>>(),
+            ahead.iter().map(|p| p.batch.clone()).collect::<Vec<_>>()
+        );
+
+        // A bad value in the third batch: the batches before it, then its error, then nothing.
+        text.push_str("x\n");
+        let got: Vec<Result<Placed, IngestError>> =
+            read_batches(&step, &Source::from(Bytes::from(text)), "t", None)
+                .unwrap()
+                .read_ahead(1)
+                .collect();
+        assert_eq!(got.len(), 4);
+        assert!(got[..3].iter().all(Result::is_ok));
+        let err = got[3].as_ref().err().map(ToString::to_string).unwrap();
+        assert!(
+            err.starts_with(&format!("t line {}, ", 3 * BATCH_ROWS + 7)),
             "{err}"
         );
     }

@@ -1,9 +1,10 @@
 //! Writing a root's new records as one slice file, a batch at a time: system columns added with running
-//! offsets, the Parquet file written to scratch, ODF's logical hash and the watermark updated per batch. The
-//! records are never held whole; the file is then stored by `DatasetStore::put_file_from`, which hashes it
-//! while copying it into place.
+//! offsets, the Parquet file written to scratch with its physical hash taken as its bytes go out, ODF's
+//! logical hash updated on another thread, the watermark per batch. The records are never held whole; the
+//! file is then moved into the store by `DatasetStore::put_file_written`, which need not read it again.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
@@ -12,8 +13,38 @@ use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
 
 use crate::data::{self, DataError};
-use odf::logical_hash::LogicalHasher;
-use odf::{DatasetVocabulary, Multihash};
+use odf::logical_hash::{HashingThread, LogicalHasher};
+use odf::{DatasetVocabulary, Multihash, Sha3Hasher};
+
+/// Batches queued for the logical hash's thread: the writer runs at most this far ahead of it.
+const HASH_QUEUE: usize = 4;
+
+/// A file that hashes (SHA3-256, ODF's physical hash) and counts every byte written to it.
+struct HashedFile {
+    file: File,
+    hasher: Sha3Hasher,
+    size: u64,
+}
+
+impl Write for HashedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The open slice file and its hashers.
+struct Open {
+    writer: ArrowWriter<HashedFile>,
+    hasher: HashingThread,
+    schema: SchemaRef,
+}
 
 /// A slice being written.
 pub struct SliceWriter {
@@ -21,7 +52,7 @@ pub struct SliceWriter {
     first_offset: u64,
     system_time: DateTime<Utc>,
     vocab: DatasetVocabulary,
-    open: Option<(ArrowWriter<File>, LogicalHasher, SchemaRef)>,
+    open: Option<Open>,
     rows: u64,
     max_event_time: Option<DateTime<Utc>>,
 }
@@ -47,6 +78,10 @@ pub struct WrittenSlice {
     pub rows: u64,
     /// ODF's logical hash of the records.
     pub logical_hash: Multihash,
+    /// ODF's physical hash of the file (SHA3-256 of its bytes, taken as they were written).
+    pub physical_hash: Multihash,
+    /// The file's size in bytes.
+    pub size: u64,
     /// The latest event time among them.
     pub max_event_time: Option<DateTime<Utc>>,
 }
@@ -91,40 +126,59 @@ impl SliceWriter {
         if let Some(t) = data::max_time(&out, &self.vocab.event_time_column)? {
             self.max_event_time = Some(self.max_event_time.map_or(t, |m| m.max(t)));
         }
-        let (writer, hasher, _) = match &mut self.open {
+        let open = match &mut self.open {
             Some(open) => open,
             None => {
                 let file = File::create(&self.path).map_err(|e| DataError::Column {
                     message: format!("creating {}: {e}", self.path.display()),
                 })?;
+                let file = HashedFile {
+                    file,
+                    hasher: Sha3Hasher::new(),
+                    size: 0,
+                };
                 let writer =
                     ArrowWriter::try_new(file, out.schema(), Some(data::writer_properties()))
                         .map_err(data::parquet_err("writing a slice"))?;
-                let hasher = LogicalHasher::new(&out.schema()).map_err(hash_err)?;
-                self.open.insert((writer, hasher, out.schema()))
+                let hasher = LogicalHasher::new(&out.schema())
+                    .and_then(|h| h.spawn(HASH_QUEUE))
+                    .map_err(hash_err)?;
+                self.open.insert(Open {
+                    writer,
+                    hasher,
+                    schema: out.schema(),
+                })
             }
         };
-        hasher.update(&out).map_err(hash_err)?;
-        writer
+        open.writer
             .write(&out)
             .map_err(data::parquet_err("writing a slice"))?;
         self.rows += out.num_rows() as u64;
+        open.hasher.update(out).map_err(hash_err)?;
         Ok(())
     }
 
-    /// Closes the file; `None` when no record was written (and no file made).
+    /// Closes the file (fsynced, so it can be moved into the store as it is); `None` when no record was
+    /// written (and no file made).
     pub fn finish(self) -> Result<Option<WrittenSlice>, DataError> {
-        let Some((writer, hasher, schema)) = self.open else {
+        let Some(open) = self.open else {
             return Ok(None);
         };
-        writer
-            .close()
+        let file = open
+            .writer
+            .into_inner()
             .map_err(data::parquet_err("writing a slice"))?;
+        let logical_hash = open.hasher.finish().map_err(hash_err)?;
+        file.file.sync_all().map_err(|e| DataError::Column {
+            message: format!("writing {}: {e}", self.path.display()),
+        })?;
         Ok(Some(WrittenSlice {
             file: self.path,
-            schema,
+            schema: open.schema,
             rows: self.rows,
-            logical_hash: hasher.finish(),
+            logical_hash,
+            physical_hash: file.hasher.finish(),
+            size: file.size,
             max_event_time: self.max_event_time,
         }))
     }
@@ -180,6 +234,9 @@ mod tests {
         let stored = data::read_parquet(Bytes::from(std::fs::read(&slice.file).unwrap())).unwrap();
         assert_eq!(stored, at_once);
         assert_eq!(slice.logical_hash, data::logical_hash(&[at_once]).unwrap());
+        let bytes = std::fs::read(&slice.file).unwrap();
+        assert_eq!(slice.physical_hash, Multihash::sha3_256(&bytes));
+        assert_eq!(slice.size, bytes.len() as u64);
     }
 
     #[test]

@@ -232,7 +232,7 @@ impl Context {
         let job = self
             .stage_step(store, name, id, plan, vocab, system_time, dir.path())
             .await?;
-        self.run_staged(store, chain, name, plan, engine, vocab, job, dir)
+        self.run_staged(store, chain, name, engine, vocab, job, dir)
             .await
     }
 
@@ -341,6 +341,7 @@ impl Context {
             prev_checkpoint_path,
             new_checkpoint_path: out_dir.join("checkpoint"),
             new_data_path: out_dir.join("data"),
+            output_schema: None,
         })
     }
 
@@ -351,13 +352,23 @@ impl Context {
         store: &DatasetStore,
         chain: &Chain,
         name: &str,
-        plan: &TransformPlan,
         engine: &EngineHandle,
         vocab: &DatasetVocabulary,
-        job: TransformJob,
+        mut job: TransformJob,
         dir: tempfile::TempDir,
     ) -> Result<EngineRun, TxError> {
         let progress = &self.progress;
+        // The previous output's schema, normalised, from the footer of its last slice: the contract layer
+        // holds the new output to it.
+        job.output_schema = match chain.data_slices().last() {
+            Some(s) => Some(data::normalized_schema(
+                &ingest::schema::slice_schema(store, s)
+                    .await
+                    .map_err(|e| ingest_err(name, e))?,
+                vocab,
+            )),
+            None => None,
+        };
         progress.phase(Phase::Engine);
         let started = Instant::now();
         let report = engine
@@ -367,55 +378,16 @@ impl Context {
                 dataset: name.into(),
                 source,
             })?;
-        let engine_time = started.elapsed();
-        fault::point("after-read", name);
-        let violation = |violation| TxError::Engine {
-            dataset: name.to_string(),
-            source: EngineFailure::Contract {
-                engine: engine.identity().name.clone(),
-                violation,
-            },
-        };
-        // The previous output's schema, normalised, from the footer of its last slice.
-        let previous_schema = match chain.data_slices().last() {
-            Some(s) => Some(data::normalized_schema(
-                &ingest::schema::slice_schema(store, s)
-                    .await
-                    .map_err(|e| ingest_err(name, e))?,
-                vocab,
-            )),
-            None => None,
-        };
-        let data_path = job.new_data_path.clone();
-        let next_offset = plan.next_offset();
-        let claimed = report.new_offset_interval;
-        let output_vocab = vocab.clone();
-        progress.phase(Phase::Check);
-        let check_progress = progress.clone();
-        let output = tokio::task::spawn_blocking(move || {
-            output::check(
-                &data_path,
-                next_offset,
-                claimed,
-                previous_schema.as_ref(),
-                &output_vocab,
-                &check_progress,
-            )
-        })
-        .await
-        .map_err(|_| TxError::Data {
-            dataset: name.into(),
-            source: data::DataError::Panicked {
-                context: "checking an engine's output".into(),
-            },
-        })?
-        .map_err(|e| match e {
-            output::OutputError::Contract(v) => violation(v),
-            output::OutputError::Data(source) => TxError::Data {
+        let (output, took) = report
+            .written
+            .checked(&engine.identity().name)
+            .map_err(|source| TxError::Engine {
                 dataset: name.into(),
                 source,
-            },
-        })?;
+            })?;
+        let output = output.cloned();
+        let engine_time = started.elapsed().saturating_sub(took);
+        fault::point("after-read", name);
         let checkpoint = job
             .new_checkpoint_path
             .is_file()

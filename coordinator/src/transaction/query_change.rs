@@ -31,7 +31,6 @@ use super::{Context, TxError, TxOutcome, commit, ingest_err, last_execute_transf
 use crate::chain::store::{Chain, DatasetStore, FileKind};
 use crate::data;
 use crate::engine::job::{MigrateJob, TransformJobInput, ValidateJob};
-use crate::engine::output;
 use crate::engine::{ContractViolation, EngineFailure, EngineHandle};
 use crate::ingest;
 use crate::manifest::snapshot::DatasetManifest;
@@ -287,6 +286,7 @@ impl Context {
             prev_checkpoint_path: Some(prev_checkpoint_path),
             new_checkpoint_path: out.join("checkpoint"),
             new_data_path: out.join("data"),
+            output_schema: previous_schema,
         };
         self.progress.phase(Phase::Engine);
         let started = std::time::Instant::now();
@@ -309,8 +309,15 @@ impl Context {
                 });
             }
         };
-        let engine_time = started.elapsed();
-        self.progress.phase(Phase::Check);
+        let (checked, took) =
+            report
+                .written
+                .checked(&engine.identity().name)
+                .map_err(|source| TxError::Engine {
+                    dataset: name.clone(),
+                    source,
+                })?;
+        let engine_time = started.elapsed().saturating_sub(took);
         let violation = |violation| TxError::Engine {
             dataset: name.clone(),
             source: EngineFailure::Contract {
@@ -318,39 +325,11 @@ impl Context {
                 violation,
             },
         };
-        let data_path = job.new_data_path.clone();
-        let claimed = report.new_offset_interval;
-        let check_vocab = vocab.clone();
-        let progress = self.progress.clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            output::check(
-                &data_path,
-                next_offset,
-                claimed,
-                previous_schema.as_ref(),
-                &check_vocab,
-                &progress,
-            )
-        })
-        .await
-        .map_err(|_| TxError::Data {
-            dataset: name.clone(),
-            source: data::DataError::Panicked {
-                context: "checking a migration's output".into(),
-            },
-        })?
-        .map_err(|e| match e {
-            output::OutputError::Contract(v) => violation(v),
-            output::OutputError::Data(source) => TxError::Data {
-                dataset: name.clone(),
-                source,
-            },
-        })?;
         let mut events = events.to_vec();
         events.push(MetadataEvent::SetTransform(wanted));
         super::record_engine(&chain.summary, &mut events, engine.identity());
         let mut records = 0;
-        let new_data = match &checked {
+        let new_data = match checked {
             Some(out) => {
                 if let Some(schema) =
                     super::schema_event(chain.summary.schema.as_ref(), &out.schema).map_err(

@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// Batches a source file is decoded ahead of its checks and the slice's encoding.
+const READ_AHEAD: usize = 2;
+
 impl Context {
     pub(super) async fn ingest_once(&self, m: &DatasetManifest) -> Result<TxOutcome, TxError> {
         let name = m.name.clone();
@@ -61,7 +64,9 @@ impl Context {
             let (batches, total_bytes) = match &src.preprocess {
                 None => (
                     read::read_batches(&src.read, &source, &file.name, Some(checks.event_time()))
-                        .map_err(|e| ingest_err(&name, e))?,
+                        .map_err(|e| ingest_err(&name, e))?
+                        // Decoding overlaps with the checks and the slice's encoding.
+                        .read_ahead(READ_AHEAD),
                     Some(file.size),
                 ),
                 Some(pre) => {
@@ -182,8 +187,14 @@ impl Context {
                     {
                         events.push(schema);
                     }
-                    let (physical_hash, size) =
-                        store.put_file_from(FileKind::Data, &written.file).await?;
+                    let (physical_hash, size) = store
+                        .put_file_written(
+                            FileKind::Data,
+                            &written.file,
+                            written.physical_hash,
+                            written.size,
+                        )
+                        .await?;
                     Some(DataSlice {
                         logical_hash: written.logical_hash,
                         physical_hash,

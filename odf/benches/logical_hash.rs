@@ -1,0 +1,111 @@
+//! ODF's logical hash of 1 000 000 records shaped like a Weir data slice (offset, op, system_time,
+//! event_time, a city name, two numbers), in batches of 65 536 rows as the coordinator reads them:
+//! `LogicalHasher` (a batch's columns hashed on several threads) against arrow-digest's `RecordDigestV0`
+//! (one thread), interleaved in one run. The two hashes are checked equal first.
+//!
+//! ```sh
+//! cargo bench -p odf --features arrow --bench logical_hash     # `cargo xtask bench -p odf` runs it too
+//! ```
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampMillisecondArray,
+};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow_digest::{RecordDigest, RecordDigestV0};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use odf::logical_hash::LogicalHasher;
+
+const ROWS: usize = 1_000_000;
+const BATCH: usize = 64 * 1024;
+
+fn slice() -> (Arc<Schema>, Vec<RecordBatch>) {
+    let ts = || DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("offset", DataType::Int64, false),
+        Field::new("op", DataType::Int32, false),
+        Field::new("system_time", ts(), false),
+        Field::new("event_time", ts(), true),
+        Field::new("city", DataType::Utf8, true),
+        Field::new("temperature_c", DataType::Float64, true),
+        Field::new("humidity_pct", DataType::Int64, true),
+    ]));
+    let mut batches = Vec::new();
+    let mut from = 0;
+    while from < ROWS {
+        let to = (from + BATCH).min(ROWS);
+        let range = from as i64..to as i64;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(range.clone())),
+            Arc::new(Int32Array::from_iter_values(range.clone().map(|_| 0))),
+            Arc::new(
+                TimestampMillisecondArray::from_iter_values(
+                    range.clone().map(|_| 1_700_000_000_000),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(
+                TimestampMillisecondArray::from_iter_values(
+                    range.clone().map(|i| 1_700_000_000_000 + i * 60_000),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(StringArray::from_iter_values(
+                range.clone().map(|i| format!("city-{}", i % 500)),
+            )),
+            Arc::new(Float64Array::from_iter(
+                range
+                    .clone()
+                    .map(|i| (i % 17 != 0).then(|| (i % 400) as f64 / 10.0)),
+            )),
+            Arc::new(Int64Array::from_iter(
+                range.clone().map(|i| (i % 13 != 0).then_some(i % 100)),
+            )),
+        ];
+        batches.push(RecordBatch::try_new(schema.clone(), columns).expect("the columns fit"));
+        from = to;
+    }
+    (schema, batches)
+}
+
+fn weir(schema: &Schema, batches: &[RecordBatch]) -> [u8; 32] {
+    let mut hasher = LogicalHasher::new(schema).expect("supported types");
+    for b in batches {
+        hasher.update(b).expect("one schema");
+    }
+    *hasher.finish().digest()
+}
+
+fn arrow_digest(schema: &Schema, batches: &[RecordBatch]) -> [u8; 32] {
+    let mut digest = RecordDigestV0::<sha3_for_arrow_digest::Sha3_256>::new(schema);
+    for b in batches {
+        digest.update(b);
+    }
+    digest.finalize().into()
+}
+
+fn bench(c: &mut Criterion) {
+    let (schema, batches) = slice();
+    assert_eq!(
+        weir(&schema, &batches),
+        arrow_digest(&schema, &batches),
+        "the same logical hash"
+    );
+    let mut group = c.benchmark_group("logical_hash");
+    group
+        .throughput(Throughput::Elements(ROWS as u64))
+        .sample_size(20);
+    group.bench_function("record_digest_v0_one_thread", |b| {
+        b.iter(|| black_box(arrow_digest(&schema, &batches)))
+    });
+    group.bench_function("logical_hasher_columns_on_threads", |b| {
+        b.iter(|| black_box(weir(&schema, &batches)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
