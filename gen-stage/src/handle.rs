@@ -84,7 +84,15 @@ impl<S: Stage> Clone for Mailbox<S> {
 impl<S: Stage> Mailbox<S> {
     #[inline]
     pub(crate) fn send(&self, msg: Msg<S>) -> bool {
-        self.tx.send(msg).is_ok()
+        // Matched rather than `is_ok()`: dropping the whole `Result` is an
+        // out-of-line call on every send; only a refused message needs one.
+        match self.tx.send(msg) {
+            Ok(()) => true,
+            Err(msg) => {
+                drop(msg);
+                false
+            }
+        }
     }
 
     fn send_status(&self, reply: oneshot::Sender<StageStatus>) -> Result<(), Error> {

@@ -78,6 +78,9 @@ pub(crate) struct Core<S: Callbacks> {
     current_call: Option<ReplyTo<S::Reply>>,
     /// `Some` while a [`Drain`](crate::Drain) runs on this stage.
     drain: Option<Box<Draining>>,
+    /// Events handed to `handle_events` since the stage started (wrapping),
+    /// for a drain's report.
+    handled: usize,
 }
 
 /// Start `stage` in its own task and wait for its `init`.
@@ -118,6 +121,7 @@ pub(crate) async fn start_in<S: Callbacks>(
         pending: VecDeque::new(),
         current_call: None,
         drain: None,
+        handled: 0,
     };
     // No subscriber wants the span: entering it on every poll would only
     // cost time.
@@ -176,7 +180,7 @@ async fn run<S: Callbacks>(
     let _ = started.send(Ok(()));
 
     let mut batch = VecDeque::new();
-    let reason = match AssertUnwindSafe(core.main_loop(&mut rx, &mut batch))
+    let reason = match AssertUnwindSafe(core.main_loop::<false>(&mut rx, &mut batch))
         .catch_unwind()
         .await
     {
@@ -225,13 +229,22 @@ impl<S: Callbacks> Core<S> {
 
     /// Handles messages until one stops the stage. Messages received but
     /// not handled stay in `batch`, so their callers learn the stop reason.
-    async fn main_loop(
+    ///
+    /// With `DRAINING` (a [`Drain`](crate::Drain) runs on this stage), the
+    /// loop checks after every message whether the stage is drained. Only
+    /// [`on_other`](Self::on_other) starts a drain, so the loop without it
+    /// looks for one after those messages alone and then goes on as the
+    /// draining loop: the event path pays nothing for drains.
+    async fn main_loop<const DRAINING: bool>(
         &mut self,
         rx: &mut Receiver<Msg<S>>,
         batch: &mut VecDeque<Msg<S>>,
     ) -> StopReason {
         loop {
-            if rx.recv_all(batch).await == 0 {
+            // The draining loop starts with what the main loop left of its
+            // batch.
+            let leftover = DRAINING && !batch.is_empty();
+            if !leftover && rx.recv_all(batch).await == 0 {
                 // Nothing can reach this stage any more: no handle, no
                 // subscription.
                 return StopReason::Normal;
@@ -242,7 +255,24 @@ impl<S: Callbacks> Core<S> {
                     Msg::Ask { sub, n, from } => self.on_ask(sub, n, from).await,
                     // Rare and large: boxed, so that the loop's own future
                     // stays small.
-                    other => Box::pin(self.on_other(other)).await,
+                    other => {
+                        let step = Box::pin(self.on_other(other)).await;
+                        if !DRAINING && self.drain.is_some() {
+                            // A drain began: what follows this message as
+                            // below, then the rest in the draining loop.
+                            if let Err(reason) = step {
+                                return reason;
+                            }
+                            if let Err(reason) = Box::pin(self.run_pending()).await {
+                                return reason;
+                            }
+                            if let Some(reason) = self.drain_check() {
+                                return reason;
+                            }
+                            return Box::pin(self.main_loop::<true>(rx, batch)).await;
+                        }
+                        step
+                    }
                 };
                 if let Err(reason) = step {
                     return reason;
@@ -252,9 +282,7 @@ impl<S: Callbacks> Core<S> {
                 {
                     return reason;
                 }
-                if self.drain.is_some()
-                    && let Some(reason) = self.drain_check()
-                {
+                if DRAINING && let Some(reason) = self.drain_check() {
                     return reason;
                 }
             }

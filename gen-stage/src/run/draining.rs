@@ -25,10 +25,13 @@ pub(crate) struct Draining {
     /// Round two arrived: producers stop emitting, the stage stops once
     /// drained.
     pub(super) started: bool,
-    /// Events handed to `handle_events` since the drain began.
-    handled: usize,
-    /// Events sent to consumers since the drain began.
-    dispatched: usize,
+    /// The stage's [`handled`](Core::handled) count when the drain began:
+    /// the report says how many events were handed to `handle_events`
+    /// since. (The event path counts without looking at the drain.)
+    handled_before: usize,
+    /// The producer side's [`dispatched`](super::ProducerSide::dispatched)
+    /// count when the drain began.
+    dispatched_before: usize,
     /// Why the drain stopped the stage, once it did.
     outcome: Option<DrainOutcome>,
 }
@@ -47,8 +50,8 @@ impl<S: Callbacks> Core<S> {
                         signal: prepare.signal,
                         reports: vec![prepare.report],
                         started: false,
-                        handled: 0,
-                        dispatched: 0,
+                        handled_before: self.handled,
+                        dispatched_before: self.dispatched(),
                         outcome: None,
                     }));
                 }
@@ -61,6 +64,12 @@ impl<S: Callbacks> Core<S> {
                     return;
                 }
                 draining.started = true;
+                if S::KIND == Kind::Producer
+                    && let Some(producer) = self.producer.as_mut()
+                {
+                    // `emitting_stopped` from now on.
+                    producer.demand_held = true;
+                }
                 tracing::debug!("draining: producers stop emitting");
                 // Producers outside the set would keep this stage fed: cancel
                 // them. Events they sent before the cancel still arrive
@@ -106,11 +115,15 @@ impl<S: Callbacks> Core<S> {
             && self.stage.in_flight() == 0
     }
 
+    /// `events` are about to be handed to `handle_events`.
     #[inline]
     pub(super) fn count_handled(&mut self, events: usize) {
-        if let Some(draining) = self.drain.as_deref_mut() {
-            draining.handled += events;
-        }
+        self.handled = self.handled.wrapping_add(events);
+    }
+
+    /// Events sent to consumers since the stage started.
+    fn dispatched(&self) -> usize {
+        self.producer.as_ref().map_or(0, |p| p.dispatched())
     }
 
     /// The stage is stopping with `reason`: tell the drains what it
@@ -161,8 +174,8 @@ impl<S: Callbacks> Core<S> {
             id: self.shared.id(),
             kind: S::KIND.public(),
             outcome,
-            handled: draining.handled,
-            dispatched: draining.dispatched,
+            handled: self.handled.wrapping_sub(draining.handled_before),
+            dispatched: self.dispatched().wrapping_sub(draining.dispatched_before),
             undelivered,
         };
         for tx in &draining.reports {
@@ -174,12 +187,5 @@ impl<S: Callbacks> Core<S> {
     #[inline]
     pub(super) fn emitting_stopped(&self) -> bool {
         S::KIND == Kind::Producer && self.drain.as_deref().is_some_and(|d| d.started)
-    }
-
-    #[inline]
-    pub(super) fn count_dispatched(drain: &mut Option<Box<Draining>>, events: usize) {
-        if let Some(draining) = drain.as_deref_mut() {
-            draining.dispatched += events;
-        }
     }
 }

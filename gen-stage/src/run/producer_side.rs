@@ -19,9 +19,21 @@ struct Downstream<T> {
     subscription: Subscription,
     monitor: Option<MonitorId>,
     span: tracing::Span,
-    /// Demand the consumer has given and not been sent events for (its
-    /// asks minus the events dispatched to it), for [`StageStatus`](crate::StageStatus).
-    demand: usize,
+    /// Events the consumer asked for, ever.
+    asked: usize,
+    /// Events dispatched to the consumer, ever. `asked - sent` is the
+    /// demand [`StageStatus`](crate::StageStatus) reports; `sent` also
+    /// counts what a drain reports as dispatched. Two plain counters, so
+    /// that the event path adds to each without a check.
+    sent: usize,
+}
+
+impl<T> Downstream<T> {
+    /// Demand the consumer has given and not been sent events for (0 if a
+    /// dispatcher sent it more than it asked).
+    fn demand(&self) -> usize {
+        self.asked.saturating_sub(self.sent)
+    }
 }
 
 /// Recorded while accumulating (GenStage's `events` list in accumulate
@@ -50,9 +62,16 @@ pub(super) struct ProducerSide<T> {
     buffer: Buffer<T>,
     /// `Some` while accumulating.
     accumulated: Option<Vec<Accumulated<T>>>,
+    /// Upstream demand stops short of `handle_demand`: accumulating, or a
+    /// drain stopped this producer emitting. The demand path's one check
+    /// for both (`accumulated.is_some() || emitting_stopped()`).
+    pub(super) demand_held: bool,
     /// Producer_consumers: downstream demand not yet met (GenStage's
     /// `events: {queue, demand}` counter).
     pub(super) pc_demand: usize,
+    /// Events dispatched to consumers whose subscriptions have ended (see
+    /// [`dispatched`](Self::dispatched)).
+    retired_sent: usize,
 }
 
 impl<T: 'static> ProducerSide<T> {
@@ -66,8 +85,21 @@ impl<T: 'static> ProducerSide<T> {
                 DemandMode::Forward => None,
                 DemandMode::Accumulate => Some(Vec::new()),
             },
+            demand_held: setup.demand == DemandMode::Accumulate,
             pc_demand: 0,
+            retired_sent: 0,
         }
+    }
+
+    /// Events dispatched to consumers since the stage started (a drain
+    /// reports the difference from when it began). Counted per consumer on
+    /// the event path and summed only here.
+    pub(super) fn dispatched(&self) -> usize {
+        self.consumers
+            .values()
+            .fold(self.retired_sent, |sum, downstream| {
+                sum.wrapping_add(downstream.sent)
+            })
     }
 
     pub(super) fn buffered_count(&self) -> usize {
@@ -97,7 +129,7 @@ impl<T: 'static> ProducerSide<T> {
             .values()
             .map(|downstream| ConsumerSubscriptionStatus {
                 subscription: downstream.subscription,
-                demand: downstream.demand,
+                demand: downstream.demand(),
             })
             .collect();
         consumers.sort_by_key(|c| c.subscription.id.0);
@@ -151,8 +183,7 @@ impl<S: Callbacks> Core<S> {
             match emit {
                 Emit::Events { to, events } => match consumers.get_mut(&to) {
                     Some(downstream) => {
-                        Self::count_dispatched(&mut self.drain, events.len());
-                        downstream.demand = downstream.demand.saturating_sub(events.len());
+                        downstream.sent = downstream.sent.wrapping_add(events.len());
                         downstream.consumer.inner.events(to, events, None);
                     }
                     None => tracing::warn!(
@@ -295,7 +326,24 @@ impl<S: Callbacks> Core<S> {
         } else {
             counter
         };
-        if rest == 0 || self.emitting_stopped() {
+        if rest == 0 {
+            return Upstream::Served;
+        }
+        if self.producer.as_ref().is_some_and(|p| p.demand_held) {
+            self.hold_demand(rest)
+        } else {
+            debug_assert!(
+                !self.emitting_stopped() && self.current_demand_mode() == DemandMode::Forward
+            );
+            Upstream::HandleDemand(rest)
+        }
+    }
+
+    /// Upstream demand while [`demand_held`](ProducerSide::demand_held):
+    /// dropped once a drain stopped emitting, recorded while accumulating.
+    #[cold]
+    fn hold_demand(&mut self, rest: usize) -> Upstream {
+        if self.emitting_stopped() {
             return Upstream::Served;
         }
         if let Some(accumulated) = self.producer.as_mut().and_then(|p| p.accumulated.as_mut()) {
@@ -325,7 +373,7 @@ impl<S: Callbacks> Core<S> {
             }
             return Ok(());
         };
-        downstream.demand = downstream.demand.saturating_add(n);
+        downstream.asked = downstream.asked.wrapping_add(n);
         let counter = producer.dispatcher.ask(sub, n, &mut producer.outbox);
         self.flush();
         // `after_upstream_demand`, spelled out: on the event path its own
@@ -413,7 +461,8 @@ impl<S: Callbacks> Core<S> {
                     subscription,
                     monitor,
                     span: span.clone(),
-                    demand: 0,
+                    asked: 0,
+                    sent: 0,
                 },
             );
         }
@@ -467,6 +516,7 @@ impl<S: Callbacks> Core<S> {
         let Some(downstream) = producer.consumers.remove(&sub) else {
             return Ok(());
         };
+        producer.retired_sent = producer.retired_sent.wrapping_add(downstream.sent);
         if let Some(monitor) = downstream.monitor {
             downstream.consumer.shared().demonitor(monitor);
         }
@@ -495,6 +545,7 @@ impl<S: Callbacks> Core<S> {
     /// Switch the demand mode; switching to forward replays what was
     /// accumulated, each demand separately, in order.
     pub(super) async fn set_demand_mode(&mut self, mode: DemandMode) -> Flow {
+        let emitting_stopped = self.emitting_stopped();
         let Some(producer) = self.producer.as_mut() else {
             return Ok(());
         };
@@ -503,12 +554,14 @@ impl<S: Callbacks> Core<S> {
                 if producer.accumulated.is_none() {
                     producer.accumulated = Some(Vec::new());
                 }
+                producer.demand_held = true;
                 Ok(())
             }
             DemandMode::Forward => {
                 let Some(accumulated) = producer.accumulated.take() else {
                     return Ok(());
                 };
+                producer.demand_held = emitting_stopped;
                 for entry in accumulated {
                     match entry {
                         Accumulated::Demand(demand) => self.after_upstream_demand(demand).await?,
