@@ -9,6 +9,7 @@ use crate::request::{
     RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess, ValidateQueryRequest,
     ValidateQuerySuccess,
 };
+use crate::session::{SessionUpgrade, Sessions};
 
 /// The reference ODF engine: SQL transforms on DataFusion.
 ///
@@ -17,13 +18,31 @@ use crate::request::{
 /// theirs in checkpoint files).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReferenceEngine {
-    _private: (),
+    sessions: Sessions,
 }
 
 impl ReferenceEngine {
-    /// The engine.
+    /// The engine, running everything in this process.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The engine, with its stateless work planned and run in sessions made by `upgrade` from the
+    /// engine's own session: map/filter transforms and raw queries. Where their plans run is the
+    /// upgraded session's query planner's choice (`distributed-engine` makes them Ballista jobs);
+    /// the records still come back to this process in offset order, which gives them their offsets,
+    /// operation types and system time and writes them, so the output is the one [`Self::new`]
+    /// writes.
+    ///
+    /// Stateful queries (window aggregations, temporal joins, whose state is a checkpoint read and
+    /// written here), ValidateQuery, MigrateQuery and DeriveProvenance always run in this process.
+    ///
+    /// The engine stays `Copy`: `upgrade` is kept until the process ends (make such an engine once
+    /// per process, as a server does, not once per operation).
+    pub fn with_session_upgrade(upgrade: SessionUpgrade) -> Self {
+        Self {
+            sessions: Sessions::upgraded(upgrade),
+        }
     }
 
     /// ExecuteTransform: one transaction of a derivative dataset's transform.
@@ -32,8 +51,8 @@ impl ReferenceEngine {
         request: &TransformRequest,
         progress: &dyn ProgressSink,
     ) -> Result<TransformSuccess, EngineError> {
-        let span = tracing::info_span!("execute_transform", dataset = %request.dataset_alias, next_offset = request.next_offset);
-        crate::transform::execute_transform(request, progress)
+        let span = tracing::info_span!("execute_transform", dataset = %request.dataset_alias, next_offset = request.next_offset, upgraded = self.sessions.is_upgraded());
+        crate::transform::execute_transform(&self.sessions, request, progress)
             .instrument(span)
             .await
     }
@@ -44,9 +63,12 @@ impl ReferenceEngine {
         request: &RawQueryRequest,
         progress: &dyn ProgressSink,
     ) -> Result<RawQuerySuccess, EngineError> {
-        let span =
-            tracing::info_span!("execute_raw_query", inputs = request.input_data_paths.len());
-        crate::raw_query::execute_raw_query(request, progress)
+        let span = tracing::info_span!(
+            "execute_raw_query",
+            inputs = request.input_data_paths.len(),
+            upgraded = self.sessions.is_upgraded()
+        );
+        crate::raw_query::execute_raw_query(&self.sessions, request, progress)
             .instrument(span)
             .await
     }

@@ -187,6 +187,13 @@ pub enum EngineError {
         /// The underlying error.
         reason: String,
     },
+    /// The session that stateless work runs in could not be made (a [`crate::SessionUpgrade`] failed,
+    /// e.g. a distributed engine's scheduler address is invalid).
+    #[error("cannot set up the query session: {reason}")]
+    SessionSetup {
+        /// What the upgrade reported.
+        reason: String,
+    },
     /// Arithmetic on the data left the representable range.
     #[error("{what} overflows")]
     Overflow {
@@ -237,6 +244,7 @@ impl EngineError {
             | Self::OutputWrite { .. }
             | Self::CheckpointRead { .. }
             | Self::CheckpointWrite { .. }
+            | Self::SessionSetup { .. }
             | Self::Overflow { .. }
             | Self::Arrow(_) => ErrorKind::Internal,
         }

@@ -112,6 +112,7 @@ pub use request::{
     ValidateQueryRequest, ValidateQuerySuccess, Watermark,
 };
 pub use server::to_wire_error;
+pub use session::SessionUpgrade;
 
 /// The DataFusion this engine runs on.
 pub use datafusion;

@@ -157,6 +157,11 @@ pub(crate) async fn lineage_plan(
 /// direct 1.43x with 2 partitions, 1.27x with one; `docs/benchmarks.md`). As one partition the scan,
 /// filter and projection run as one ordered stream, while the Parquet writer still encodes columns on
 /// other threads.
+///
+/// `partitions` shapes local plans only: a session whose query planner runs plans elsewhere (an
+/// upgraded session, `crate::SessionUpgrade`) gets the optimised logical plan and plans it there with
+/// the session's own settings, merging the partitions back into offset order before the records come
+/// back (the plan's sort says so).
 async fn physical_plan(
     ctx: &SessionContext,
     plan: LogicalPlan,

@@ -18,19 +18,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::request::{RawQueryRequest, RawQuerySuccess, sql};
-use crate::session::new_session;
+use crate::session::Sessions;
 use crate::steps::plan_steps;
 
 /// Name of the table the raw query reads.
 pub(crate) const RAW_INPUT_TABLE: &str = "input";
 
 pub(crate) async fn execute_raw_query(
+    sessions: &Sessions,
     request: &RawQueryRequest,
     progress: &dyn ProgressSink,
 ) -> Result<RawQuerySuccess, EngineError> {
     let mut reporter = Reporter::new(progress);
     reporter.report(Phase::Planning, None, None);
-    let ctx = new_session();
+    // Planned in the stateless session: with an upgraded one, the query runs where its planner says.
+    let ctx = sessions.stateless()?;
     // Without input files there is no `input` table: the query may still read none (`SELECT 1`).
     if !request.input_data_paths.is_empty() {
         let files: Vec<PathBuf> = request.input_data_paths.iter().map(PathBuf::from).collect();

@@ -1,6 +1,13 @@
-//! The DataFusion session every operation runs in.
+//! The DataFusion sessions operations run in: this process's own, or one made by a
+//! [`SessionUpgrade`] for the work that may run elsewhere.
 
+use std::sync::Arc;
+
+use datafusion::error::DataFusionError;
 use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::session_state::SessionState;
+
+use crate::error::EngineError;
 
 /// A fresh session: identifiers are case-sensitive (no normalisation), as in the reference engines;
 /// strings are read as `Utf8`.
@@ -16,4 +23,59 @@ pub(crate) fn new_session() -> SessionContext {
         .parquet
         .schema_force_view_types = false;
     SessionContext::new_with_config(config)
+}
+
+/// Turns the engine's own session state into the one stateless work is planned and run in.
+///
+/// The upgraded state keeps the engine's settings, tables and functions; what it usually changes is
+/// the query planner, which decides where a physical plan runs. `distributed-engine` passes one that
+/// installs Ballista's planner, so that map/filter transforms and raw queries become Ballista jobs.
+pub type SessionUpgrade =
+    Arc<dyn Fn(SessionState) -> Result<SessionState, DataFusionError> + Send + Sync>;
+
+/// Where an operation's sessions come from.
+///
+/// `Copy`, as [`crate::ReferenceEngine`] is (the coordinator's embedded engine copies it into the
+/// tasks it spawns): the upgrade is kept for the rest of the process, which is what an engine made
+/// once per process needs.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Sessions {
+    /// Makes the sessions of stateless work; `None` runs everything in this process.
+    upgrade: Option<&'static SessionUpgrade>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("upgraded", &self.upgrade.is_some())
+            .finish()
+    }
+}
+
+impl Sessions {
+    pub(crate) fn upgraded(upgrade: SessionUpgrade) -> Self {
+        Self {
+            upgrade: Some(Box::leak(Box::new(upgrade))),
+        }
+    }
+
+    /// Whether stateless work runs in an upgraded session.
+    pub(crate) fn is_upgraded(&self) -> bool {
+        self.upgrade.is_some()
+    }
+
+    /// The session of stateless work (a map/filter transform, a raw query): the upgraded one when
+    /// there is an upgrade, else a fresh local one.
+    pub(crate) fn stateless(&self) -> Result<SessionContext, EngineError> {
+        let ctx = new_session();
+        match self.upgrade {
+            None => Ok(ctx),
+            Some(upgrade) => {
+                let state = upgrade(ctx.state()).map_err(|source| EngineError::SessionSetup {
+                    reason: source.to_string(),
+                })?;
+                Ok(SessionContext::new_with_state(state))
+            }
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask image [--engine reference|test|all] [--release] [--tag TAG]`: builds engine images
+//! `cargo xtask image [--engine reference|test|ballista|all] [--release] [--tag TAG]`: builds engine images
 //! locally (`--tag` replaces the default tag of a single engine's image).
 //!
 //! Each engine binary is built statically (`-C target-feature=+crt-static` for
@@ -33,7 +33,7 @@ struct EngineImage {
     tag: &'static str,
 }
 
-const IMAGES: [EngineImage; 2] = [
+const IMAGES: [EngineImage; 3] = [
     EngineImage {
         name: "reference",
         package: "reference-engine",
@@ -48,6 +48,14 @@ const IMAGES: [EngineImage; 2] = [
         dockerfile_dir: "engine-runtime/test-engine",
         tag: "weir/test-engine:dev",
     },
+    // One binary for the distributed engine's Ballista scheduler and executors (and the engine).
+    EngineImage {
+        name: "ballista",
+        package: "distributed-engine",
+        binary: "weir-ballista",
+        dockerfile_dir: "distributed-engine",
+        tag: "weir/ballista:dev",
+    },
 ];
 
 pub fn image(args: &[String]) -> Result<(), String> {
@@ -60,7 +68,7 @@ pub fn image(args: &[String]) -> Result<(), String> {
             "--engine" => {
                 engine = args
                     .next()
-                    .ok_or("--engine needs a value: reference, test or all")?
+                    .ok_or("--engine needs a value: reference, test, ballista or all")?
                     .clone();
             }
             "--release" => release = true,
@@ -73,7 +81,7 @@ pub fn image(args: &[String]) -> Result<(), String> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (usage: cargo xtask image [--engine reference|test|all] [--release] [--tag TAG])"
+                    "unknown argument `{other}` (usage: cargo xtask image [--engine reference|test|ballista|all] [--release] [--tag TAG])"
                 ));
             }
         }
@@ -84,12 +92,12 @@ pub fn image(args: &[String]) -> Result<(), String> {
         .collect();
     if selected.is_empty() {
         return Err(format!(
-            "unknown engine `{engine}`: use reference, test or all"
+            "unknown engine `{engine}`: use reference, test, ballista or all"
         ));
     }
     if tag.is_some() && selected.len() > 1 {
         return Err(
-            "--tag names one image: choose it with --engine reference or --engine test".into(),
+            "--tag names one image: choose it with --engine reference, test or ballista".into(),
         );
     }
     for image in selected {

@@ -19,7 +19,7 @@ Tasks:
             (figures tables go to target/bench-reports/, see docs/benchmarks.md)
   build     Build the workspace and every dispatcher plugin; print where the .so files are
   codegen   Regenerate engine-contract's and odf's FlatBuffers code with a matching flatc (needs cmake)
-  image     Engine images FROM scratch with static binaries (--engine reference|test|all, --release)
+  image     Engine images FROM scratch with static binaries (--engine reference|test|ballista|all, --release)
   help      This text
 ";
 

@@ -18,7 +18,7 @@ use crate::progress::{Phase, ProgressSink};
 use std::path::{Path, PathBuf};
 
 use crate::request::{OffsetInterval, TransformRequest, TransformSuccess};
-use crate::session::new_session;
+use crate::session::{Sessions, new_session};
 use crate::window::WindowState;
 use crate::window::checkpoint;
 use crate::window::future::FutureEventTimes;
@@ -28,20 +28,28 @@ pub(crate) use map_filter::{MapFilterRun, run_map_filter};
 
 /// Runs one transaction of a transform.
 pub(crate) async fn execute_transform(
+    sessions: &Sessions,
     request: &TransformRequest,
     progress: &dyn ProgressSink,
 ) -> Result<TransformSuccess, EngineError> {
     let mut reporter = Reporter::new(progress);
     reporter.report(Phase::Planning, None, None);
     let first_offset = first_offset(request.next_offset)?;
-    let ctx = new_session();
     let sources = request
         .query_inputs
         .iter()
         .map(InputSource::for_transform)
         .collect::<Result<Vec<_>, _>>()?;
+    let mut ctx = new_session();
     let inputs = register_inputs(&ctx, &sources).await?;
-    let prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
+    let mut prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
+    // A map/filter query is planned again in the stateless session, where it runs wherever that
+    // session's planner puts it; stateful queries stay in this session, exactly as without an upgrade.
+    if sessions.is_upgraded() && matches!(prepared.shape, QueryShape::MapFilter { .. }) {
+        ctx = sessions.stateless()?;
+        let inputs = register_inputs(&ctx, &sources).await?;
+        prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
+    }
     let mut new_watermark = watermark::output_watermark(&request.query_inputs);
 
     let new_data_path = Path::new(&request.new_data_path);
