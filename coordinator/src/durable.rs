@@ -86,6 +86,47 @@ pub fn copy_to_temp(
     }
 }
 
+/// Whether `name` is one of this module's temporary names (`.<name>.<pid>-<n>.tmp`, `.incoming.<pid>-<n>.tmp`).
+fn is_temporary(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+/// Removes the temporary files a killed writer left in the folders of every dataset under `root`
+/// (`datasets/<name>/<folder>/`): a copy into the store or a write that never reached its rename. Only
+/// for a writer that holds the workspace lock, so that no temporary file still belongs to a live
+/// process. Returns how many were removed.
+pub fn remove_stale_temporaries(root: &Path) -> io::Result<usize> {
+    let datasets = root.join("datasets");
+    let mut removed = 0;
+    let entries = match fs::read_dir(&datasets) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    for dataset in entries {
+        let dataset = dataset?.path();
+        if !dataset.is_dir() {
+            continue;
+        }
+        for folder in fs::read_dir(&dataset)? {
+            let folder = folder?.path();
+            if !folder.is_dir() {
+                continue;
+            }
+            for file in fs::read_dir(&folder)? {
+                let file = file?;
+                if file.file_type()?.is_file()
+                    && file.file_name().to_str().is_some_and(is_temporary)
+                {
+                    fs::remove_file(file.path())?;
+                    removed += 1;
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// Renames a file written by [`copy_to_temp`] to `target` (in the same folder) and fsyncs the folder.
 pub fn rename_into_place(tmp: &Path, target: &Path) -> io::Result<()> {
     let dir = target
@@ -135,6 +176,26 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_temporaries_are_removed_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("datasets/x/data");
+        let src = root.path().join("src");
+        fs::write(&src, b"slice").unwrap();
+        let (tmp, _) = copy_to_temp(root.path(), &data, &src, &mut io::sink()).unwrap();
+        fs::write(data.join("f1620abc"), b"a slice").unwrap();
+        fs::create_dir_all(root.path().join("datasets/x/refs")).unwrap();
+        fs::write(root.path().join("datasets/x/refs/.head.123-0.tmp"), b"").unwrap();
+        fs::write(root.path().join("datasets/x/refs/head"), b"f1620abc").unwrap();
+        assert_eq!(remove_stale_temporaries(root.path()).unwrap(), 2);
+        assert!(!tmp.exists());
+        assert!(data.join("f1620abc").exists());
+        assert!(root.path().join("datasets/x/refs/head").exists());
+        assert_eq!(remove_stale_temporaries(root.path()).unwrap(), 0);
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(remove_stale_temporaries(empty.path()).unwrap(), 0);
+    }
 
     #[test]
     fn write_creates_the_folders_and_replaces_the_file_leaving_no_temporary() {

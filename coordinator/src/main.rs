@@ -198,6 +198,10 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
     } else {
         None
     };
+    if _lock.is_some() {
+        // The lock is ours: what a killed writer left half-written is nobody's.
+        ctx.storage.remove_stale_temporaries();
+    }
     match &cli.command {
         Command::Pull {
             all,

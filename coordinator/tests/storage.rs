@@ -245,6 +245,38 @@ fn a_first_transaction_that_crashed_before_its_head_leaves_a_new_dataset_and_a_r
 }
 
 #[test]
+fn temporary_files_a_killed_writer_left_in_the_store_are_removed_by_the_next_pull_and_nothing_else()
+{
+    let ws = workspace();
+    let dir = ws.path();
+    ok(dir, &["pull", "readings", "--quiet"]);
+    // What a writer killed mid-copy or mid-write leaves: a copy that never reached its content name, a
+    // head that never replaced the old one.
+    let data = dir.join(".weir/datasets/readings/data");
+    let refs = dir.join(".weir/datasets/readings/refs");
+    let left = [
+        data.join(".incoming.4242-0.tmp"),
+        refs.join(".head.4242-1.tmp"),
+    ];
+    for path in &left {
+        std::fs::write(path, b"half written").unwrap();
+    }
+    let slices_before = stored(dir, "readings", FileKind::Data);
+    let before = head_and_records(dir, "readings");
+
+    ok(dir, &["pull", "--all", "--quiet"]);
+    for path in &left {
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+    // The committed files are untouched: same head, same slices, every one still checks.
+    assert_eq!(head_and_records(dir, "readings"), before);
+    let slices_after = stored(dir, "readings", FileKind::Data);
+    assert_eq!(slices_after.len(), slices_before.len());
+    assert!(slices_after.iter().all(|s| s.path.exists()));
+    ok(dir, &["verify", "--all"]);
+}
+
+#[test]
 fn every_file_of_a_transaction_is_fsynced_before_the_head_that_commits_it() {
     let ws = workspace();
     let dir = ws.path();

@@ -22,7 +22,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::validate::{ChainSummary, ChainValidator, ChainViolation};
 use odf::Multihash;
@@ -391,6 +391,28 @@ impl Storage {
                 path: path.to_string(),
                 source,
             }),
+        }
+    }
+
+    /// Removes the temporary files a writer that was killed left in a local storage (a copy into the store
+    /// or a write that never reached its rename: [`crate::durable::remove_stale_temporaries`]). Only for a
+    /// writer that holds the workspace lock; a failure to look is logged, not an error.
+    pub fn remove_stale_temporaries(&self) {
+        let Some(root) = &self.local_root else {
+            return;
+        };
+        match crate::durable::remove_stale_temporaries(root) {
+            Ok(0) => {}
+            Ok(removed) => info!(
+                removed,
+                storage = %root.display(),
+                "removed temporary files a writer that was killed left in the storage"
+            ),
+            Err(e) => warn!(
+                storage = %root.display(),
+                error = %e,
+                "could not look for temporary files left in the storage"
+            ),
         }
     }
 

@@ -260,23 +260,34 @@ impl Context {
                 _ => None,
             };
             let mut data_paths = Vec::new();
+            // The schema slice (the input's first) is often among the slices staged here: checked once.
+            let mut schema_slice_staged = None;
             if let Some(iv) = interval {
                 for s in i.chain.data_slices() {
                     if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
-                        data_paths.push(
-                            stage(
-                                &in_store,
-                                FileKind::Data,
-                                &s.physical_hash,
-                                Some(s.size),
-                                dir,
-                            )
-                            .await?,
-                        );
+                        let staged = stage(
+                            &in_store,
+                            FileKind::Data,
+                            &s.physical_hash,
+                            Some(s.size),
+                            dir,
+                        )
+                        .await?;
+                        if s.physical_hash == i.schema_slice.physical_hash {
+                            schema_slice_staged = Some(staged.clone());
+                        }
+                        data_paths.push(staged);
                     }
                 }
             }
-            let schema_file = schema_file(&in_store, &i.name, &i.schema_slice, dir).await?;
+            let schema_file = schema_file(
+                &in_store,
+                &i.name,
+                &i.schema_slice,
+                schema_slice_staged.as_deref(),
+                dir,
+            )
+            .await?;
             let in_vocab =
                 DatasetVocabulary::from(&i.chain.summary.vocab.clone().unwrap_or_default());
             let blocks = match i.prev_block {

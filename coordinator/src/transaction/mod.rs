@@ -235,10 +235,14 @@ pub async fn stage(
 /// An empty Parquet file with the schema of an input's records (the footer of its `slice`), at
 /// `dir/schema-<slice hash>`: the `schema_file` the engine contract gives an engine, which holds no records
 /// (a stored slice in its place would show an input with nothing new the records of that slice).
+///
+/// `staged` is the slice's file when this transaction has just staged it (checked against its hash by
+/// [`stage`]), so that it is not read and hashed a second time; otherwise the slice is staged here.
 pub async fn schema_file(
     store: &DatasetStore,
     dataset: &str,
     slice: &DataSlice,
+    staged: Option<&Path>,
     dir: &Path,
 ) -> Result<PathBuf, TxError> {
     let path = dir.join(format!("schema-{}", slice.physical_hash));
@@ -247,14 +251,19 @@ pub async fn schema_file(
     }
     // The slice is checked against its hash first (the stored file itself on a local disk, a checked copy
     // in `dir` otherwise): a swapped or corrupt slice is a storage error, never a schema.
-    let checked = stage(
-        store,
-        FileKind::Data,
-        &slice.physical_hash,
-        Some(slice.size),
-        dir,
-    )
-    .await?;
+    let checked = match staged {
+        Some(staged) => staged.to_path_buf(),
+        None => {
+            stage(
+                store,
+                FileKind::Data,
+                &slice.physical_hash,
+                Some(slice.size),
+                dir,
+            )
+            .await?
+        }
+    };
     let scratch = |e: String| TxError::Scratch {
         dataset: dataset.to_string(),
         message: format!("writing the schema file {}: {e}", path.display()),

@@ -71,7 +71,7 @@ impl Context {
                 return Ok(None);
             };
             let schema_file =
-                super::schema_file(&in_store, &input.dataset_ref, &slice, dir).await?;
+                super::schema_file(&in_store, &input.dataset_ref, &slice, None, dir).await?;
             inputs.push(TransformJobInput {
                 dataset_id: id,
                 dataset_alias: input.dataset_ref.clone(),
