@@ -650,6 +650,13 @@ impl DatasetStore {
         Ok(hash)
     }
 
+    /// The storage root and the folder files of `kind` are stored in, when the store is on this machine.
+    pub fn local_dir(&self, kind: FileKind) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+        let root = self.storage.local_root.clone()?;
+        let dir = root.join("datasets").join(&self.name).join(kind.dir());
+        Some((root, dir))
+    }
+
     /// Stores the file at `src` under its content hash, reading it once: on a local disk it is copied into
     /// place while hashed (durably, as [`Storage::put`]); on an object store it is hashed, then uploaded in
     /// parts. Returns the hash and the size. Memory stays bounded whatever the file's size.

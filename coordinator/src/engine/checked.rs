@@ -15,7 +15,7 @@ use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
     TransformReport, ValidateJob, ValidateReport, Written,
 };
-use super::output::{self, OutputError};
+use super::output::{self, CopyInto, OutputError};
 use super::{Engine, EngineFailure, EngineFuture};
 use crate::progress::{Phase, Progress};
 
@@ -33,6 +33,7 @@ struct Expected<'a> {
     claimed: Option<OffsetInterval>,
     schema: Option<&'a SchemaRef>,
     vocab: &'a DatasetVocabulary,
+    copy_into: Option<CopyInto>,
 }
 
 impl<'a> Expected<'a> {
@@ -51,7 +52,14 @@ impl<'a> Expected<'a> {
             claimed,
             schema,
             vocab,
+            copy_into: None,
         }
+    }
+
+    /// The file is also copied into `into` while it is read (see [`output::check`]).
+    fn copied_into(mut self, into: Option<&CopyInto>) -> Self {
+        self.copy_into = into.cloned();
+        self
     }
 }
 
@@ -74,6 +82,7 @@ impl<E: Engine> Checked<E> {
         let claimed = expected.claimed;
         let schema = expected.schema.cloned();
         let vocab = expected.vocab.clone();
+        let copy_into = expected.copy_into;
         let progress = progress.clone();
         let checked = tokio::task::spawn_blocking(move || {
             output::check(
@@ -82,6 +91,7 @@ impl<E: Engine> Checked<E> {
                 claimed,
                 schema.as_ref(),
                 &vocab,
+                copy_into,
                 &progress,
             )
         })
@@ -124,7 +134,8 @@ impl<E: Engine> Engine for Checked<E> {
                         claimed,
                         job.output_schema.as_ref(),
                         &job.vocab,
-                    ),
+                    )
+                    .copied_into(job.copy_output.as_ref()),
                     progress,
                 )
                 .await?;

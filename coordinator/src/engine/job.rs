@@ -11,7 +11,7 @@ use engine_contract::model::{
 use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
 
 use super::identity::without_engine;
-use super::output::CheckedOutput;
+use super::output::{CheckedOutput, CopyInto};
 
 /// One input of a transform job.
 #[derive(Debug, Clone)]
@@ -60,6 +60,10 @@ pub struct TransformJob {
     /// The schema of the dataset's earlier outputs (system columns normalised), which this output must
     /// keep; `None` for a first output. Engines are not told: the contract layer checks it.
     pub output_schema: Option<SchemaRef>,
+    /// Where the contract layer copies the output while it checks it (the store's data folder, when the
+    /// store is on this machine), so that the store takes the copy instead of reading the file again.
+    /// Engines are not told.
+    pub copy_output: Option<CopyInto>,
 }
 
 /// A Success of ExecuteTransform.

@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
@@ -34,6 +35,59 @@ pub struct CheckedOutput {
     pub rows: u64,
     /// ODF's logical hash of the records.
     pub logical_hash: Multihash,
+    /// `file` copied into the store's folder while it was checked, when the job asked for it
+    /// ([`CopyInto`]) and the file is stored as the engine wrote it.
+    pub copied: Option<Arc<Copied>>,
+}
+
+/// A folder of the store on this machine that an engine's file is copied into, under a temporary name,
+/// while the contract layer reads it, so that the store takes the copy without reading the file again.
+#[derive(Debug, Clone)]
+pub struct CopyInto {
+    /// The storage root (folders below it are created durably).
+    pub root: PathBuf,
+    /// The folder the file ends up in.
+    pub dir: PathBuf,
+}
+
+/// An engine's file copied (and fsynced) into the store's folder under a temporary name, hashed as it
+/// was copied: the bytes the store keeps are these, whatever happens to the engine's file afterwards.
+/// The temporary file is removed when this is dropped, unless the store has moved it into place.
+#[derive(Debug)]
+pub struct Copied {
+    /// The temporary file.
+    pub tmp: PathBuf,
+    /// Its size.
+    pub size: u64,
+    /// SHA3-256 of its bytes (ODF's physical hash).
+    pub physical_hash: Multihash,
+}
+
+impl Drop for Copied {
+    fn drop(&mut self) {
+        // Gone already once the store renamed it into place.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+/// Copies `path` into `into` on a thread of its own, hashing it, while the caller reads it.
+fn spawn_copy(
+    path: &Path,
+    into: CopyInto,
+) -> std::io::Result<std::thread::JoinHandle<std::io::Result<Copied>>> {
+    let from = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("weir-output-copy".into())
+        .spawn(move || {
+            let mut hasher = odf::Sha3Hasher::new();
+            let (tmp, size) =
+                crate::durable::copy_to_temp(&into.root, &into.dir, &from, &mut hasher)?;
+            Ok(Copied {
+                tmp,
+                size,
+                physical_hash: hasher.finish(),
+            })
+        })
 }
 
 /// Why an output could not be taken.
@@ -54,13 +108,16 @@ fn bad_file(e: impl std::fmt::Display) -> OutputError {
 }
 
 /// Checks the file an engine wrote at `path` (absent when it wrote none) against its Success, and hashes
-/// it. `Ok(None)` when there are no records.
+/// it. `Ok(None)` when there are no records. With `copy_into`, a file kept as written is also copied there
+/// (hashed) on another thread while it is checked ([`CheckedOutput::copied`]); a copy that fails leaves
+/// `copied` empty, for the store to copy the file itself and report why.
 pub fn check(
     path: &Path,
     next_offset: u64,
     claimed: Option<OffsetInterval>,
     previous_schema: Option<&SchemaRef>,
     vocab: &DatasetVocabulary,
+    copy_into: Option<CopyInto>,
     progress: &Progress,
 ) -> Result<Option<CheckedOutput>, OutputError> {
     let builder = match File::open(path) {
@@ -105,6 +162,19 @@ pub fn check(
         }
         None => None,
     };
+    // The copy reads the same file beside the check (from the page cache the engine's writes left). If
+    // the check fails first, dropping the handle detaches the thread, and what it copied is removed when
+    // its result is dropped.
+    let copy = match copy_into.filter(|_| rewrite_to.is_none()) {
+        Some(into) => match spawn_copy(path, into) {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not start copying an engine's output while checking it");
+                None
+            }
+        },
+        None => None,
+    };
     let hash_err = |e: odf::logical_hash::LogicalHashError| {
         OutputError::Data(data::DataError::Column {
             message: e.to_string(),
@@ -134,11 +204,24 @@ pub fn check(
         w.close()
             .map_err(data::parquet_err("re-encoding an engine's output"))?;
     }
+    let copied = match copy.map(std::thread::JoinHandle::join) {
+        Some(Ok(Ok(copied))) => Some(Arc::new(copied)),
+        Some(Ok(Err(e))) => {
+            tracing::warn!(path = %path.display(), error = %e, "copying an engine's output while checking it failed; the store copies it again");
+            None
+        }
+        Some(Err(_)) => {
+            tracing::warn!(path = %path.display(), "the thread copying an engine's output panicked; the store copies it again");
+            None
+        }
+        None => None,
+    };
     Ok(Some(CheckedOutput {
         file: rewrite_to.unwrap_or_else(|| path.to_path_buf()),
         schema,
         rows,
         logical_hash: hashed,
+        copied,
     }))
 }
 
@@ -193,13 +276,96 @@ mod tests {
             .collect();
         write(&path, &parts);
         let claimed = OffsetInterval::new(10, 10 + 210_000 - 1);
-        let out = check(&path, 10, claimed, None, &V(), &Progress::none())
+        let out = check(&path, 10, claimed, None, &V(), None, &Progress::none())
             .unwrap()
             .unwrap();
         assert_eq!(out.file, path, "stored as written");
         assert_eq!(out.rows, 210_000);
         let expected = odf::logical_hash::of_batches(parts[0].schema_ref(), &parts).unwrap();
         assert_eq!(out.logical_hash, expected);
+    }
+
+    #[test]
+    fn a_copy_asked_for_holds_the_checked_bytes_with_their_hash_and_is_removed_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        write(&path, &[int64(0..100_000)]);
+        let store = dir.path().join("store");
+        let into = CopyInto {
+            root: store.clone(),
+            dir: store.join("datasets/x/data"),
+        };
+        let claimed = OffsetInterval::new(0, 99_999);
+        let out = check(&path, 0, claimed, None, &V(), Some(into), &Progress::none())
+            .unwrap()
+            .unwrap();
+        let copied = out.copied.clone().expect("a copy was asked for");
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(std::fs::read(&copied.tmp).unwrap(), bytes);
+        assert_eq!(copied.size, bytes.len() as u64);
+        assert_eq!(copied.physical_hash, Multihash::sha3_256(&bytes));
+        assert!(copied.tmp.starts_with(store.join("datasets/x/data")));
+        let tmp = copied.tmp.clone();
+        drop((out, copied));
+        assert!(!tmp.exists(), "an unused copy is removed");
+    }
+
+    #[test]
+    fn a_file_that_fails_the_check_leaves_no_copy_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        write(&path, &[int64(0..100_000)]);
+        let store = dir.path().join("store");
+        let into = CopyInto {
+            root: store.clone(),
+            dir: store.join("data"),
+        };
+        // The engine claims one record fewer than it wrote.
+        let claimed = OffsetInterval::new(0, 99_998);
+        let err = check(&path, 0, claimed, None, &V(), Some(into), &Progress::none());
+        assert!(matches!(err, Err(OutputError::Contract(_))), "{err:?}");
+        // The detached copy thread removes its file once it ends.
+        let left = || {
+            std::fs::read_dir(store.join("data"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while left() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(left(), 0, "the copy of a refused file is removed");
+    }
+
+    #[test]
+    fn a_re_encoded_file_is_not_copied_while_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.parquet");
+        write(
+            &path,
+            &[batch(Arc::new(UInt64Array::from(vec![0u64, 1, 2])))],
+        );
+        let store = dir.path().join("store");
+        let into = CopyInto {
+            root: store.clone(),
+            dir: store.join("data"),
+        };
+        let out = check(
+            &path,
+            0,
+            OffsetInterval::new(0, 2),
+            None,
+            &V(),
+            Some(into),
+            &Progress::none(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_ne!(out.file, path, "re-encoded");
+        assert!(
+            out.copied.is_none(),
+            "the store copies the re-encoded file itself"
+        );
     }
 
     #[test]
@@ -216,6 +382,7 @@ mod tests {
             OffsetInterval::new(0, 2),
             None,
             &V(),
+            None,
             &Progress::none(),
         )
         .unwrap()
@@ -245,7 +412,7 @@ mod tests {
             ],
         );
         let claimed = OffsetInterval::new(0, 2 * BATCH_ROWS as u64 - 1);
-        match check(&path, 0, claimed, None, &V(), &Progress::none()) {
+        match check(&path, 0, claimed, None, &V(), None, &Progress::none()) {
             Err(OutputError::Contract(ContractViolation::NonContiguousOffsets {
                 index,
                 expected,
@@ -269,6 +436,7 @@ mod tests {
                 OffsetInterval::new(0, 1),
                 None,
                 &V(),
+                None,
                 &Progress::none()
             ),
             Err(OutputError::Contract(
@@ -276,7 +444,7 @@ mod tests {
             ))
         ));
         assert!(
-            check(&path, 0, None, None, &V(), &Progress::none())
+            check(&path, 0, None, None, &V(), None, &Progress::none())
                 .unwrap()
                 .is_none()
         );
@@ -288,6 +456,7 @@ mod tests {
                 OffsetInterval::new(0, 1),
                 None,
                 &V(),
+                None,
                 &Progress::none()
             ),
             Err(OutputError::Contract(
@@ -305,6 +474,7 @@ mod tests {
                 OffsetInterval::new(0, 1),
                 None,
                 &V(),
+                None,
                 &Progress::none()
             ),
             Err(OutputError::Contract(ContractViolation::BadDataFile { .. }))
@@ -327,6 +497,7 @@ mod tests {
                 OffsetInterval::new(0, 2),
                 Some(&previous),
                 &V(),
+                None,
                 &Progress::none()
             ),
             Err(OutputError::Contract(

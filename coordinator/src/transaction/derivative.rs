@@ -162,7 +162,20 @@ impl Context {
             Some(out) => {
                 schema =
                     schema_event(chain.summary.schema.as_ref(), &out.schema).map_err(data_err)?;
-                let (physical_hash, size) = store.put_file_from(FileKind::Data, &out.file).await?;
+                // Copied while it was checked: moved into place. Otherwise copied (and hashed) now.
+                let (physical_hash, size) = match &out.copied {
+                    Some(copied) => {
+                        store
+                            .put_file_written(
+                                FileKind::Data,
+                                &copied.tmp,
+                                copied.physical_hash,
+                                copied.size,
+                            )
+                            .await?
+                    }
+                    None => store.put_file_from(FileKind::Data, &out.file).await?,
+                };
                 Some(DataSlice {
                     logical_hash: out.logical_hash,
                     physical_hash,
@@ -353,6 +366,9 @@ impl Context {
             new_checkpoint_path: out_dir.join("checkpoint"),
             new_data_path: out_dir.join("data"),
             output_schema: None,
+            copy_output: store
+                .local_dir(FileKind::Data)
+                .map(|(root, dir)| output::CopyInto { root, dir }),
         })
     }
 
