@@ -673,8 +673,7 @@ impl DatasetStore {
                 source,
             }
         };
-        if let Some(root) = self.storage.local_root.clone() {
-            let dir = root.join("datasets").join(&self.name).join(kind.dir());
+        if let Some((root, dir)) = self.local_dir(kind) {
             let from = src.to_path_buf();
             let into = dir.clone();
             let (tmp, size, hash) = tokio::task::spawn_blocking(move || {
@@ -750,13 +749,12 @@ impl DatasetStore {
         hash: Multihash,
         size: u64,
     ) -> Result<(Multihash, u64), StoreError> {
-        let Some(root) = self.storage.local_root.clone() else {
+        let Some((root, dir)) = self.local_dir(kind) else {
             let path = self.file_path(kind, &hash);
             self.upload(&path, src).await?;
             let _ = std::fs::remove_file(src);
             return Ok((hash, size));
         };
-        let dir = root.join("datasets").join(&self.name).join(kind.dir());
         let target = dir.join(hash.to_string());
         let (from, into) = (src.to_path_buf(), target.clone());
         let moved = tokio::task::spawn_blocking(move || {

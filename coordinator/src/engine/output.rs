@@ -266,6 +266,16 @@ mod tests {
 
     const V: fn() -> DatasetVocabulary = DatasetVocabulary::default;
 
+    /// The folder `dir` of a store under `root/store`, and where to copy into it while checking.
+    fn copy_into(root: &Path, dir: &str) -> (PathBuf, CopyInto) {
+        let store = root.join("store");
+        let into = CopyInto {
+            root: store.clone(),
+            dir: store.join(dir),
+        };
+        (store.join(dir), into)
+    }
+
     #[test]
     fn a_file_in_the_stored_form_is_kept_as_written_and_hashed_like_its_records() {
         let dir = tempfile::tempdir().unwrap();
@@ -290,11 +300,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.parquet");
         write(&path, &[int64(0..100_000)]);
-        let store = dir.path().join("store");
-        let into = CopyInto {
-            root: store.clone(),
-            dir: store.join("datasets/x/data"),
-        };
+        let (data, into) = copy_into(dir.path(), "datasets/x/data");
         let claimed = OffsetInterval::new(0, 99_999);
         let out = check(&path, 0, claimed, None, &V(), Some(into), &Progress::none())
             .unwrap()
@@ -304,7 +310,7 @@ mod tests {
         assert_eq!(std::fs::read(&copied.tmp).unwrap(), bytes);
         assert_eq!(copied.size, bytes.len() as u64);
         assert_eq!(copied.physical_hash, Multihash::sha3_256(&bytes));
-        assert!(copied.tmp.starts_with(store.join("datasets/x/data")));
+        assert!(copied.tmp.starts_with(&data));
         let tmp = copied.tmp.clone();
         drop((out, copied));
         assert!(!tmp.exists(), "an unused copy is removed");
@@ -315,21 +321,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.parquet");
         write(&path, &[int64(0..100_000)]);
-        let store = dir.path().join("store");
-        let into = CopyInto {
-            root: store.clone(),
-            dir: store.join("data"),
-        };
+        let (data, into) = copy_into(dir.path(), "data");
         // The engine claims one record fewer than it wrote.
         let claimed = OffsetInterval::new(0, 99_998);
         let err = check(&path, 0, claimed, None, &V(), Some(into), &Progress::none());
         assert!(matches!(err, Err(OutputError::Contract(_))), "{err:?}");
         // The detached copy thread removes its file once it ends.
-        let left = || {
-            std::fs::read_dir(store.join("data"))
-                .map(|d| d.count())
-                .unwrap_or(0)
-        };
+        let left = || std::fs::read_dir(&data).map(|d| d.count()).unwrap_or(0);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while left() > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -345,11 +343,7 @@ mod tests {
             &path,
             &[batch(Arc::new(UInt64Array::from(vec![0u64, 1, 2])))],
         );
-        let store = dir.path().join("store");
-        let into = CopyInto {
-            root: store.clone(),
-            dir: store.join("data"),
-        };
+        let (_, into) = copy_into(dir.path(), "data");
         let out = check(
             &path,
             0,
