@@ -235,6 +235,77 @@ pub enum RuntimeError {
         /// The object.
         location: String,
     },
+    /// An [`AccessGrant`](crate::AccessGrant) with nothing to read or write has no session policy.
+    #[error(
+        "the access grant for bucket {bucket} allows nothing: add the objects it reads or the prefixes it writes under"
+    )]
+    EmptyAccessGrant {
+        /// The grant's bucket.
+        bucket: String,
+    },
+    /// A session policy longer than STS accepts.
+    #[error(
+        "the session policy is {length} characters, more than the {limit} STS accepts: grant coarser patterns (one `prefix/*` instead of many keys)"
+    )]
+    SessionPolicyTooLarge {
+        /// The policy's length in characters.
+        length: usize,
+        /// The most STS accepts.
+        limit: usize,
+    },
+    /// A role session name STS would refuse.
+    #[error(
+        "invalid role session name {name:?}: use 2 to 64 ASCII letters, digits or any of + = , . @ _ -"
+    )]
+    InvalidSessionName {
+        /// The rejected name.
+        name: String,
+    },
+    /// A session duration outside what STS grants.
+    #[error("a session of {seconds} s cannot be assumed: STS grants {min} to {max} s")]
+    SessionDurationOutOfRange {
+        /// The requested duration in whole seconds.
+        seconds: u64,
+        /// The shortest STS grants.
+        min: u64,
+        /// The longest STS grants.
+        max: u64,
+    },
+    /// No base credentials to sign the STS call with.
+    #[error(
+        "no credentials to call STS with: {variable} is not set (set it or give the credentials to StsConfig::with_credentials)"
+    )]
+    NoBaseCredentials {
+        /// The missing environment variable.
+        variable: &'static str,
+    },
+    /// STS refused `AssumeRole` with an error of its own (a bad signature, an unknown key, no
+    /// permission to assume the role, an invalid policy...).
+    #[error("STS at {endpoint} refused to assume {role_arn}: {code} (HTTP {status}): {message}")]
+    AssumeRoleRejected {
+        /// The STS endpoint.
+        endpoint: String,
+        /// The role.
+        role_arn: String,
+        /// The HTTP status.
+        status: u16,
+        /// STS's error code, e.g. `AccessDenied`, `InvalidClientTokenId`, `SignatureDoesNotMatch`,
+        /// `MalformedPolicyDocument`.
+        code: String,
+        /// STS's message.
+        message: String,
+    },
+    /// `AssumeRole` could not be asked or its answer was not STS's: an invalid endpoint, an
+    /// unreachable one, or an answer that is neither credentials nor an STS error.
+    #[error("could not assume {role_arn} through STS at {endpoint}: {reason}")]
+    AssumeRole {
+        /// The STS endpoint.
+        endpoint: String,
+        /// The role.
+        role_arn: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The daemon did not publish the TCP port of a TCP engine.
     #[error("container {container} has no host port published for its port {port}")]
     PortNotPublished {

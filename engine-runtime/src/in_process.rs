@@ -88,9 +88,11 @@ impl<E: Engine> InProcessRuntime<E> {
     }
 
     async fn start_in_process(&self, request: StartRequest) -> Result<EngineHandle, RuntimeError> {
+        // An engine in this process shares its environment: there is none of its own to set.
         let StartRequest {
             operation_id,
             folders,
+            environment: _,
         } = request;
         std::fs::create_dir_all(folders.output()).map_err(|source| RuntimeError::Io {
             action: "create the output folder",

@@ -8,7 +8,9 @@
 //! an in-process Unix socket). [`EngineRuntime::start`] returns an [`EngineHandle`]: a ready
 //! [`EngineClient`](engine_contract::EngineClient), the [`EngineIdentity`] to record (image id,
 //! binary hash, or name and version), the paths the engine sees, and [`EngineHandle::stop`].
-//! [`StagingArea`] brings remote inputs to local folders and uploads outputs. [`shutdown`] ends
+//! [`StagingArea`] brings remote inputs to local folders and uploads outputs;
+//! [`StsConfig::assume_role`] gets [`TemporaryCredentials`] limited to one transaction's
+//! [`AccessGrant`] for the stores and engines that touch them. [`shutdown`] ends
 //! every engine the process started (for its SIGTERM/SIGINT handler: a signalled process runs no
 //! destructors).
 //!
@@ -60,6 +62,7 @@ mod ownership;
 mod paths;
 mod process;
 mod runtime;
+mod scoped_credentials;
 mod shutdown;
 mod staging;
 
@@ -77,7 +80,11 @@ pub use in_process::InProcessRuntime;
 pub use operation::{OperationFolders, OperationId};
 pub use paths::{CONTAINER_INPUT_DIR, CONTAINER_OUTPUT_DIR};
 pub use process::{ProcessEndpoint, ProcessEngine, ProcessRuntime};
-pub use runtime::{EngineHandle, EngineIdentity, EngineRuntime, StartRequest};
+pub use runtime::{EngineEnvironment, EngineHandle, EngineIdentity, EngineRuntime, StartRequest};
+pub use scoped_credentials::{
+    AccessGrant, MAX_SESSION_DURATION, MIN_SESSION_DURATION, SESSION_POLICY_LIMIT, StsConfig,
+    TemporaryCredentials,
+};
 pub use shutdown::{ShutdownReport, live_containers, shutdown, wait_for_removals};
 pub use staging::{DataLocation, MULTIPART_THRESHOLD, PublishedObject, S3Config, StagingArea};
 

@@ -213,6 +213,7 @@ impl ProcessRuntime {
         let StartRequest {
             operation_id,
             folders,
+            environment,
         } = request;
         let sha256 = self.binary_sha256().await?;
         std::fs::create_dir_all(folders.output()).map_err(|source| RuntimeError::Io {
@@ -228,6 +229,7 @@ impl ProcessRuntime {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .envs(environment.vars().iter().map(|(k, v)| (k, v)))
             .kill_on_drop(true);
         die_with_parent(&mut command);
         let mut port_permit = None;

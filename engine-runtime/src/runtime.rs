@@ -41,6 +41,9 @@ pub struct StartRequest {
     pub operation_id: OperationId,
     /// The files it reads and writes.
     pub folders: OperationFolders,
+    /// Variables set in the engine's environment for this operation only (e.g. object-store
+    /// credentials scoped to the operation's objects).
+    pub environment: EngineEnvironment,
 }
 
 impl StartRequest {
@@ -49,7 +52,64 @@ impl StartRequest {
         Self {
             operation_id,
             folders,
+            environment: EngineEnvironment::default(),
         }
+    }
+
+    /// Sets these variables in the engine's environment.
+    #[must_use]
+    pub fn with_environment(mut self, environment: EngineEnvironment) -> Self {
+        self.environment = environment;
+        self
+    }
+}
+
+/// Environment variables for one engine operation. Their values may be secrets: `Debug` shows the
+/// names only.
+///
+/// ```
+/// use engine_runtime::EngineEnvironment;
+///
+/// let env = EngineEnvironment::default().with("AWS_SECRET_ACCESS_KEY", "s3cr3t");
+/// assert_eq!(env.vars()[0].1, "s3cr3t");
+/// assert!(!format!("{env:?}").contains("s3cr3t"));
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct EngineEnvironment(Vec<(String, String)>);
+
+impl EngineEnvironment {
+    /// Adds (or replaces) `name`.
+    #[must_use]
+    pub fn with(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let name = name.into();
+        self.0.retain(|(n, _)| *n != name);
+        self.0.push((name, value.into()));
+        self
+    }
+
+    /// The variables, in the order they were set.
+    pub fn vars(&self) -> &[(String, String)] {
+        &self.0
+    }
+
+    /// Whether no variable is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for EngineEnvironment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for EngineEnvironment {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        iter.into_iter()
+            .fold(Self::default(), |env, (k, v)| env.with(k, v))
     }
 }
 

@@ -95,6 +95,7 @@ pub struct S3Config {
     endpoint: String,
     region: String,
     credentials: Option<(String, String)>,
+    session_token: Option<String>,
 }
 
 impl fmt::Debug for S3Config {
@@ -104,6 +105,10 @@ impl fmt::Debug for S3Config {
             .field("endpoint", &self.endpoint)
             .field("region", &self.region)
             .field("credentials", &self.credentials.as_ref().map(|_| "<set>"))
+            .field(
+                "session_token",
+                &self.session_token.as_ref().map(|_| "<set>"),
+            )
             .finish()
     }
 }
@@ -117,6 +122,7 @@ impl S3Config {
             endpoint: endpoint.into(),
             region: "us-east-1".to_owned(),
             credentials: None,
+            session_token: None,
         }
     }
 
@@ -138,6 +144,14 @@ impl S3Config {
         self
     }
 
+    /// Sends this session token with the credentials, as temporary credentials need (e.g. a
+    /// [`TemporaryCredentials`](crate::TemporaryCredentials)'s `session_token`).
+    #[must_use]
+    pub fn with_session_token(mut self, token: impl Into<String>) -> Self {
+        self.session_token = Some(token.into());
+        self
+    }
+
     /// The store (path-style requests, plain HTTP allowed for local S3 servers).
     pub fn build(&self) -> Result<Arc<dyn ObjectStore>, RuntimeError> {
         let mut builder = object_store::aws::AmazonS3Builder::from_env()
@@ -150,6 +164,9 @@ impl S3Config {
             builder = builder
                 .with_access_key_id(key)
                 .with_secret_access_key(secret);
+        }
+        if let Some(token) = &self.session_token {
+            builder = builder.with_token(token);
         }
         builder
             .build()

@@ -3,6 +3,7 @@
 use tracing::Instrument;
 
 use crate::error::EngineError;
+use crate::exchange::Exchange;
 use crate::progress::ProgressSink;
 use crate::request::{
     DeriveProvenanceRequest, DeriveProvenanceSuccess, MigrateQueryRequest, MigrateQuerySuccess,
@@ -52,9 +53,15 @@ impl ReferenceEngine {
         progress: &dyn ProgressSink,
     ) -> Result<TransformSuccess, EngineError> {
         let span = tracing::info_span!("execute_transform", dataset = %request.dataset_alias, next_offset = request.next_offset, upgraded = self.sessions.is_upgraded());
-        crate::transform::execute_transform(&self.sessions, request, progress)
-            .instrument(span)
-            .await
+        async {
+            let (exchange, local) = Exchange::for_transform(request).await?;
+            let success =
+                crate::transform::execute_transform(&self.sessions, &local, progress).await?;
+            exchange.publish().await?;
+            Ok(success)
+        }
+        .instrument(span)
+        .await
     }
 
     /// ExecuteRawQuery: SQL over Parquet files seen as the table `input`.
@@ -68,9 +75,15 @@ impl ReferenceEngine {
             inputs = request.input_data_paths.len(),
             upgraded = self.sessions.is_upgraded()
         );
-        crate::raw_query::execute_raw_query(&self.sessions, request, progress)
-            .instrument(span)
-            .await
+        async {
+            let (exchange, local) = Exchange::for_raw_query(request)?;
+            let success =
+                crate::raw_query::execute_raw_query(&self.sessions, &local, progress).await?;
+            exchange.publish().await?;
+            Ok(success)
+        }
+        .instrument(span)
+        .await
     }
 
     /// ValidateQuery: the output schema for the inputs' schemas, without reading data.
@@ -91,9 +104,14 @@ impl ReferenceEngine {
         progress: &dyn ProgressSink,
     ) -> Result<MigrateQuerySuccess, EngineError> {
         let span = tracing::info_span!("migrate_query", dataset = %request.dataset_alias);
-        crate::migrate::migrate_query(request, progress)
-            .instrument(span)
-            .await
+        async {
+            let (exchange, local) = Exchange::for_migrate(request).await?;
+            let success = crate::migrate::migrate_query(&local, progress).await?;
+            exchange.publish().await?;
+            Ok(success)
+        }
+        .instrument(span)
+        .await
     }
 
     /// DeriveProvenance: the input offsets behind given output offsets of a map/filter step.

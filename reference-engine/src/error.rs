@@ -194,6 +194,16 @@ pub enum EngineError {
         /// What the upgrade reported.
         reason: String,
     },
+    /// An object store named by the request could not be reached or configured.
+    #[error("cannot {action} {url}: {reason}")]
+    ObjectStore {
+        /// The object or bucket URL.
+        url: String,
+        /// What the engine tried to do.
+        action: &'static str,
+        /// What the store reported.
+        reason: String,
+    },
     /// Arithmetic on the data left the representable range.
     #[error("{what} overflows")]
     Overflow {
@@ -245,6 +255,7 @@ impl EngineError {
             | Self::CheckpointRead { .. }
             | Self::CheckpointWrite { .. }
             | Self::SessionSetup { .. }
+            | Self::ObjectStore { .. }
             | Self::Overflow { .. }
             | Self::Arrow(_) => ErrorKind::Internal,
         }

@@ -19,6 +19,7 @@ use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, lit};
 
 use crate::error::EngineError;
+use crate::exchange;
 use crate::request::{DatasetVocabulary, OffsetInterval};
 
 /// Prefix of the internal table names of input scans.
@@ -31,8 +32,9 @@ pub(crate) struct InputSource {
     pub query_alias: String,
     /// The input's system column names.
     pub vocab: DatasetVocabulary,
-    /// Parquet files to read (data files, or the schema file when there is no new data).
-    pub files: Vec<PathBuf>,
+    /// Parquet files to read (data files, or the schema file when there is no new data): local paths or
+    /// `s3://` object URLs.
+    pub files: Vec<String>,
     /// Keep only records with an offset inside this interval; `None` keeps everything.
     pub offset_interval: Option<OffsetInterval>,
 }
@@ -57,9 +59,9 @@ impl InputSource {
             query_alias: input.query_alias.clone(),
             vocab: input.vocab.clone(),
             files: if has_data {
-                input.data_paths.iter().map(PathBuf::from).collect()
+                input.data_paths.clone()
             } else {
-                vec![PathBuf::from(&input.schema_file)]
+                vec![input.schema_file.clone()]
             },
             offset_interval: if has_data {
                 input.offset_interval
@@ -78,7 +80,7 @@ impl InputSource {
         Self {
             query_alias: query_alias.to_owned(),
             vocab: vocab.clone(),
-            files: vec![PathBuf::from(schema_file)],
+            files: vec![schema_file.to_owned()],
             offset_interval: None,
         }
     }
@@ -207,11 +209,12 @@ async fn register_input(
     Ok(input)
 }
 
-/// Opens Parquet files of any name as one table, declared sorted by `sorted_by` when given.
+/// Opens Parquet files of any name as one table, declared sorted by `sorted_by` when given. A file is a
+/// local path or an `s3://` object URL (read in place through a store registered for its bucket).
 pub(crate) async fn open_parquet(
     ctx: &SessionContext,
     alias: &str,
-    files: &[PathBuf],
+    files: &[String],
     sorted_by: Option<&str>,
 ) -> Result<Arc<ListingTable>, EngineError> {
     let Some(first) = files.first() else {
@@ -221,24 +224,38 @@ pub(crate) async fn open_parquet(
     };
     let mut urls = Vec::with_capacity(files.len());
     for file in files {
-        if !file.is_file() {
-            return Err(EngineError::InputFileMissing {
-                alias: alias.to_owned(),
-                path: file.clone(),
-            });
-        }
-        check_parquet_footer(file).map_err(|reason| EngineError::InputRead {
+        let footer_error = |reason| EngineError::InputRead {
             alias: alias.to_owned(),
-            path: file.clone(),
+            path: PathBuf::from(file),
             source: Box::new(datafusion::error::DataFusionError::Execution(reason)),
-        })?;
-        let absolute = std::path::absolute(file).map_err(|e| EngineError::InputRead {
-            alias: alias.to_owned(),
-            path: file.clone(),
-            source: Box::new(e.into()),
-        })?;
-        let url = ListingTableUrl::parse(absolute.to_string_lossy())
-            .map_err(|e| input_read(alias, std::slice::from_ref(file), e))?;
+        };
+        let url = match exchange::object_url(file)? {
+            Some(object) => {
+                exchange::register_store(ctx, &object)?;
+                exchange::check_parquet_footer(&object)
+                    .await
+                    .map_err(footer_error)?;
+                ListingTableUrl::parse(&object.url)
+                    .map_err(|e| input_read(alias, std::slice::from_ref(file), e))?
+            }
+            None => {
+                let path = Path::new(file);
+                if !path.is_file() {
+                    return Err(EngineError::InputFileMissing {
+                        alias: alias.to_owned(),
+                        path: path.to_path_buf(),
+                    });
+                }
+                check_parquet_footer(path).map_err(footer_error)?;
+                let absolute = std::path::absolute(path).map_err(|e| EngineError::InputRead {
+                    alias: alias.to_owned(),
+                    path: path.to_path_buf(),
+                    source: Box::new(e.into()),
+                })?;
+                ListingTableUrl::parse(absolute.to_string_lossy())
+                    .map_err(|e| input_read(alias, std::slice::from_ref(file), e))?
+            }
+        };
         urls.push(url);
     }
     // Strings as Utf8, as the session reads them: outputs carry classic types, and reading a view
@@ -256,7 +273,7 @@ pub(crate) async fn open_parquet(
         .await
         .map_err(|e| EngineError::InputRead {
             alias: alias.to_owned(),
-            path: first.clone(),
+            path: PathBuf::from(first),
             source: Box::new(e),
         })?;
     let table = ListingTable::try_new(config).map_err(|e| input_read(alias, files, e))?;
@@ -294,12 +311,12 @@ fn check_parquet_footer(path: &Path) -> Result<(), String> {
 
 fn input_read(
     alias: &str,
-    files: &[PathBuf],
+    files: &[String],
     error: datafusion::error::DataFusionError,
 ) -> EngineError {
     EngineError::InputRead {
         alias: alias.to_owned(),
-        path: files.first().cloned().unwrap_or_default(),
+        path: files.first().map(PathBuf::from).unwrap_or_default(),
         source: Box::new(error),
     }
 }

@@ -82,6 +82,7 @@
 pub mod changelog;
 mod engine;
 mod error;
+mod exchange;
 mod execute;
 mod inputs;
 mod migrate;

@@ -14,7 +14,7 @@ use crate::inputs::open_parquet;
 use crate::output::layout::{cast_to_schema, raw_query_schema};
 use crate::output::writer::ParquetOutput;
 use crate::progress::{Phase, ProgressSink};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::request::{RawQueryRequest, RawQuerySuccess, sql};
@@ -35,8 +35,7 @@ pub(crate) async fn execute_raw_query(
     let ctx = sessions.stateless()?;
     // Without input files there is no `input` table: the query may still read none (`SELECT 1`).
     if !request.input_data_paths.is_empty() {
-        let files: Vec<PathBuf> = request.input_data_paths.iter().map(PathBuf::from).collect();
-        let table = open_parquet(&ctx, RAW_INPUT_TABLE, &files, None).await?;
+        let table = open_parquet(&ctx, RAW_INPUT_TABLE, &request.input_data_paths, None).await?;
         ctx.register_table(TableReference::bare(RAW_INPUT_TABLE), table)
             .map_err(|e| EngineError::sql(None, e))?;
     }

@@ -416,6 +416,19 @@ impl Storage {
         }
     }
 
+    /// The bucket of an `s3://` storage (`None` for local storage and other stores): engines that read
+    /// and write the store directly are given `s3://<bucket>/<key>` URLs.
+    pub fn s3_bucket(&self) -> Option<&str> {
+        let rest = self.url.strip_prefix("s3://")?;
+        let bucket = rest.split('/').next().unwrap_or_default();
+        (!bucket.is_empty()).then_some(bucket)
+    }
+
+    /// The `s3://` URL of an object of an `s3://` storage.
+    pub fn s3_url(&self, path: &Path) -> Option<String> {
+        Some(format!("s3://{}/{path}", self.s3_bucket()?))
+    }
+
     /// The local folder of the storage, when it is local.
     pub fn local_root(&self) -> Option<&std::path::Path> {
         self.local_root.as_deref()
@@ -503,6 +516,16 @@ impl DatasetStore {
     /// The object path of a file (for staging from object stores).
     pub fn object_path(&self, kind: FileKind, hash: &Multihash) -> Path {
         self.file_path(kind, hash)
+    }
+
+    /// The object path of the folder of a kind of file (`<dataset>/data`, ...).
+    pub fn kind_prefix(&self, kind: FileKind) -> Path {
+        self.prefix.clone().join(kind.dir())
+    }
+
+    /// The workspace's storage.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
     }
 
     fn new_marker_path(&self) -> Path {

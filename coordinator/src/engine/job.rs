@@ -10,6 +10,7 @@ use engine_contract::model::{
 };
 use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
 
+use super::exchange::JobObjects;
 use super::identity::without_engine;
 use super::output::{CheckedOutput, CopyInto};
 
@@ -64,6 +65,10 @@ pub struct TransformJob {
     /// store is on this machine), so that the store takes the copy instead of reading the file again.
     /// Engines are not told.
     pub copy_output: Option<CopyInto>,
+    /// With `exchange: object-store`: the objects the engine reads and writes itself, given to it as URLs
+    /// instead of the paths above (then `data_paths` are empty and the local paths of the output and new
+    /// checkpoint are where the coordinator fetches what the engine wrote, for the contract's checks).
+    pub objects: Option<JobObjects>,
 }
 
 /// A Success of ExecuteTransform.
@@ -153,17 +158,47 @@ impl TransformJob {
             query_inputs: self
                 .inputs
                 .iter()
-                .map(|i| job_input(i, &path))
+                .enumerate()
+                .map(|(n, i)| match &self.objects {
+                    Some(objects) => Ok(object_input(i, objects, n)),
+                    None => job_input(i, &path),
+                })
                 .collect::<Result<_, E>>()?,
             next_offset: self.next_offset,
-            prev_checkpoint_path: self
-                .prev_checkpoint_path
-                .as_deref()
-                .map(&path)
-                .transpose()?,
-            new_checkpoint_path: path(&self.new_checkpoint_path)?,
-            new_data_path: path(&self.new_data_path)?,
+            prev_checkpoint_path: match &self.objects {
+                Some(objects) => objects.prev_checkpoint.as_ref().map(|k| objects.url(k)),
+                None => self
+                    .prev_checkpoint_path
+                    .as_deref()
+                    .map(&path)
+                    .transpose()?,
+            },
+            new_checkpoint_path: match &self.objects {
+                Some(objects) => objects.url(&objects.new_checkpoint()),
+                None => path(&self.new_checkpoint_path)?,
+            },
+            new_data_path: match &self.objects {
+                Some(objects) => objects.url(&objects.new_data()),
+                None => path(&self.new_data_path)?,
+            },
         })
+    }
+}
+
+/// An input as an engine that reads the store itself is given it: object URLs.
+fn object_input(i: &TransformJobInput, objects: &JobObjects, n: usize) -> TransformRequestInput {
+    let own = objects.inputs.get(n);
+    TransformRequestInput {
+        dataset_id: i.dataset_id,
+        dataset_alias: i.dataset_alias.clone(),
+        query_alias: i.query_alias.clone(),
+        vocab: i.vocab.clone(),
+        offset_interval: i.offset_interval,
+        data_paths: own
+            .map(|o| o.data.iter().map(|k| objects.url(k)).collect())
+            .unwrap_or_default(),
+        schema_file: own.map(|o| objects.url(&o.schema)).unwrap_or_default(),
+        explicit_watermarks: i.explicit_watermarks.clone(),
     }
 }
 
@@ -393,8 +428,11 @@ impl ProvenanceJob {
 }
 
 impl TransformJob {
-    /// Files the engine reads.
+    /// Files the engine reads (none when it reads the store itself).
     pub fn input_files(&self) -> Vec<PathBuf> {
+        if self.objects.is_some() {
+            return Vec::new();
+        }
         let mut files: Vec<PathBuf> = self
             .inputs
             .iter()

@@ -6,6 +6,7 @@ pub mod compat;
 pub mod contract;
 mod deadline;
 mod embedded;
+pub mod exchange;
 pub mod identity;
 pub mod job;
 mod logged;
@@ -128,6 +129,8 @@ pub enum EngineFailure {
 pub struct EngineHandle {
     identity: EngineIdentity,
     engine: Arc<dyn Engine>,
+    /// Whether transforms read and write the store themselves (`exchange: object-store`).
+    exchange: exchange::DataExchange,
 }
 
 impl EngineHandle {
@@ -146,7 +149,13 @@ impl EngineHandle {
         Self {
             identity,
             engine: Arc::new(engine),
+            exchange: exchange::DataExchange::Local,
         }
+    }
+
+    /// How the engine gets its data.
+    pub fn exchange(&self) -> exchange::DataExchange {
+        self.exchange
     }
 }
 
@@ -188,6 +197,14 @@ impl EngineResolver {
             }
             EngineRuntimeKind::Docker | EngineRuntimeKind::Podman => {
                 let podman = self.runtime == EngineRuntimeKind::Podman;
+                if cfg.exchange == exchange::DataExchange::ObjectStore {
+                    return Err(missing(
+                        if podman { "podman" } else { "docker" },
+                        &format!(
+                            "`engines.{name}.exchange: object-store` needs an engine that reaches the object store; Weir's engine containers have no network (use --engine process, or `exchange: local`)"
+                        ),
+                    ));
+                }
                 let image = cfg.image.ok_or_else(|| {
                     missing(
                         if podman { "podman" } else { "docker" },
@@ -219,12 +236,17 @@ impl EngineResolver {
             runtime: "process".into(),
             reference: format!("sha256:{digest}"),
         };
-        let engine = runtime::RuntimeEngine::process(name, &path, port, args, self.deadline);
-        Ok(EngineHandle::layered(
-            identity,
-            engine,
-            runtime::outer_limit(self.deadline),
-        ))
+        let mut engine = runtime::RuntimeEngine::process(name, &path, port, args, self.deadline);
+        let cfg = self.config.get(name).cloned().unwrap_or_default();
+        if cfg.exchange == exchange::DataExchange::ObjectStore {
+            engine = engine.with_exchange(exchange::ObjectExchange {
+                assume_role: cfg.assume_role.clone(),
+            });
+        }
+        let mut handle =
+            EngineHandle::layered(identity, engine, runtime::outer_limit(self.deadline));
+        handle.exchange = cfg.exchange;
+        Ok(handle)
     }
 
     fn container(

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use engine_contract::ClientError;
+use engine_runtime::EngineEnvironment;
 use engine_runtime::{
     ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineEndpoint, EngineRuntime,
     OperationFolders, OperationId, ProcessEndpoint, ProcessEngine, ProcessRuntime, RuntimeConfig,
@@ -14,6 +15,7 @@ use engine_runtime::{
 };
 
 use super::contract::ContractViolation;
+use super::exchange::ObjectExchange;
 use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
     TransformReport, ValidateJob, ValidateReport, output_dir,
@@ -59,6 +61,8 @@ enum Source {
 pub struct RuntimeEngine {
     name: String,
     source: Source,
+    /// `exchange: object-store`: transforms read and write the store themselves.
+    exchange: Option<ObjectExchange>,
 }
 
 impl RuntimeEngine {
@@ -80,7 +84,16 @@ impl RuntimeEngine {
         Self {
             name: name.to_string(),
             source: Source::Ready(Arc::new(runtime)),
+            exchange: None,
         }
+    }
+
+    /// Gives transforms whose job names objects ([`TransformJob::objects`]) the environment `exchange`
+    /// makes for them.
+    #[must_use]
+    pub fn with_exchange(mut self, exchange: ObjectExchange) -> Self {
+        self.exchange = Some(exchange);
+        self
     }
 
     /// A container image pinned by digest, on Docker or Podman, served on a Unix socket, or on TCP `port`.
@@ -115,6 +128,7 @@ impl RuntimeEngine {
                 endpoint,
                 config,
             },
+            exchange: None,
         }
     }
 
@@ -150,6 +164,7 @@ impl RuntimeEngine {
         engine: &str,
         inputs: &[PathBuf],
         output: &Path,
+        environment: EngineEnvironment,
     ) -> Result<Started, EngineFailure> {
         let mut folders = OperationFolders::new(output);
         let mut mounted: BTreeMap<OsString, PathBuf> = BTreeMap::new();
@@ -173,7 +188,9 @@ impl RuntimeEngine {
         let handle = self
             .runtime(engine)
             .await?
-            .start(StartRequest::new(OperationId::generate(), folders))
+            .start(
+                StartRequest::new(OperationId::generate(), folders).with_environment(environment),
+            )
             .await
             .map_err(|e| failure(engine, e))?;
         Ok(Started {
@@ -197,7 +214,25 @@ impl RuntimeEngine {
     where
         F: Future<Output = (engine_runtime::EngineHandle, Result<T, RuntimeError>)>,
     {
-        let started = self.start(&self.name, inputs, out_dir).await?;
+        self.operation_with(inputs, out_dir, EngineEnvironment::default(), request, call)
+            .await
+    }
+
+    /// [`Self::operation`] with variables set in the engine's environment.
+    async fn operation_with<R, T, F>(
+        &self,
+        inputs: &[PathBuf],
+        out_dir: &Path,
+        environment: EngineEnvironment,
+        request: impl FnOnce(
+            &dyn Fn(&Path) -> Result<String, EngineFailure>,
+        ) -> Result<R, EngineFailure>,
+        call: impl FnOnce(engine_runtime::EngineHandle, R) -> F,
+    ) -> Result<T, EngineFailure>
+    where
+        F: Future<Output = (engine_runtime::EngineHandle, Result<T, RuntimeError>)>,
+    {
+        let started = self.start(&self.name, inputs, out_dir, environment).await?;
         let request = request(&|p| started.engine_path(p))?;
         let Started { handle, .. } = started;
         let (handle, result) = call(handle, request).await;
@@ -216,10 +251,28 @@ impl Engine for RuntimeEngine {
     ) -> EngineFuture<'a, TransformReport> {
         Box::pin(async move {
             let total = Some(job.input_records());
+            let environment = match (&job.objects, &self.exchange) {
+                (None, _) => EngineEnvironment::default(),
+                (Some(objects), Some(exchange)) => {
+                    exchange
+                        .environment(&self.name, objects, &job.dataset_alias)
+                        .await?
+                }
+                (Some(_), None) => {
+                    return Err(EngineFailure::NotConfigured {
+                        engine: self.name.clone(),
+                        runtime: "process".into(),
+                        hint:
+                            "the job names objects but the engine has no `exchange: object-store`"
+                                .into(),
+                    });
+                }
+            };
             let success = self
-                .operation(
+                .operation_with(
                     &job.input_files(),
                     &job.output_dir(),
+                    environment,
                     |path| job.request(path),
                     |handle, request| async move {
                         let r = handle
@@ -235,8 +288,20 @@ impl Engine for RuntimeEngine {
                         (handle, r)
                     },
                 )
-                .await?;
-            Ok(success.into())
+                .await;
+            if let Some(objects) = &job.objects {
+                match &success {
+                    Ok(_) => objects
+                        .fetch_outputs(&job.new_data_path, &job.new_checkpoint_path)
+                        .await
+                        .map_err(|message| EngineFailure::Output {
+                            engine: self.name.clone(),
+                            message,
+                        })?,
+                    Err(_) => objects.remove_outputs().await,
+                }
+            }
+            Ok(success?.into())
         })
     }
 
@@ -364,7 +429,9 @@ impl Engine for RuntimeEngine {
     fn conformance<'a>(&'a self, dir: &'a Path) -> EngineFuture<'a, ConformanceReport> {
         Box::pin(async move {
             let engine = self.name.as_str();
-            let Started { handle, .. } = self.start(engine, &[], dir).await?;
+            let Started { handle, .. } = self
+                .start(engine, &[], dir, EngineEnvironment::default())
+                .await?;
             let engine_dir = handle.engine_path(dir).map_err(|e| failure(engine, e))?;
             let address = handle.client().address().clone();
             let options = engine_contract::conformance::ConformanceOptions::new(engine).with_data(

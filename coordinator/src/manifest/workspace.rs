@@ -27,6 +27,17 @@ pub struct EngineConfig {
     /// Arguments of the engine binary (`--engine process`), before any Weir adds.
     #[serde(default)]
     pub args: Vec<String>,
+    /// How the engine gets its data: `local` (the default: inputs staged as local files, mounted into a
+    /// container) or `object-store`: the engine is given `s3://` URLs of the inputs and checkpoint where
+    /// the storage keeps them and of where to write its output and new checkpoint, and reads and writes
+    /// them itself (needs `storage: s3://...`).
+    #[serde(default)]
+    pub exchange: crate::engine::exchange::DataExchange,
+    /// With `exchange: object-store`: the IAM role the coordinator assumes for each transaction (STS
+    /// AssumeRole), with a session policy granting that transaction's objects only; the engine is given
+    /// those temporary credentials instead of the coordinator's.
+    #[serde(default)]
+    pub assume_role: Option<String>,
 }
 
 /// `weir.yaml`.

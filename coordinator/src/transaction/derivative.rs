@@ -2,6 +2,7 @@
 //! check its output against the contract and store it.
 
 use super::*;
+use object_store::ObjectStoreExt;
 
 impl Context {
     /// Plans the next transform step of a derivative: `None` when its inputs have nothing new.
@@ -242,9 +243,16 @@ impl Context {
         let dir = self.scratch(name)?;
         let progress = &self.progress;
         progress.phase(Phase::Stage);
-        let job = self
-            .stage_step(store, name, id, plan, vocab, system_time, dir.path())
-            .await?;
+        let job = match engine.exchange() {
+            DataExchange::Local => {
+                self.stage_step(store, name, id, plan, vocab, system_time, dir.path())
+                    .await?
+            }
+            DataExchange::ObjectStore => {
+                self.object_step(store, name, id, plan, vocab, system_time, dir.path())
+                    .await?
+            }
+        };
         self.run_staged(store, chain, name, engine, vocab, job, dir)
             .await
     }
@@ -262,6 +270,24 @@ impl Context {
         system_time: DateTime<Utc>,
         dir: &Path,
     ) -> Result<TransformJob, TxError> {
+        self.build_job(store, name, id, plan, vocab, system_time, dir, true)
+            .await
+    }
+
+    /// The job of a planned step, its input files staged into `dir` when `stage_files` (else it names no
+    /// file: [`Self::object_step`] names objects).
+    #[allow(clippy::too_many_arguments)]
+    async fn build_job(
+        &self,
+        store: &DatasetStore,
+        name: &str,
+        id: DatasetId,
+        plan: &TransformPlan,
+        vocab: &DatasetVocabulary,
+        system_time: DateTime<Utc>,
+        dir: &Path,
+        stage_files: bool,
+    ) -> Result<TransformJob, TxError> {
         let mut inputs = Vec::new();
         for i in &plan.inputs {
             let in_store = self.storage.dataset(&i.name);
@@ -275,7 +301,9 @@ impl Context {
             let mut data_paths = Vec::new();
             // The schema slice (the input's first) is often among the slices staged here: checked once.
             let mut schema_slice_staged = None;
-            if let Some(iv) = interval {
+            if let Some(iv) = interval
+                && stage_files
+            {
                 for s in i.chain.data_slices() {
                     if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
                         let staged = stage(
@@ -293,14 +321,18 @@ impl Context {
                     }
                 }
             }
-            let schema_file = schema_file(
-                &in_store,
-                &i.name,
-                &i.schema_slice,
-                schema_slice_staged.as_deref(),
-                dir,
-            )
-            .await?;
+            let schema_file = if stage_files {
+                schema_file(
+                    &in_store,
+                    &i.name,
+                    &i.schema_slice,
+                    schema_slice_staged.as_deref(),
+                    dir,
+                )
+                .await?
+            } else {
+                PathBuf::new()
+            };
             let in_vocab =
                 DatasetVocabulary::from(&i.chain.summary.vocab.clone().unwrap_or_default());
             let blocks = match i.prev_block {
@@ -337,7 +369,7 @@ impl Context {
         }
         let prev_checkpoint_path = match &plan.prev_checkpoint {
             // A replay knows only the hash of the checkpoint it resumes from (size 0).
-            Some(c) => Some(
+            Some(c) if stage_files => Some(
                 stage(
                     store,
                     FileKind::Checkpoint,
@@ -347,7 +379,7 @@ impl Context {
                 )
                 .await?,
             ),
-            None => None,
+            _ => None,
         };
         let out_dir = dir.join("out");
         std::fs::create_dir_all(&out_dir).map_err(|e| TxError::Scratch {
@@ -369,7 +401,104 @@ impl Context {
             copy_output: store
                 .local_dir(FileKind::Data)
                 .map(|(root, dir)| output::CopyInto { root, dir }),
+            objects: None,
         })
+    }
+
+    /// The job of a planned step for an engine that reads and writes the store itself
+    /// (`exchange: object-store`): URLs of the input slices and the checkpoint where the storage keeps
+    /// them, each checked to be there with its recorded size; a schema file per input written under the
+    /// operation's own prefix; the output and new checkpoint fetched after the engine into `dir`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn object_step(
+        &self,
+        store: &DatasetStore,
+        name: &str,
+        id: DatasetId,
+        plan: &TransformPlan,
+        vocab: &DatasetVocabulary,
+        system_time: DateTime<Utc>,
+        dir: &Path,
+    ) -> Result<TransformJob, TxError> {
+        let storage = store.storage();
+        let Some(bucket) = storage.s3_bucket() else {
+            return Err(TxError::Scratch {
+                dataset: name.into(),
+                message: format!(
+                    "the engine is configured with `exchange: object-store`, but the storage ({}) is not an `s3://` URL: set `storage: s3://bucket/prefix` in weir.yaml, or `exchange: local`",
+                    storage.url()
+                ),
+            });
+        };
+        let mut job = self
+            .build_job(store, name, id, plan, vocab, system_time, dir, false)
+            .await?;
+        let object_store = storage.object_store();
+        let operation = engine_runtime::OperationId::generate();
+        let out_prefix = storage.path(&format!(".exchange/{}", operation.as_str()));
+        let mut inputs = Vec::with_capacity(plan.inputs.len());
+        let mut sizes = Vec::new();
+        for (n, i) in plan.inputs.iter().enumerate() {
+            let in_store = self.storage.dataset(&i.name);
+            let interval = job.inputs[n].offset_interval;
+            let mut data = Vec::new();
+            if let Some(iv) = interval {
+                for s in i.chain.data_slices() {
+                    if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
+                        let key = in_store.object_path(FileKind::Data, &s.physical_hash);
+                        sizes.push((key.clone(), s.size));
+                        data.push(key);
+                    }
+                }
+            }
+            let schema_key = out_prefix.clone().join(format!("schema-{n}"));
+            let schema = crate::ingest::schema::slice_schema(&in_store, &i.schema_slice)
+                .await
+                .map_err(|e| ingest_err(&i.name, e))?;
+            let empty = empty_parquet(&schema).map_err(|message| TxError::Scratch {
+                dataset: name.into(),
+                message: format!("writing the schema file of input `{}`: {message}", i.name),
+            })?;
+            object_store
+                .put(&schema_key, empty.into())
+                .await
+                .map_err(|e| TxError::Scratch {
+                    dataset: name.into(),
+                    message: format!("writing {}: {e}", storage.display(&schema_key)),
+                })?;
+            inputs.push(InputObjects {
+                data,
+                schema: schema_key,
+                data_prefix: in_store.kind_prefix(FileKind::Data),
+            });
+        }
+        let prev_checkpoint = plan.prev_checkpoint.as_ref().map(|c| {
+            let key = store.object_path(FileKind::Checkpoint, &c.physical_hash);
+            if c.size > 0 {
+                sizes.push((key.clone(), c.size));
+            }
+            key
+        });
+        let objects = JobObjects {
+            store: object_store,
+            bucket: bucket.to_owned(),
+            inputs,
+            prev_checkpoint,
+            checkpoint_prefix: store.kind_prefix(FileKind::Checkpoint),
+            out_prefix,
+        };
+        if let Err(message) = objects.check_inputs(&sizes).await {
+            objects.remove_outputs().await;
+            return Err(TxError::Scratch {
+                dataset: name.into(),
+                message: format!(
+                    "an input in the storage is not what the chain records: {message}"
+                ),
+            });
+        }
+        job.copy_output = None;
+        job.objects = Some(objects);
+        Ok(job)
     }
 
     /// Runs a staged step and checks its output against the contract.

@@ -24,6 +24,7 @@ use crate::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use crate::chain::validate::ChainSummary;
 use crate::data::{self, DataError};
 use crate::engine::contract::ContractViolation;
+use crate::engine::exchange::{DataExchange, InputObjects, JobObjects};
 use crate::engine::identity::{self, EngineIdentity};
 use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::output;
@@ -284,6 +285,19 @@ pub async fn schema_file(
             .map_err(|e| scratch(e.to_string()))?;
     writer.close().map_err(|e| scratch(e.to_string()))?;
     Ok(path)
+}
+
+/// An empty Parquet file of `schema`, in memory (a schema file written to an object store).
+fn empty_parquet(schema: &arrow::datatypes::SchemaRef) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    let writer = parquet::arrow::ArrowWriter::try_new(
+        &mut bytes,
+        schema.clone(),
+        Some(data::writer_properties()),
+    )
+    .map_err(|e| e.to_string())?;
+    writer.close().map_err(|e| e.to_string())?;
+    Ok(bytes)
 }
 
 fn last_execute_transform(chain: &Chain) -> Option<&ExecuteTransform> {

@@ -193,6 +193,7 @@ impl ContainerRuntime {
         let StartRequest {
             operation_id,
             folders,
+            environment,
         } = request;
         let digest = self.resolve_image().await?;
         let mapping = PathMapping::container(&folders)?;
@@ -221,11 +222,18 @@ impl ContainerRuntime {
             }
         };
         let name = labels::container_name(&self.engine.name, &operation_id);
+        let env: Vec<String> = self
+            .engine
+            .env
+            .iter()
+            .cloned()
+            .chain(environment.vars().iter().map(|(k, v)| format!("{k}={v}")))
+            .collect();
         let body = sandbox::create_body(ContainerPlan {
             image_id: &digest.id,
             endpoint: self.engine.endpoint,
             command: self.engine.command.clone(),
-            env: &self.engine.env,
+            env: &env,
             policy: &self.engine.sandbox,
             user,
             mounts: mapping.mounts(),
