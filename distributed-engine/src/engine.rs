@@ -53,6 +53,9 @@ pub fn distributed_engine(cluster: &ClusterConfig) -> ReferenceEngine {
     let partitions = cluster.partitions.get();
     ReferenceEngine::with_session_upgrade(Arc::new(move |mut state: SessionState| {
         state.config_mut().options_mut().execution.target_partitions = partitions;
+        // Read per operation: an engine started for one transaction has that transaction's
+        // credentials in its environment.
+        crate::job_store::with_job_store_settings(state.config_mut())?;
         state.upgrade_for_ballista(url.clone())
     }))
 }

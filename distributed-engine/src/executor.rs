@@ -55,6 +55,11 @@ impl ExecutorOptions {
             work_dir: Some(self.work_dir.to_string_lossy().into_owned()),
             print_thread_info: false,
             executor_heartbeat_interval_seconds: self.heartbeat.as_secs().max(1),
+            override_config_producer: Some(Arc::new(crate::job_store::job_session_config)),
+            override_runtime_producer: Some({
+                let work_dir = self.work_dir.clone();
+                Arc::new(move |config: &_| crate::job_store::executor_runtime(config, &work_dir))
+            }),
             ..ExecutorProcessConfig::default()
         }
     }

@@ -5,6 +5,7 @@ mod cluster;
 mod engine;
 mod error;
 mod executor;
+mod job_store;
 mod local;
 mod scheduler;
 

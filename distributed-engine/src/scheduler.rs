@@ -52,7 +52,9 @@ impl SchedulerOptions {
             .with_task_distribution(TaskDistributionPolicy::RoundRobin)
             .with_enable_embedded_flight_proxy(true)
             .with_finished_job_data_clean_up_interval_seconds(self.job_data_ttl.as_secs())
-            .with_no_executors_grace_period_seconds(executor_timeout);
+            .with_no_executors_grace_period_seconds(executor_timeout)
+            .with_override_config_producer(Arc::new(crate::job_store::job_session_config))
+            .with_override_session_builder(Arc::new(crate::job_store::scheduler_session));
         config.bind_host = self.bind.ip().to_string();
         config.executor_timeout_seconds = executor_timeout;
         config.expire_dead_executor_interval_seconds = (executor_timeout / 4).max(1);
