@@ -738,6 +738,55 @@ impl DatasetStore {
         Ok((hash, size))
     }
 
+    /// Stores the object `from` of the same store, whose bytes are the local file `local` (downloaded and
+    /// checked), under its content hash: `local` is hashed, and the object copied inside the store (S3
+    /// CopyObject), so the bytes are not uploaded again; objects over CopyObject's 5 GiB limit, and local
+    /// storage, take `local` as [`Self::put_file_from`] does. Returns the hash and the size.
+    pub async fn put_file_copied(
+        &self,
+        kind: FileKind,
+        local: &std::path::Path,
+        from: &Path,
+    ) -> Result<(Multihash, u64), StoreError> {
+        const COPY_LIMIT: u64 = 5 << 30;
+        let size = std::fs::metadata(local)
+            .map_err(|source| StoreError::LocalIo {
+                operation: "read",
+                path: local.display().to_string(),
+                source,
+            })?
+            .len();
+        if self.storage.local_root.is_some() || size > COPY_LIMIT {
+            return self.put_file_from(kind, local).await;
+        }
+        let src = local.to_path_buf();
+        let hash = tokio::task::spawn_blocking(move || {
+            let mut hasher = odf::Sha3Hasher::new();
+            std::io::copy(&mut std::fs::File::open(&src)?, &mut hasher)?;
+            Ok::<_, std::io::Error>(hasher.finish())
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|source| StoreError::LocalIo {
+            operation: "read",
+            path: local.display().to_string(),
+            source,
+        })?;
+        let path = self.file_path(kind, &hash);
+        self.storage
+            .store
+            .copy(from, &path)
+            .await
+            .map_err(|source| StoreError::Io {
+                operation: "copy",
+                path: path.to_string(),
+                source,
+            })?;
+        debug!(dataset = %self.name, %from, %path, size, "copied inside the store");
+        Ok((hash, size))
+    }
+
     /// Uploads the local file `src` to `path` in the object store, in parts; returns its size.
     async fn upload(&self, path: &Path, src: &std::path::Path) -> Result<u64, StoreError> {
         let local = |operation: &'static str| {

@@ -11,7 +11,8 @@
 //!   environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`).
 //!
 //! The coordinator then reads the output once, as it reads any engine's output: it downloads it for
-//! the contract's checks and hashing, stores it under its hash, and removes the exchange prefix.
+//! the contract's checks and hashing, then stores it under its hash by a copy inside the store (S3
+//! CopyObject: the bytes are not uploaded again), and removes the exchange prefix.
 //! What the engine reads is not hashed on its way to the engine (the coordinator does not see those
 //! bytes): each input object's size is checked against the chain before the engine is started, and
 //! `weir verify` checks every byte.
@@ -118,15 +119,12 @@ impl JobObjects {
     }
 
     /// Downloads what the engine wrote to the local files the contract layer checks (an object the
-    /// engine did not write stays absent), then removes the operation's prefix.
+    /// engine did not write stays absent). The objects stay: the store takes them by a copy inside the
+    /// store ([`crate::chain::store::DatasetStore::put_file_copied`]); whoever holds the run removes
+    /// the prefix afterwards ([`Self::remove_outputs`]).
     pub async fn fetch_outputs(&self, data: &Path, checkpoint: &Path) -> Result<(), String> {
-        let fetched = async {
-            download_if_present(self.store.as_ref(), &self.new_data(), data).await?;
-            download_if_present(self.store.as_ref(), &self.new_checkpoint(), checkpoint).await
-        }
-        .await;
-        self.remove_outputs().await;
-        fetched
+        download_if_present(self.store.as_ref(), &self.new_data(), data).await?;
+        download_if_present(self.store.as_ref(), &self.new_checkpoint(), checkpoint).await
     }
 
     /// Removes the operation's prefix: what the engine wrote and the schema files (best effort: a
@@ -318,7 +316,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn outputs_are_fetched_then_removed_and_absent_ones_stay_absent() {
+    async fn outputs_are_fetched_and_kept_until_removed_and_absent_ones_stay_absent() {
         let o = objects();
         o.store.put(&o.new_data(), "rows".into()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -329,6 +327,11 @@ mod tests {
         o.fetch_outputs(&data, &checkpoint).await.unwrap();
         assert_eq!(std::fs::read(&data).unwrap(), b"rows");
         assert!(!checkpoint.exists());
+        assert!(
+            o.store.head(&o.new_data()).await.is_ok(),
+            "kept for the store's copy"
+        );
+        o.remove_outputs().await;
         assert!(matches!(
             o.store.head(&o.new_data()).await,
             Err(object_store::Error::NotFound { .. })

@@ -290,16 +290,22 @@ impl Engine for RuntimeEngine {
                 )
                 .await;
             if let Some(objects) = &job.objects {
-                match &success {
-                    Ok(_) => objects
-                        .fetch_outputs(&job.new_data_path, &job.new_checkpoint_path)
-                        .await
-                        .map_err(|message| EngineFailure::Output {
-                            engine: self.name.clone(),
-                            message,
-                        })?,
-                    Err(_) => objects.remove_outputs().await,
+                // On success the objects stay for the store to copy; the transaction removes them.
+                let fetched = match &success {
+                    Ok(_) => {
+                        objects
+                            .fetch_outputs(&job.new_data_path, &job.new_checkpoint_path)
+                            .await
+                    }
+                    Err(_) => Ok(()),
+                };
+                if success.is_err() || fetched.is_err() {
+                    objects.remove_outputs().await;
                 }
+                fetched.map_err(|message| EngineFailure::Output {
+                    engine: self.name.clone(),
+                    message,
+                })?;
             }
             Ok(success?.into())
         })

@@ -147,6 +147,24 @@ impl Context {
         let run = self
             .run_engine(store, chain, name, id, plan, engine, vocab, system_time)
             .await?;
+        let stored = self.store_run(store, chain, name, plan, engine, &run).await;
+        // What an engine wrote to the store itself has been copied into place (or is not wanted).
+        if let Some(objects) = &run.objects {
+            objects.remove_outputs().await;
+        }
+        stored
+    }
+
+    /// Stores a run's data and checkpoint (not the block) and returns the step's event.
+    async fn store_run(
+        &self,
+        store: &DatasetStore,
+        chain: &Chain,
+        name: &str,
+        plan: &TransformPlan,
+        engine: &EngineHandle,
+        run: &EngineRun,
+    ) -> Result<(ExecuteTransform, Option<MetadataEvent>, Duration), TxError> {
         let violation = |violation| TxError::Engine {
             dataset: name.to_string(),
             source: EngineFailure::Contract {
@@ -175,7 +193,14 @@ impl Context {
                             )
                             .await?
                     }
-                    None => store.put_file_from(FileKind::Data, &out.file).await?,
+                    None => match &run.objects {
+                        Some(objects) => {
+                            store
+                                .put_file_copied(FileKind::Data, &out.file, &objects.new_data())
+                                .await?
+                        }
+                        None => store.put_file_from(FileKind::Data, &out.file).await?,
+                    },
                 };
                 Some(DataSlice {
                     logical_hash: out.logical_hash,
@@ -192,7 +217,14 @@ impl Context {
         fault::point("after-data", name);
         let new_checkpoint = match &run.checkpoint {
             Some(path) => {
-                let (physical_hash, size) = store.put_file_from(FileKind::Checkpoint, path).await?;
+                let (physical_hash, size) = match &run.objects {
+                    Some(objects) => {
+                        store
+                            .put_file_copied(FileKind::Checkpoint, path, &objects.new_checkpoint())
+                            .await?
+                    }
+                    None => store.put_file_from(FileKind::Checkpoint, path).await?,
+                };
                 Some(Checkpoint {
                     physical_hash,
                     size,
@@ -527,21 +559,26 @@ impl Context {
         };
         progress.phase(Phase::Engine);
         let started = Instant::now();
-        let report = engine
-            .transform(&job, progress)
-            .await
-            .map_err(|source| TxError::Engine {
-                dataset: name.into(),
-                source,
-            })?;
-        let (output, took) = report
-            .written
-            .checked(&engine.identity().name)
-            .map_err(|source| TxError::Engine {
-                dataset: name.into(),
-                source,
-            })?;
-        let output = output.cloned();
+        let checked = async {
+            let report = engine.transform(&job, progress).await?;
+            let (output, took) = report.written.checked(&engine.identity().name)?;
+            let output = output.cloned();
+            Ok::<_, EngineFailure>((report, output, took))
+        }
+        .await;
+        let (report, output, took) = match checked {
+            Ok(checked) => checked,
+            Err(source) => {
+                // A rejected output is not stored: what the engine wrote to the store goes too.
+                if let Some(objects) = &job.objects {
+                    objects.remove_outputs().await;
+                }
+                return Err(TxError::Engine {
+                    dataset: name.into(),
+                    source,
+                });
+            }
+        };
         let engine_time = started.elapsed().saturating_sub(took);
         fault::point("after-read", name);
         let checkpoint = job
@@ -553,6 +590,7 @@ impl Context {
             output,
             checkpoint,
             engine_time,
+            objects: job.objects.clone(),
             _files: dir,
         })
     }
@@ -567,6 +605,9 @@ pub struct EngineRun {
     pub output: Option<output::CheckedOutput>,
     /// The checkpoint file.
     pub checkpoint: Option<PathBuf>,
+    /// With `exchange: object-store`: where the engine wrote them in the store, which the run's holder
+    /// removes once it has stored them ([`JobObjects::remove_outputs`]).
+    pub objects: Option<JobObjects>,
     /// Wall time of the engine's ExecuteTransform call alone (no staging, reading or checking).
     pub engine_time: Duration,
     /// The scratch folder holding the files above, removed when the run is dropped.
