@@ -1091,6 +1091,10 @@ impl CapturedLog {
             .with_writer(move || writer.clone())
             .finish();
         let guard = tracing::subscriber::set_default(subscriber);
+        // A warning's callsite first reached by another test's thread, which has no subscriber, has its
+        // interest cached as "never": have every callsite asked again now that this thread has one
+        // (otherwise a warning here is sometimes not captured when tests run in parallel).
+        tracing::callsite::rebuild_interest_cache();
         (log, guard)
     }
 
