@@ -1082,20 +1082,25 @@ pub struct CapturedLog(Arc<Mutex<Vec<u8>>>);
 
 impl CapturedLog {
     /// Start capturing warnings on this thread until the guard drops.
-    pub fn start() -> (Self, tracing::subscriber::DefaultGuard) {
+    ///
+    /// One global subscriber (installed on first use) writes each event to the capture of the thread it
+    /// is logged on, if any. A subscriber per thread (`set_default`) races with the other tests' threads
+    /// over tracing's global callsite interest and level caches, so a warning was sometimes not
+    /// captured when tests ran in parallel.
+    pub fn start() -> (Self, CaptureGuard) {
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::WARN)
+                .with_ansi(false)
+                .with_writer(ThreadCapture::current)
+                .finish();
+            // A test binary that installed another global subscriber keeps it (and captures nothing).
+            let _ = tracing::subscriber::set_global_default(subscriber);
+        });
         let log = CapturedLog::default();
-        let writer = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let guard = tracing::subscriber::set_default(subscriber);
-        // A warning's callsite first reached by another test's thread, which has no subscriber, has its
-        // interest cached as "never": have every callsite asked again now that this thread has one
-        // (otherwise a warning here is sometimes not captured when tests run in parallel).
-        tracing::callsite::rebuild_interest_cache();
-        (log, guard)
+        let previous = CAPTURE.with(|c| c.replace(Some(log.clone())));
+        (log, CaptureGuard { previous })
     }
 
     /// Everything captured so far.
@@ -1107,6 +1112,45 @@ impl CapturedLog {
     /// Forget what was captured so far.
     pub fn clear(&self) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+thread_local! {
+    /// The capture events logged on this thread go to.
+    static CAPTURE: std::cell::RefCell<Option<CapturedLog>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Ends a [`CapturedLog`] on its thread when dropped.
+pub struct CaptureGuard {
+    previous: Option<CapturedLog>,
+}
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CAPTURE.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+/// The writer of one event: this thread's capture, or nowhere.
+struct ThreadCapture(Option<CapturedLog>);
+
+impl ThreadCapture {
+    fn current() -> Self {
+        Self(CAPTURE.with(|c| c.borrow().clone()))
+    }
+}
+
+impl io::Write for ThreadCapture {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.0 {
+            Some(log) => log.write(buf),
+            None => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
