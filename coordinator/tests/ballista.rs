@@ -447,27 +447,12 @@ fn jobs_run(work_dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// Every record of `dataset` without `system_time` (the time of the pull) and, for `stations`, which
-/// has no event-time column, without `event_time` (the time of the ingest).
+/// Every record of `dataset`, comparable across pulls ([`common::comparable_records`]).
 fn records(cluster: &Cluster, ws: &Path, dataset: &str) -> Vec<Value> {
-    let json: Value = serde_json::from_str(
+    common::comparable_records(
         &cluster.ok(ws, &["--format", "json", "tail", dataset, "-n", "1000000"]),
+        dataset,
     )
-    .unwrap();
-    json["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            let r_mut = r.as_object_mut().unwrap();
-            r_mut.remove("system_time");
-            if dataset == "stations" {
-                r_mut.remove("event_time");
-            }
-            r
-        })
-        .collect()
 }
 
 #[test]

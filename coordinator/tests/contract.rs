@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, Output};
+use std::process::Output;
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
@@ -20,48 +20,11 @@ use parquet::arrow::ArrowWriter;
 /// The derivative the test engine computes.
 const DERIVED: &str = "numbers.out";
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap()
-}
-
 /// The test engine built for this machine (`cargo build -p weir-test-engine`), once per test binary,
 /// the way engine-runtime's tests build it.
 fn test_engine_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let output = StdCommand::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(workspace_root())
-            .args([
-                "build",
-                "--package",
-                "weir-test-engine",
-                "--bin",
-                "weir-test-engine",
-            ])
-            .output()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "building the test engine failed:\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .map(|p| {
-                if p.is_absolute() {
-                    p
-                } else {
-                    workspace_root().join(p)
-                }
-            })
-            .unwrap_or_else(|| workspace_root().join("target"));
-        Ok(target.join("debug").join("weir-test-engine"))
-    });
-    match built {
+    match BUILT.get_or_init(|| common::built_binary("weir-test-engine", "weir-test-engine")) {
         Ok(path) => path.clone(),
         Err(why) => panic!("{why}"),
     }

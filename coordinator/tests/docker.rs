@@ -163,28 +163,12 @@ fn use_image(ws: &Path, image: &str) {
     .unwrap();
 }
 
-/// Every record of `dataset` as JSON objects, without `system_time` (the time of the pull) and,
-/// for `stations`, which has no event-time column, without `event_time` (the time of the ingest).
+/// Every record of `dataset`, comparable across pulls ([`common::comparable_records`]).
 fn records(ws: &Path, dataset: &str) -> Vec<Value> {
-    let json: Value = serde_json::from_str(&ok(
-        ws,
-        &["--format", "json", "tail", dataset, "-n", "100000"],
-    ))
-    .unwrap();
-    json["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            let r_mut = r.as_object_mut().unwrap();
-            r_mut.remove("system_time");
-            if dataset == "stations" {
-                r_mut.remove("event_time");
-            }
-            r
-        })
-        .collect()
+    common::comparable_records(
+        &ok(ws, &["--format", "json", "tail", dataset, "-n", "100000"]),
+        dataset,
+    )
 }
 
 /// The engines recorded by the ExecuteTransform blocks of `dataset` (`weir log --format json`).

@@ -8,7 +8,6 @@ mod common;
 mod moto;
 
 use std::path::{Path, PathBuf};
-use std::process::Command as StdCommand;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -17,41 +16,10 @@ use serde_json::Value;
 
 const ROLE: &str = "arn:aws:iam::123456789012:role/weir-engine";
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap()
-}
-
 /// The reference engine's binary, built once per test binary.
 fn engine_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let output = StdCommand::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(workspace_root())
-            .args(["build", "-p", "reference-engine", "--bin", "weir-engine"])
-            .output()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !output.status.success() {
-            return Err(format!(
-                "building weir-engine failed:\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .map(|p| {
-                if p.is_absolute() {
-                    p
-                } else {
-                    workspace_root().join(p)
-                }
-            })
-            .unwrap_or_else(|| workspace_root().join("target"));
-        Ok(target.join("debug").join("weir-engine"))
-    });
-    match built {
+    match BUILT.get_or_init(|| common::built_binary("reference-engine", "weir-engine")) {
         Ok(path) => path.clone(),
         Err(why) => panic!("{why}"),
     }
@@ -104,26 +72,6 @@ fn configure(ws: &Path, bucket: &str, extra: &str) {
         ),
     )
     .unwrap();
-}
-
-/// Every record of `dataset` without `system_time` (the time of the pull) and, for `stations`, which
-/// has no event-time column, without `event_time` (the time of the ingest).
-fn records(out: &str, dataset: &str) -> Vec<Value> {
-    let json: Value = serde_json::from_str(out).unwrap();
-    json["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let mut r = r.clone();
-            let fields = r.as_object_mut().unwrap();
-            fields.remove("system_time");
-            if dataset == "stations" {
-                fields.remove("event_time");
-            }
-            r
-        })
-        .collect()
 }
 
 /// The object keys under `prefix` in `bucket` (S3 ListObjectsV2 over plain HTTP, as moto answers it).
@@ -216,7 +164,7 @@ fn a_pull_through_an_engine_that_reads_and_writes_s3_gives_the_embedded_engines_
         "readings.daily",
         "readings.hot-days",
     ] {
-        let got = records(
+        let got = common::comparable_records(
             &ok(
                 endpoint,
                 ws.path(),
@@ -225,7 +173,7 @@ fn a_pull_through_an_engine_that_reads_and_writes_s3_gives_the_embedded_engines_
             dataset,
         );
         assert!(!got.is_empty(), "{dataset} has no records");
-        let want = records(
+        let want = common::comparable_records(
             &common::ok(
                 embedded.path(),
                 &["--format", "json", "tail", dataset, "-n", "1000000"],

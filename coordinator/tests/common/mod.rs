@@ -74,3 +74,61 @@ pub fn head_and_records(dir: &Path, dataset: &str) -> (serde_json::Value, u64) {
         .clone();
     (d["head"].clone(), d["records"].as_u64().unwrap_or(0))
 }
+
+/// `weir --format json tail` output (`records` of `dataset`) without what differs between two pulls of
+/// the same data: `system_time` (the time of the pull) and, for `stations`, which has no event-time
+/// column, `event_time` (the time of the ingest).
+pub fn comparable_records(tail_json: &str, dataset: &str) -> Vec<serde_json::Value> {
+    let json: serde_json::Value = serde_json::from_str(tail_json).expect("tail json");
+    json["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Some(fields) = r.as_object_mut() {
+                fields.remove("system_time");
+                if dataset == "stations" {
+                    fields.remove("event_time");
+                }
+            }
+            r
+        })
+        .collect()
+}
+
+/// The workspace's root folder.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .expect("the coordinator lives in the workspace")
+}
+
+/// The debug binary `bin` of `package`, built with `cargo build` (once per call site's `OnceLock`):
+/// engine binaries the tests run as `--engine process`.
+pub fn built_binary(package: &str, bin: &str) -> Result<PathBuf, String> {
+    let output =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(workspace_root())
+            .args(["build", "--package", package, "--bin", bin])
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "building {bin} failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| {
+            if p.is_absolute() {
+                p
+            } else {
+                workspace_root().join(p)
+            }
+        })
+        .unwrap_or_else(|| workspace_root().join("target"));
+    Ok(target.join("debug").join(bin))
+}
