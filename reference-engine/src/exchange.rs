@@ -225,13 +225,14 @@ impl Exchange {
     pub(crate) async fn for_transform(
         request: &TransformRequest,
     ) -> Result<(Self, TransformRequest), EngineError> {
-        let mut exchange = Self::new("an ExecuteTransform");
         let mut local = request.clone();
-        if let Some(prev) = &request.prev_checkpoint_path {
-            local.prev_checkpoint_path = Some(exchange.download(prev, "prev-checkpoint").await?);
-        }
-        local.new_checkpoint_path = exchange.output(&request.new_checkpoint_path, "checkpoint")?;
-        local.new_data_path = exchange.output(&request.new_data_path, "data")?;
+        let exchange = Self::stateful(
+            "an ExecuteTransform",
+            &mut local.prev_checkpoint_path,
+            &mut local.new_checkpoint_path,
+            &mut local.new_data_path,
+        )
+        .await?;
         Ok((exchange, local))
     }
 
@@ -239,14 +240,31 @@ impl Exchange {
     pub(crate) async fn for_migrate(
         request: &MigrateQueryRequest,
     ) -> Result<(Self, MigrateQueryRequest), EngineError> {
-        let mut exchange = Self::new("a MigrateQuery");
         let mut local = request.clone();
-        if let Some(prev) = &request.prev_checkpoint_path {
-            local.prev_checkpoint_path = Some(exchange.download(prev, "prev-checkpoint").await?);
-        }
-        local.new_checkpoint_path = exchange.output(&request.new_checkpoint_path, "checkpoint")?;
-        local.new_data_path = exchange.output(&request.new_data_path, "data")?;
+        let exchange = Self::stateful(
+            "a MigrateQuery",
+            &mut local.prev_checkpoint_path,
+            &mut local.new_checkpoint_path,
+            &mut local.new_data_path,
+        )
+        .await?;
         Ok((exchange, local))
+    }
+
+    /// Makes an operation's previous checkpoint, new checkpoint and output local, in place.
+    async fn stateful(
+        operation: &'static str,
+        prev_checkpoint: &mut Option<String>,
+        new_checkpoint: &mut String,
+        new_data: &mut String,
+    ) -> Result<Self, EngineError> {
+        let mut exchange = Self::new(operation);
+        if let Some(prev) = prev_checkpoint.as_mut() {
+            *prev = exchange.download(prev, "prev-checkpoint").await?;
+        }
+        *new_checkpoint = exchange.output(new_checkpoint, "checkpoint")?;
+        *new_data = exchange.output(new_data, "data")?;
+        Ok(exchange)
     }
 
     /// The raw query request with its output made local.

@@ -43,8 +43,9 @@ pub async fn dataset_schema(
 }
 
 /// The Arrow schema of a stored slice, from its Parquet footer alone: on a local disk only the footer is
-/// read (records are neither read nor hashed: nothing of the file is handed on, and a footer that does not
-/// parse is an error); on an object store the file is fetched and checked against its hash.
+/// read, on an object store only the footer is fetched (two range reads, whatever the slice's size).
+/// Records are neither read nor hashed: nothing of the file is handed on, and a footer that does not parse
+/// is an error.
 pub async fn slice_schema(
     store: &DatasetStore,
     slice: &DataSlice,
@@ -62,18 +63,53 @@ pub async fn slice_schema(
                 .schema()
                 .clone()
         }
-        None => {
-            let bytes = store
-                .get_file(FileKind::Data, &slice.physical_hash)
+        None => Arc::new(
+            remote_footer_schema(store, slice)
                 .await
-                .map_err(IngestError::Store)?;
-            ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .map_err(parquet_err(context))?
-                .schema()
-                .clone()
-        }
+                .map_err(|message| {
+                    IngestError::Data(DataError::Column {
+                        message: format!(
+                            "{context}: {}: {message}",
+                            store.display_file(FileKind::Data, &slice.physical_hash)
+                        ),
+                    })
+                })?,
+        ),
     };
     Ok(schema)
+}
+
+/// The Arrow schema in the footer of a slice on an object store, fetched by range (the slice's recorded
+/// size locates the footer).
+async fn remote_footer_schema(store: &DatasetStore, slice: &DataSlice) -> Result<Schema, String> {
+    use object_store::ObjectStoreExt;
+    use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
+    const TAIL: u64 = 8;
+    let size = slice.size;
+    if size < 12 {
+        return Err(format!("{size} bytes is too short for Parquet"));
+    }
+    let objects = store.storage().object_store();
+    let path = store.object_path(FileKind::Data, &slice.physical_hash);
+    let tail = objects
+        .get_range(&path, size - TAIL..size)
+        .await
+        .map_err(|e| e.to_string())?;
+    let footer = FooterTail::try_from(tail.as_ref()).map_err(|e| e.to_string())?;
+    let length = footer.metadata_length() as u64;
+    if length + TAIL + 4 > size {
+        return Err(format!(
+            "the footer claims {length} bytes of metadata in a file of {size} bytes"
+        ));
+    }
+    let metadata = objects
+        .get_range(&path, size - TAIL - length..size - TAIL)
+        .await
+        .map_err(|e| e.to_string())?;
+    let metadata = ParquetMetaDataReader::decode_metadata(&metadata).map_err(|e| e.to_string())?;
+    let file = metadata.file_metadata();
+    parquet::arrow::parquet_to_arrow_schema(file.schema_descr(), file.key_value_metadata())
+        .map_err(|e| e.to_string())
 }
 
 /// Checks `batch` (data columns with the event time) against the dataset's schema and returns it with the
@@ -190,6 +226,57 @@ pub(crate) fn arrow(context: &str) -> impl FnOnce(arrow::error::ArrowError) -> I
 mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray, StringViewArray};
+
+    #[tokio::test]
+    async fn a_slice_schema_read_by_range_from_an_object_store_is_the_readers_and_a_wrong_size_is_an_error()
+     {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("offset", DataType::Int64, false),
+            Field::new(
+                "event_time",
+                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+                true,
+            ),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![0, 1])),
+                Arc::new(
+                    arrow::array::TimestampMillisecondArray::from(vec![Some(1), None])
+                        .with_timezone("UTC"),
+                ),
+                Arc::new(StringArray::from(vec![Some("a"), None])),
+            ],
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let expected = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes.clone()))
+            .unwrap()
+            .schema()
+            .clone();
+
+        let storage = crate::chain::store::Storage::open("memory:///ws").unwrap();
+        let store = storage.dataset("d");
+        let size = bytes.len() as u64;
+        let hash = store.put_file(FileKind::Data, bytes.into()).await.unwrap();
+        let slice = DataSlice {
+            logical_hash: hash,
+            physical_hash: hash,
+            offset_interval: odf::OffsetInterval { start: 0, end: 1 },
+            size,
+        };
+        assert_eq!(slice_schema(&store, &slice).await.unwrap(), expected);
+        let wrong = DataSlice {
+            size: size - 3,
+            ..slice
+        };
+        assert!(slice_schema(&store, &wrong).await.is_err());
+    }
 
     fn dataset() -> Schema {
         Schema::new(vec![

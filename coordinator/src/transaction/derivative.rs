@@ -336,21 +336,19 @@ impl Context {
             if let Some(iv) = interval
                 && stage_files
             {
-                for s in i.chain.data_slices() {
-                    if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
-                        let staged = stage(
-                            &in_store,
-                            FileKind::Data,
-                            &s.physical_hash,
-                            Some(s.size),
-                            dir,
-                        )
-                        .await?;
-                        if s.physical_hash == i.schema_slice.physical_hash {
-                            schema_slice_staged = Some(staged.clone());
-                        }
-                        data_paths.push(staged);
+                for s in slices_in(&i.chain, iv) {
+                    let staged = stage(
+                        &in_store,
+                        FileKind::Data,
+                        &s.physical_hash,
+                        Some(s.size),
+                        dir,
+                    )
+                    .await?;
+                    if s.physical_hash == i.schema_slice.physical_hash {
+                        schema_slice_staged = Some(staged.clone());
                     }
+                    data_paths.push(staged);
                 }
             }
             let schema_file = if stage_files {
@@ -475,12 +473,10 @@ impl Context {
             let interval = job.inputs[n].offset_interval;
             let mut data = Vec::new();
             if let Some(iv) = interval {
-                for s in i.chain.data_slices() {
-                    if s.offset_interval.end >= iv.start && s.offset_interval.start <= iv.end {
-                        let key = in_store.object_path(FileKind::Data, &s.physical_hash);
-                        sizes.push((key.clone(), s.size));
-                        data.push(key);
-                    }
+                for s in slices_in(&i.chain, iv) {
+                    let key = in_store.object_path(FileKind::Data, &s.physical_hash);
+                    sizes.push((key.clone(), s.size));
+                    data.push(key);
                 }
             }
             let schema_key = out_prefix.clone().join(format!("schema-{n}"));
@@ -655,4 +651,11 @@ impl TransformPlan {
     pub fn next_offset(&self) -> u64 {
         self.prev_offset.map_or(0, |o| o + 1)
     }
+}
+
+/// The slices of `chain` that hold records of `interval`.
+fn slices_in(chain: &Chain, interval: OffsetInterval) -> impl Iterator<Item = &DataSlice> {
+    chain.data_slices().filter(move |s| {
+        s.offset_interval.end >= interval.start && s.offset_interval.start <= interval.end
+    })
 }
