@@ -1,7 +1,9 @@
 //! ODF's logical hash of 1 000 000 records shaped like a Weir data slice (offset, op, system_time,
 //! event_time, a city name, two numbers), in batches of 65 536 rows as the coordinator reads them:
 //! `LogicalHasher` (a batch's columns hashed on several threads) against arrow-digest's `RecordDigestV0`
-//! (one thread), interleaved in one run. The two hashes are checked equal first.
+//! (one thread), and `RecordDigestV0` over the crate's SHA3-256 (`odf::Sha3_256`, assembly on x86_64 and
+//! aarch64) against it over RustCrypto's portable `sha3`, interleaved in one run. The hashes are checked
+//! equal first.
 //!
 //! ```sh
 //! cargo bench -p odf --features arrow --bench logical_hash     # `cargo xtask bench -p odf` runs it too
@@ -79,27 +81,44 @@ fn weir(schema: &Schema, batches: &[RecordBatch]) -> [u8; 32] {
     *hasher.finish().digest()
 }
 
-fn arrow_digest(schema: &Schema, batches: &[RecordBatch]) -> [u8; 32] {
-    let mut digest = RecordDigestV0::<sha3_for_arrow_digest::Sha3_256>::new(schema);
+fn arrow_digest<D: digest_for_arrow_digest::Digest>(
+    schema: &Schema,
+    batches: &[RecordBatch],
+) -> [u8; 32] {
+    let mut digest = RecordDigestV0::<D>::new(schema);
     for b in batches {
         digest.update(b);
     }
-    digest.finalize().into()
+    let mut out = [0; 32];
+    out.copy_from_slice(&digest.finalize());
+    out
 }
+
+/// RustCrypto's portable SHA3-256.
+type Portable = sha3_for_arrow_digest::Sha3_256;
 
 fn bench(c: &mut Criterion) {
     let (schema, batches) = slice();
     assert_eq!(
         weir(&schema, &batches),
-        arrow_digest(&schema, &batches),
+        arrow_digest::<Portable>(&schema, &batches),
         "the same logical hash"
+    );
+    assert_eq!(
+        arrow_digest::<odf::Sha3_256>(&schema, &batches),
+        arrow_digest::<Portable>(&schema, &batches),
+        "the same SHA3-256 ({})",
+        odf::Sha3_256::BACKEND
     );
     let mut group = c.benchmark_group("logical_hash");
     group
         .throughput(Throughput::Elements(ROWS as u64))
         .sample_size(20);
     group.bench_function("record_digest_v0_one_thread", |b| {
-        b.iter(|| black_box(arrow_digest(&schema, &batches)))
+        b.iter(|| black_box(arrow_digest::<Portable>(&schema, &batches)))
+    });
+    group.bench_function("record_digest_v0_one_thread_odf_sha3", |b| {
+        b.iter(|| black_box(arrow_digest::<odf::Sha3_256>(&schema, &batches)))
     });
     group.bench_function("logical_hasher_columns_on_threads", |b| {
         b.iter(|| black_box(weir(&schema, &batches)))

@@ -34,10 +34,9 @@
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow_digest::{ArrayDigest, ArrayDigestV0, RecordDigest, RecordDigestV0};
-use sha3_for_arrow_digest::{Digest as _, Sha3_256};
 
 use crate::arrow_schema::same_logical_schema;
-use crate::{Multicodec, Multihash};
+use crate::{Multicodec, Multihash, Sha3_256};
 
 /// Why records cannot be hashed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,11 +102,11 @@ impl Digest {
             return Self::Record(RecordDigestV0::new(schema));
         }
         // What `RecordDigestV0::new` hashes of each field (all at nesting level 0 here).
-        let mut hasher = Sha3_256::new();
+        let mut hasher = Sha3_256::default();
         for field in schema.fields() {
-            hasher.update((field.name().len() as u64).to_le_bytes());
+            hasher.update(&(field.name().len() as u64).to_le_bytes());
             hasher.update(field.name().as_bytes());
-            hasher.update(0u64.to_le_bytes());
+            hasher.update(&0u64.to_le_bytes());
         }
         Self::Columns {
             schema: hasher,
@@ -149,9 +148,9 @@ impl Digest {
                 ..
             } => {
                 for column in columns {
-                    schema.update(column.finalize());
+                    schema.update(&column.finalize());
                 }
-                schema.finalize().into()
+                schema.finalize()
             }
         }
     }
@@ -478,8 +477,10 @@ mod parallel_tests {
         ]))
     }
 
+    /// arrow-digest's own record digest over RustCrypto's portable SHA3-256: neither the columns on
+    /// threads nor the crate's SHA3 backend.
     fn reference(schema: &Schema, batches: &[RecordBatch]) -> [u8; 32] {
-        let mut digest = RecordDigestV0::<Sha3_256>::new(schema);
+        let mut digest = RecordDigestV0::<sha3_for_arrow_digest::Sha3_256>::new(schema);
         for b in batches {
             digest.update(b);
         }

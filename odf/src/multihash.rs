@@ -6,11 +6,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use sha3::Digest as _;
-
-use crate::Multicodec;
 use crate::multibase::{self, Base16Error};
 use crate::varint::{self, VarintError};
+use crate::{Multicodec, Sha3_256};
 
 /// The digest length of every hash ODF uses (SHA3-256).
 pub const DIGEST_LEN: usize = 32;
@@ -90,7 +88,7 @@ impl Multihash {
 
     /// The SHA3-256 multihash of `bytes`: a block hash (over the block file) or a physical hash.
     pub fn sha3_256(bytes: &[u8]) -> Self {
-        Self::from_sha3_256_digest(sha3::Sha3_256::digest(bytes).into())
+        Self::from_sha3_256_digest(Sha3_256::digest(bytes))
     }
 
     /// Wraps a finished SHA3-256 digest.
@@ -184,7 +182,7 @@ impl FromStr for Multihash {
 /// assert_eq!(hasher.finish(), Multihash::sha3_256(b"hello"));
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct Sha3Hasher(sha3::Sha3_256);
+pub struct Sha3Hasher(Sha3_256);
 
 impl Sha3Hasher {
     /// A hasher that has seen no bytes.
@@ -199,7 +197,7 @@ impl Sha3Hasher {
 
     /// The SHA3-256 multihash of every byte seen.
     pub fn finish(self) -> Multihash {
-        Multihash::from_sha3_256_digest(self.0.finalize().into())
+        Multihash::from_sha3_256_digest(self.0.finalize())
     }
 }
 
