@@ -1,7 +1,7 @@
 //! ODF's logical hash of 1 000 000 records shaped like a Weir data slice (offset, op, system_time,
 //! event_time, a city name, two numbers), in batches of 65 536 rows as the coordinator reads them:
 //! `LogicalHasher` (a batch's columns hashed on several threads) against arrow-digest's `RecordDigestV0`
-//! (one thread), and `RecordDigestV0` over the crate's SHA3-256 (`odf::Sha3_256`, assembly on x86_64 and
+//! (one thread), and `RecordDigestV0` over the crate's SHA3-256 (`odf::Sha3Hasher`, assembly on x86_64 and
 //! aarch64) against it over RustCrypto's portable `sha3`, interleaved in one run. The hashes are checked
 //! equal first.
 //!
@@ -105,10 +105,10 @@ fn bench(c: &mut Criterion) {
         "the same logical hash"
     );
     assert_eq!(
-        arrow_digest::<odf::Sha3_256>(&schema, &batches),
+        arrow_digest::<odf::Sha3Hasher>(&schema, &batches),
         arrow_digest::<Portable>(&schema, &batches),
         "the same SHA3-256 ({})",
-        odf::Sha3_256::BACKEND
+        odf::Sha3Hasher::BACKEND
     );
     let mut group = c.benchmark_group("logical_hash");
     group
@@ -118,7 +118,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(arrow_digest::<Portable>(&schema, &batches)))
     });
     group.bench_function("record_digest_v0_one_thread_odf_sha3", |b| {
-        b.iter(|| black_box(arrow_digest::<odf::Sha3_256>(&schema, &batches)))
+        b.iter(|| black_box(arrow_digest::<odf::Sha3Hasher>(&schema, &batches)))
     });
     group.bench_function("logical_hasher_columns_on_threads", |b| {
         b.iter(|| black_box(weir(&schema, &batches)))

@@ -19,7 +19,6 @@ pub mod logical_hash;
 pub mod manifest;
 pub mod multicodec;
 pub mod multihash;
-mod sha3_256;
 pub mod timestamp;
 
 mod attachments;
@@ -83,7 +82,6 @@ pub use read_step::{
     ReadStep, ReadStepCsv, ReadStepEsriShapefile, ReadStepGeoJson, ReadStepJson, ReadStepNdGeoJson,
     ReadStepNdJson, ReadStepParquet,
 };
-pub use sha3_256::Sha3_256;
 pub use source_caching::SourceCaching;
 pub use source_state::SourceState;
 pub use timestamp::TimestampError;

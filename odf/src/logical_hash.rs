@@ -36,7 +36,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow_digest::{ArrayDigest, ArrayDigestV0, RecordDigest, RecordDigestV0};
 
 use crate::arrow_schema::same_logical_schema;
-use crate::{Multicodec, Multihash, Sha3_256};
+use crate::{Multicodec, Multihash, Sha3Hasher};
 
 /// Why records cannot be hashed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,11 +83,11 @@ const MAX_THREADS: usize = 4;
 
 enum Digest {
     /// Schemas with struct fields.
-    Record(RecordDigestV0<Sha3_256>),
+    Record(RecordDigestV0<Sha3Hasher>),
     /// Flat schemas: `RecordDigestV0`'s parts, the schema's hash and one `ArrayDigestV0` per column.
     Columns {
-        schema: Sha3_256,
-        columns: Vec<ArrayDigestV0<Sha3_256>>,
+        schema: Sha3Hasher,
+        columns: Vec<ArrayDigestV0<Sha3Hasher>>,
         threads: usize,
     },
 }
@@ -102,7 +102,7 @@ impl Digest {
             return Self::Record(RecordDigestV0::new(schema));
         }
         // What `RecordDigestV0::new` hashes of each field (all at nesting level 0 here).
-        let mut hasher = Sha3_256::default();
+        let mut hasher = Sha3Hasher::new();
         for field in schema.fields() {
             hasher.update(&(field.name().len() as u64).to_le_bytes());
             hasher.update(field.name().as_bytes());
@@ -150,7 +150,7 @@ impl Digest {
                 for column in columns {
                     schema.update(&column.finalize());
                 }
-                schema.finalize()
+                *schema.finish().digest()
             }
         }
     }
@@ -160,7 +160,7 @@ impl Digest {
 /// (largest first, each to the least loaded thread). Every digest still sees its column's batches in order:
 /// this returns when the whole batch is hashed.
 fn update_in_parallel(
-    columns: &mut [ArrayDigestV0<Sha3_256>],
+    columns: &mut [ArrayDigestV0<Sha3Hasher>],
     arrays: &[ArrayRef],
     threads: usize,
 ) {
@@ -177,12 +177,12 @@ fn update_in_parallel(
         thread_of[i] = least;
         load[least] += arrays[i].get_buffer_memory_size();
     }
-    let mut groups: Vec<Vec<(&mut ArrayDigestV0<Sha3_256>, &ArrayRef)>> =
+    let mut groups: Vec<Vec<(&mut ArrayDigestV0<Sha3Hasher>, &ArrayRef)>> =
         (0..threads).map(|_| Vec::new()).collect();
     for ((digest, array), &t) in columns.iter_mut().zip(arrays).zip(&thread_of) {
         groups[t].push((digest, array));
     }
-    let hash = |group: Vec<(&mut ArrayDigestV0<Sha3_256>, &ArrayRef)>| {
+    let hash = |group: Vec<(&mut ArrayDigestV0<Sha3Hasher>, &ArrayRef)>| {
         for (digest, array) in group {
             digest.update(array.as_ref(), None);
         }

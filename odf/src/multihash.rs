@@ -6,9 +6,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::Multicodec;
 use crate::multibase::{self, Base16Error};
 use crate::varint::{self, VarintError};
-use crate::{Multicodec, Sha3_256};
 
 /// The digest length of every hash ODF uses (SHA3-256).
 pub const DIGEST_LEN: usize = 32;
@@ -88,7 +88,9 @@ impl Multihash {
 
     /// The SHA3-256 multihash of `bytes`: a block hash (over the block file) or a physical hash.
     pub fn sha3_256(bytes: &[u8]) -> Self {
-        Self::from_sha3_256_digest(Sha3_256::digest(bytes))
+        let mut hasher = Sha3Hasher::new();
+        hasher.update(bytes);
+        hasher.finish()
     }
 
     /// Wraps a finished SHA3-256 digest.
@@ -171,8 +173,16 @@ impl FromStr for Multihash {
     }
 }
 
-/// A streaming SHA3-256 hasher that finishes into a [`Multihash`], for files too big to hold in memory.
-/// It is also an [`std::io::Write`], so `std::io::copy(&mut file, &mut hasher)` hashes a file.
+/// A streaming SHA3-256 hasher that finishes into a [`Multihash`], for files too big to hold in memory:
+/// the one SHA3-256 behind every ODF hash (block hashes, physical hashes and, through arrow-digest, the
+/// logical hash). It is also an [`std::io::Write`], so `std::io::copy(&mut file, &mut hasher)` hashes a
+/// file, and with feature `arrow` it implements `digest` 0.11's traits, the release arrow-digest is generic
+/// over.
+///
+/// On x86_64 and aarch64 it is `keccak-asm` (the CRYPTOGAMS/OpenSSL Keccak-f[1600] in assembly, Reth's
+/// SHA3 backend): about 1.2x the rate of RustCrypto's portable `sha3` on the machines Weir is measured on
+/// (docs/benchmarks.md). Elsewhere it is RustCrypto's `sha3`. `tests/sha3_backends.rs` holds the two to
+/// each other, `tests/vectors.rs` to the reference's hashes.
 ///
 /// ```
 /// use odf::{Multihash, Sha3Hasher};
@@ -181,23 +191,52 @@ impl FromStr for Multihash {
 /// hasher.update(b"lo");
 /// assert_eq!(hasher.finish(), Multihash::sha3_256(b"hello"));
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct Sha3Hasher(Sha3_256);
+#[derive(Clone, Default)]
+pub struct Sha3Hasher(backend::Sha3_256);
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod backend {
+    pub(super) use keccak_asm::{Digest, Sha3_256};
+    pub(super) const NAME: &str = "keccak-asm";
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod backend {
+    pub(super) use sha3::{Digest, Sha3_256};
+    pub(super) const NAME: &str = "sha3";
+}
+
+impl fmt::Debug for Sha3Hasher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sha3Hasher")
+            .field("backend", &Self::BACKEND)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Sha3Hasher {
+    /// The SHA3-256 implementation in use: `"keccak-asm"` or `"sha3"` (RustCrypto).
+    pub const BACKEND: &'static str = backend::NAME;
+
     /// A hasher that has seen no bytes.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Hashes more bytes.
+    #[inline]
     pub fn update(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
+        backend::Digest::update(&mut self.0, bytes);
     }
 
     /// The SHA3-256 multihash of every byte seen.
     pub fn finish(self) -> Multihash {
-        Multihash::from_sha3_256_digest(self.0.finalize())
+        Multihash::from_sha3_256_digest(self.digest())
+    }
+
+    /// The raw digest of every byte seen.
+    fn digest(self) -> [u8; DIGEST_LEN] {
+        backend::Digest::finalize(self.0).into()
     }
 }
 
@@ -209,6 +248,35 @@ impl std::io::Write for Sha3Hasher {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// `digest` 0.11's traits, for arrow-digest's generic digests (`Digest` comes from its blanket
+/// implementation over these): `ArrayDigestV0<Sha3Hasher>` is ODF's logical hash.
+#[cfg(feature = "arrow")]
+mod for_arrow_digest {
+    use digest_for_arrow_digest::consts::U32;
+    use digest_for_arrow_digest::{FixedOutput, HashMarker, Output, OutputSizeUser, Update};
+
+    use super::Sha3Hasher;
+
+    impl HashMarker for Sha3Hasher {}
+
+    impl OutputSizeUser for Sha3Hasher {
+        type OutputSize = U32;
+    }
+
+    impl Update for Sha3Hasher {
+        #[inline]
+        fn update(&mut self, data: &[u8]) {
+            Sha3Hasher::update(self, data);
+        }
+    }
+
+    impl FixedOutput for Sha3Hasher {
+        fn finalize_into(self, out: &mut Output<Self>) {
+            out.copy_from_slice(&self.digest());
+        }
     }
 }
 
