@@ -38,6 +38,9 @@ use arrow_digest::{ArrayDigest, ArrayDigestV0, RecordDigest, RecordDigestV0};
 use crate::arrow_schema::same_logical_schema;
 use crate::{Multicodec, Multihash, Sha3Hasher};
 
+mod threads;
+pub use threads::HashingThread;
+
 /// Why records cannot be hashed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -143,17 +146,24 @@ impl Digest {
         match self {
             Self::Record(digest) => digest.finalize().into(),
             Self::Columns {
-                mut schema,
-                columns,
-                ..
-            } => {
-                for column in columns {
-                    schema.update(&column.finalize());
-                }
-                *schema.finish().digest()
-            }
+                schema, columns, ..
+            } => finish_columns(schema, columns),
         }
     }
+}
+
+/// `RecordDigestV0`'s result from its parts: the schema's hash followed by each column's digest.
+fn finish_columns(mut schema: Sha3Hasher, columns: Vec<ArrayDigestV0<Sha3Hasher>>) -> [u8; 32] {
+    for column in columns {
+        schema.update(&column.finalize());
+    }
+    *schema.finish().digest()
+}
+
+/// A logical hash's digest as its multihash (multicodec `arrow0-sha3-256`).
+fn logical_multihash(digest: [u8; 32]) -> Multihash {
+    Multihash::new(Multicodec::Arrow0_Sha3_256, digest)
+        .unwrap_or_else(|_| unreachable!("a hash codec"))
 }
 
 /// Hashes each column into its own digest, the columns shared among `threads` threads by their size
@@ -233,100 +243,7 @@ impl LogicalHasher {
 
     /// The logical hash of every record seen (multicodec `arrow0-sha3-256`).
     pub fn finish(self) -> Multihash {
-        let digest = self.digest.finalize();
-        Multihash::new(Multicodec::Arrow0_Sha3_256, digest)
-            .unwrap_or_else(|_| unreachable!("a hash codec"))
-    }
-}
-
-/// A [`LogicalHasher`] on a thread of its own ([`LogicalHasher::spawn`]), so that records are hashed while
-/// the caller reads or writes the next ones: [`HashingThread::update`] queues a batch (waiting while
-/// `depth` batches are queued, so memory stays bounded), [`HashingThread::finish`] waits for the hash.
-/// A batch is queued, not copied (its buffers are shared).
-///
-/// ```
-/// use std::sync::Arc;
-/// use arrow::array::{Int64Array, RecordBatch};
-/// use arrow::datatypes::{DataType, Field, Schema};
-///
-/// let schema = Arc::new(Schema::new(vec![Field::new("offset", DataType::Int64, false)]));
-/// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..4))])?;
-/// let mut here = odf::logical_hash::LogicalHasher::new(&schema)?;
-/// here.update(&batch)?;
-/// let mut there = odf::logical_hash::LogicalHasher::new(&schema)?.spawn(2)?;
-/// there.update(batch)?;
-/// assert_eq!(there.finish()?, here.finish());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-pub struct HashingThread {
-    queue: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
-    thread: Option<std::thread::JoinHandle<Result<Multihash, LogicalHashError>>>,
-}
-
-impl LogicalHasher {
-    /// Moves the hasher to a thread of its own, with room for `depth` queued batches (at least one).
-    pub fn spawn(self, depth: usize) -> Result<HashingThread, LogicalHashError> {
-        let (queue, batches) = std::sync::mpsc::sync_channel::<RecordBatch>(depth.max(1));
-        let thread = std::thread::Builder::new()
-            .name("odf-logical-hash".into())
-            .spawn(move || {
-                let mut hasher = self;
-                for batch in batches {
-                    hasher.update(&batch)?;
-                }
-                Ok(hasher.finish())
-            })
-            .map_err(|e| LogicalHashError::Thread(format!("could not start: {e}")))?;
-        Ok(HashingThread {
-            queue: Some(queue),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl HashingThread {
-    /// Queues one more batch. An error the thread stopped on (a batch of another schema) is returned by
-    /// the first call after it, or by [`HashingThread::finish`].
-    pub fn update(&mut self, batch: RecordBatch) -> Result<(), LogicalHashError> {
-        let sent = match &self.queue {
-            Some(queue) => queue.send(batch).is_ok(),
-            None => false,
-        };
-        if sent {
-            return Ok(());
-        }
-        // The thread stopped (it hangs up only on an error): its result says why.
-        self.queue = None;
-        match self.join() {
-            Err(e) => Err(e),
-            Ok(_) => Err(LogicalHashError::Thread("stopped early".into())),
-        }
-    }
-
-    /// Waits for the hash of every batch queued.
-    pub fn finish(mut self) -> Result<Multihash, LogicalHashError> {
-        self.queue = None;
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<Multihash, LogicalHashError> {
-        match self.thread.take() {
-            Some(thread) => thread
-                .join()
-                .unwrap_or_else(|_| Err(LogicalHashError::Thread("panicked".into()))),
-            None => Err(LogicalHashError::Thread("already stopped".into())),
-        }
-    }
-}
-
-impl Drop for HashingThread {
-    fn drop(&mut self) {
-        // Hang up first, so the thread ends, then wait for it: no thread outlives its hasher.
-        self.queue = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        logical_multihash(self.digest.finalize())
     }
 }
 
@@ -376,9 +293,9 @@ mod parallel_tests {
     use arrow::array::{
         ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int8Array,
         Int32Array, Int64Array, LargeStringArray, ListArray, StringArray, StringViewArray,
-        TimestampMillisecondArray, UInt16Array,
+        StructArray, TimestampMillisecondArray, UInt16Array,
     };
-    use arrow::datatypes::{Int32Type, TimeUnit};
+    use arrow::datatypes::{Fields, Int32Type, TimeUnit};
 
     use super::*;
 
@@ -551,6 +468,98 @@ mod parallel_tests {
         assert!(
             matches!(error, LogicalHashError::SchemaMismatch { .. }),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn hashing_threads_give_record_digest_v0_over_many_uneven_batches_at_any_depth() {
+        let schema = schema();
+        // Uneven batches (empty ones among them), so that the lanes run at different paces.
+        let mut batches = Vec::new();
+        let mut from = 0;
+        for i in 0..40 {
+            let rows = [0, 1, 300, PARALLEL_ROWS / 3, 2 * PARALLEL_ROWS + 5][i % 5];
+            batches.push(batch(&schema, from, rows));
+            from += rows;
+        }
+        let expected = reference(&schema, &batches);
+        for depth in [1, 3, 64] {
+            let mut there = LogicalHasher::new(&schema)
+                .expect("supported")
+                .spawn(depth)
+                .expect("threads");
+            for b in &batches {
+                there.update(b.clone()).expect("the hasher's schema");
+            }
+            assert_eq!(
+                *there.finish().expect("hashed").digest(),
+                expected,
+                "depth {depth}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hashing_thread_dropped_with_batches_queued_stops_its_threads() {
+        let schema = schema();
+        let mut there = LogicalHasher::new(&schema)
+            .expect("supported")
+            .spawn(8)
+            .expect("threads");
+        for i in 0..8 {
+            there
+                .update(batch(&schema, i * PARALLEL_ROWS, PARALLEL_ROWS))
+                .expect("the hasher's schema");
+        }
+        // Returns (the workers stop and are joined), without hashing what is left.
+        drop(there);
+    }
+
+    #[test]
+    fn a_struct_schema_is_hashed_on_a_thread_as_record_digest_v0() {
+        let inner = Fields::from(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Utf8, true),
+        ]);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("offset", DataType::Int64, false),
+            Field::new("pair", DataType::Struct(inner.clone()), true),
+        ]));
+        let batches: Vec<RecordBatch> = (0..3)
+            .map(|k| {
+                let rows = 100 * (k + 1);
+                let pair = StructArray::new(
+                    inner.clone(),
+                    vec![
+                        Arc::new(Int64Array::from_iter(
+                            (0..rows).map(|i| (i % 3 != 0).then_some(i as i64)),
+                        )),
+                        Arc::new(StringArray::from_iter(
+                            (0..rows).map(|i| Some(format!("v{i}"))),
+                        )),
+                    ],
+                    None,
+                );
+                RecordBatch::try_new(
+                    schema.clone(),
+                    vec![
+                        Arc::new(Int64Array::from_iter_values(0..rows as i64)),
+                        Arc::new(pair),
+                    ],
+                )
+                .expect("fits")
+            })
+            .collect();
+        let mut there = LogicalHasher::new(&schema)
+            .expect("supported")
+            .spawn(2)
+            .expect("a thread");
+        for b in &batches {
+            there.update(b.clone()).expect("the hasher's schema");
+        }
+        assert_eq!(
+            *there.finish().expect("hashed").digest(),
+            reference(&schema, &batches)
         );
     }
 

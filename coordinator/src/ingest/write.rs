@@ -17,7 +17,7 @@ use odf::logical_hash::{HashingThread, LogicalHasher};
 use odf::{DatasetVocabulary, Multihash, Sha3Hasher};
 
 /// Batches queued for the logical hash's thread: the writer runs at most this far ahead of it.
-const HASH_QUEUE: usize = 4;
+const HASH_QUEUE: usize = 16;
 
 /// A file that hashes (SHA3-256, ODF's physical hash) and counts every byte written to it.
 struct HashedFile {
