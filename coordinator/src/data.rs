@@ -214,11 +214,31 @@ pub fn normalized_schema(schema: &SchemaRef, vocab: &DatasetVocabulary) -> Schem
     Arc::new(Schema::new(fields))
 }
 
-/// The writer settings of every slice Weir writes: Snappy, as engines write theirs.
+/// The writer settings of every Parquet file Weir writes: Snappy, as engines write theirs.
 pub fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .build()
+}
+
+/// The writer settings of a data slice: [`writer_properties`], with the system columns (offset, operation
+/// type, system time) PLAIN and without a dictionary, as the reference engine writes them. They are
+/// consecutive or constant integers: a dictionary would intern every value only to fall back to PLAIN
+/// (offsets) or to store one entry (the others), and Snappy shrinks the constant runs anyway. PLAIN is the
+/// encoding every ODF engine reads (kamu's Flink engine cannot read DELTA_BINARY_PACKED).
+pub fn slice_writer_properties(vocab: &DatasetVocabulary) -> WriterProperties {
+    let mut builder = WriterProperties::builder().set_compression(Compression::SNAPPY);
+    for column in [
+        &vocab.offset_column,
+        &vocab.operation_type_column,
+        &vocab.system_time_column,
+    ] {
+        let path = parquet::schema::types::ColumnPath::from(column.as_str());
+        builder = builder
+            .set_column_dictionary_enabled(path.clone(), false)
+            .set_column_encoding(path, parquet::basic::Encoding::PLAIN);
+    }
+    builder.build()
 }
 
 /// Casts a system column to its compatible form (offset Int64, op Int32), whatever an engine wrote.

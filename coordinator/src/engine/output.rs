@@ -156,8 +156,12 @@ pub fn check(
                 message: format!("creating {}: {e}", to.display()),
             })?;
             Some(
-                ArrowWriter::try_new(file, schema.clone(), Some(data::writer_properties()))
-                    .map_err(data::parquet_err("re-encoding an engine's output"))?,
+                ArrowWriter::try_new(
+                    file,
+                    schema.clone(),
+                    Some(data::slice_writer_properties(vocab)),
+                )
+                .map_err(data::parquet_err("re-encoding an engine's output"))?,
             )
         }
         None => None,

@@ -137,9 +137,12 @@ impl SliceWriter {
                     hasher: Sha3Hasher::new(),
                     size: 0,
                 };
-                let writer =
-                    ArrowWriter::try_new(file, out.schema(), Some(data::writer_properties()))
-                        .map_err(data::parquet_err("writing a slice"))?;
+                let writer = ArrowWriter::try_new(
+                    file,
+                    out.schema(),
+                    Some(data::slice_writer_properties(&self.vocab)),
+                )
+                .map_err(data::parquet_err("writing a slice"))?;
                 let hasher = LogicalHasher::new(&out.schema())
                     .and_then(|h| h.spawn(HASH_QUEUE))
                     .map_err(hash_err)?;
@@ -237,6 +240,36 @@ mod tests {
         let bytes = std::fs::read(&slice.file).unwrap();
         assert_eq!(slice.physical_hash, Multihash::sha3_256(&bytes));
         assert_eq!(slice.size, bytes.len() as u64);
+    }
+
+    #[test]
+    fn system_columns_are_written_plain_without_a_dictionary_and_data_columns_keep_theirs() {
+        use parquet::basic::Encoding;
+        let dir = tempfile::tempdir().unwrap();
+        let v = DatasetVocabulary::default();
+        let mut w = SliceWriter::new(&dir.path().join("s.parquet"), 0, Utc::now(), &v);
+        let cities = vec!["a"; 1000];
+        w.write(&records(&cities, 1_000), &vec![0; cities.len()])
+            .unwrap();
+        let slice = w.finish().unwrap().unwrap();
+        let reader = parquet::file::reader::SerializedFileReader::new(
+            std::fs::File::open(&slice.file).unwrap(),
+        )
+        .unwrap();
+        let metadata = parquet::file::reader::FileReader::metadata(&reader);
+        for column in metadata.row_group(0).columns() {
+            let name = column.column_path().string();
+            let encodings: Vec<Encoding> = column.encodings().collect();
+            let dictionary = encodings
+                .iter()
+                .any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY));
+            if v.is_system_column(&name) {
+                assert!(!dictionary, "{name}: {encodings:?}");
+                assert!(encodings.contains(&Encoding::PLAIN), "{name}: {encodings:?}");
+            } else if name == "city" {
+                assert!(dictionary, "{name}: {encodings:?}");
+            }
+        }
     }
 
     #[test]
