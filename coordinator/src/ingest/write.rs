@@ -265,7 +265,10 @@ mod tests {
                 .any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY));
             if v.is_system_column(&name) {
                 assert!(!dictionary, "{name}: {encodings:?}");
-                assert!(encodings.contains(&Encoding::PLAIN), "{name}: {encodings:?}");
+                assert!(
+                    encodings.contains(&Encoding::PLAIN),
+                    "{name}: {encodings:?}"
+                );
             } else if name == "city" {
                 assert!(dictionary, "{name}: {encodings:?}");
             }
