@@ -283,36 +283,35 @@ pub fn logical_hash(batches: &[RecordBatch]) -> Result<Multihash> {
     })
 }
 
-/// The logical hash of a stored Parquet slice, over the record batches the Parquet reader yields (batches
-/// of [`LOGICAL_HASH_BATCH_ROWS`], as kamu reads them).
-pub fn logical_hash_of_parquet(bytes: Bytes) -> Result<Multihash> {
+/// The logical hash of a stored Parquet slice and its records' schema (its footer's), over the record
+/// batches the Parquet reader yields (batches of [`LOGICAL_HASH_BATCH_ROWS`], as kamu reads them), read as a
+/// stream: the batches are decoded here and hashed on the logical hash's own threads, a few at a time,
+/// whatever the size of the slice. Blocking: call it from a blocking thread.
+pub fn logical_hash_of_parquet<R: parquet::file::reader::ChunkReader + 'static>(
+    slice: R,
+) -> Result<(SchemaRef, Multihash)> {
     let context = "hashing a Parquet slice";
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(parquet_err(context))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(slice).map_err(parquet_err(context))?;
     let schema = builder.schema().clone();
     let reader = builder
         .with_batch_size(LOGICAL_HASH_BATCH_ROWS)
         .build()
         .map_err(parquet_err(context))?;
-    let mut hasher =
-        odf::logical_hash::LogicalHasher::new(&schema).map_err(|e| DataError::Column {
-            message: e.to_string(),
-        })?;
+    let hash_err = |e: odf::logical_hash::LogicalHashError| DataError::Column {
+        message: e.to_string(),
+    };
+    let mut hasher = odf::logical_hash::LogicalHasher::new(&schema)
+        .and_then(|h| h.spawn(LOGICAL_HASH_QUEUE))
+        .map_err(hash_err)?;
     for batch in reader {
         let batch = batch.map_err(arrow_err(context))?;
-        hasher.update(&batch).map_err(|e| DataError::Column {
-            message: e.to_string(),
-        })?;
+        hasher.update(batch).map_err(hash_err)?;
     }
-    Ok(hasher.finish())
+    Ok((schema, hasher.finish().map_err(hash_err)?))
 }
 
-/// The Arrow schema a stored Parquet slice's footer records (its records' schema), read from the footer
-/// alone.
-pub fn parquet_schema(bytes: Bytes) -> Result<SchemaRef> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(parquet_err("reading a Parquet footer"))?;
-    Ok(builder.schema().clone())
-}
+/// Batches of [`LOGICAL_HASH_BATCH_ROWS`] a slice's reader runs ahead of the logical hash.
+const LOGICAL_HASH_QUEUE: usize = 8;
 
 /// Whether two schemas have the same columns by ODF's logical types (`Utf8`, `LargeUtf8` and `Utf8View`
 /// are one type, see [`odf::arrow_schema::same_type`]), ignoring nullability and metadata: what "the output
@@ -484,7 +483,8 @@ mod tests {
         let bytes = write_parquet(&b).unwrap();
         let h = logical_hash(std::slice::from_ref(&b)).unwrap();
         assert_eq!(h.codec(), odf::Multicodec::Arrow0_Sha3_256);
-        assert_eq!(logical_hash_of_parquet(bytes).unwrap(), h);
+        let (schema, hashed) = logical_hash_of_parquet(bytes).unwrap();
+        assert_eq!((schema, hashed), (b.schema(), h));
         let other =
             with_system_columns(&batch(&["a", "c"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
         assert_ne!(logical_hash(&[other]).unwrap(), h);

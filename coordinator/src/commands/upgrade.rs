@@ -391,6 +391,11 @@ async fn slice_facts(
         .filter_map(|b| Some((b.block.sequence_number, b.block.event.new_data()?)))
         .collect();
     let mut facts = HashMap::new();
+    // Where slices read from an object store are checked into, one at a time.
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("weir-upgrade-{name}-"))
+        .tempdir()
+        .map_err(|e| read_err(name, "a scratch folder".into(), e))?;
     for (k, (seq, slice)) in old_slices.iter().enumerate() {
         progress.say(
             name,
@@ -402,31 +407,30 @@ async fn slice_facts(
                 store.display_file(FileKind::Data, &slice.physical_hash)
             )
         };
-        let bytes = store
-            .get_file(FileKind::Data, &slice.physical_hash)
+        // Checked against its hash and recorded size as it is read (in place on a local disk, copied into
+        // the scratch folder from an object store), then decoded and hashed as a stream.
+        let staged = store
+            .stage_file(
+                FileKind::Data,
+                &slice.physical_hash,
+                Some(slice.size),
+                scratch.path(),
+            )
             .await
             .map_err(|e| read_err(name, what(), e))?;
-        if bytes.len() as u64 != slice.size {
-            return Err(read_err(
-                name,
-                what(),
-                format!(
-                    "it has {} bytes, the block records {}",
-                    bytes.len(),
-                    slice.size
-                ),
-            ));
-        }
-        let hashed = bytes.clone();
+        let read = staged.clone();
         let (schema, logical_hash) = tokio::task::spawn_blocking(move || {
-            Ok::<_, data::DataError>((
-                data::parquet_schema(hashed.clone())?,
-                data::logical_hash_of_parquet(hashed)?,
-            ))
+            let file = std::fs::File::open(&read).map_err(|e| data::DataError::Column {
+                message: format!("reading {}: {e}", read.display()),
+            })?;
+            data::logical_hash_of_parquet(file)
         })
         .await
         .map_err(|e| read_err(name, what(), e.to_string()))?
         .map_err(|e| read_err(name, what(), e))?;
+        if staged.starts_with(scratch.path()) {
+            let _ = std::fs::remove_file(&staged);
+        }
         facts.insert(
             slice.physical_hash,
             SliceFacts {

@@ -30,23 +30,34 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
             source,
         };
         let mut files = 0;
+        // A slice is checked against its hash and size as it is read (on a local disk, in place; from an
+        // object store, into this folder), then decoded and logically hashed as a stream.
+        let scratch = ctx.scratch(&name)?;
         for (_, b) in &chain.blocks {
             let seq = b.sequence_number;
             if let Some(d) = b.event.new_data() {
-                let bytes = store.get_file(FileKind::Data, &d.physical_hash).await?;
-                if bytes.len() as u64 != d.size {
-                    return Err(invalid(ChainViolation::data_slice(
-                        seq,
-                        format!(
-                            "data file {} has {} bytes, the block says {}",
-                            d.physical_hash,
-                            bytes.len(),
-                            d.size
-                        ),
-                    ))
-                    .into());
+                let staged = crate::transaction::stage(
+                    &store,
+                    FileKind::Data,
+                    &d.physical_hash,
+                    Some(d.size),
+                    scratch.path(),
+                )
+                .await?;
+                let read = staged.clone();
+                let logical = tokio::task::spawn_blocking(move || {
+                    let file = std::fs::File::open(&read).map_err(|e| data::DataError::Column {
+                        message: format!("reading {}: {e}", read.display()),
+                    })?;
+                    data::logical_hash_of_parquet(file).map(|(_, hash)| hash)
+                })
+                .await
+                .map_err(|e| data::DataError::Column {
+                    message: format!("hashing a data slice: {e}"),
+                })??;
+                if staged.starts_with(scratch.path()) {
+                    let _ = std::fs::remove_file(&staged);
                 }
-                let logical = data::logical_hash_of_parquet(bytes)?;
                 if logical != d.logical_hash {
                     return Err(invalid(ChainViolation::data_slice(
                         seq,
@@ -71,7 +82,11 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
                 && let Some(c) = &t.new_checkpoint
             {
                 store
-                    .get_file(FileKind::Checkpoint, &c.physical_hash)
+                    .check_file(
+                        FileKind::Checkpoint,
+                        &c.physical_hash,
+                        (c.size > 0).then_some(c.size),
+                    )
                     .await?;
                 files += 1;
             }
