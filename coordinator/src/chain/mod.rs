@@ -4,6 +4,7 @@ pub mod legacy;
 pub mod store;
 pub mod upgrade;
 pub mod validate;
+mod written;
 
 use chrono::{DateTime, Utc};
 use odf::{DatasetId, Multihash};

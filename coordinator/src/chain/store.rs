@@ -168,6 +168,8 @@ pub struct Storage {
     prefix: Path,
     local_root: Option<PathBuf>,
     url: String,
+    /// Files this process stored on the local disk, hashed as written (see [`super::written`]).
+    written: Arc<super::written::Written>,
 }
 
 /// What kind of content-addressed file.
@@ -212,6 +214,7 @@ impl Storage {
                 prefix,
                 local_root: None,
                 url: location.to_string(),
+                written: Arc::default(),
             });
         }
         let dir = PathBuf::from(location.strip_prefix("file://").unwrap_or(location));
@@ -223,6 +226,7 @@ impl Storage {
             prefix: Path::default(),
             local_root: Some(dir),
             url: location.to_string(),
+            written: Arc::default(),
         })
     }
 
@@ -715,6 +719,7 @@ impl DatasetStore {
                 .map_err(|e| std::io::Error::other(e.to_string()))
                 .and_then(|r| r)
                 .map_err(local("write", &shown))?;
+            self.storage.written.remember(&shown, hash);
             debug!(
                 dataset = %self.name,
                 size,
@@ -846,6 +851,7 @@ impl DatasetStore {
             source,
         })?;
         if moved {
+            self.storage.written.remember(&target, hash);
             debug!(
                 dataset = %self.name,
                 size,
@@ -926,15 +932,22 @@ impl DatasetStore {
         let path = self.file_path(kind, hash);
         let shown = self.display(&path);
         let (local, actual, actual_size) = match self.storage.local_file(&path) {
-            Some(file) => {
-                let f = file.clone();
-                let (actual, n) = tokio::task::spawn_blocking(move || hash_local(&f))
-                    .await
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-                    .and_then(|r| r)
-                    .map_err(|source| local_err(&shown, source))?;
-                (file, actual, n)
-            }
+            Some(file) => match self.storage.written.unchanged(&file, hash) {
+                // Hashed as this process wrote it, and the same file since: not read again.
+                Some(n) => {
+                    debug!(dataset = %self.name, path = %shown, "written and hashed by this process, unchanged since");
+                    (file, *hash, n)
+                }
+                None => {
+                    let f = file.clone();
+                    let (actual, n) = tokio::task::spawn_blocking(move || hash_local(&f))
+                        .await
+                        .map_err(|e| std::io::Error::other(e.to_string()))
+                        .and_then(|r| r)
+                        .map_err(|source| local_err(&shown, source))?;
+                    (file, actual, n)
+                }
+            },
             None => {
                 let target = copy_to.map(|d| d.join(hash.to_string()));
                 let (actual, n) = self.hash_remote(&path, target.as_deref()).await?;
@@ -1221,6 +1234,50 @@ fn local_err(path: &str, source: std::io::Error) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_file_this_process_stored_and_then_changed_in_place_is_refused_when_staged() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let storage = Storage::open(dir.path().join("store").to_str().expect("utf-8"))
+            .expect("a local store");
+        let store = storage.dataset("readings");
+        let scratch = tempfile::tempdir().expect("a scratch folder");
+        for (n, stored_by) in ["moved", "copied"].into_iter().enumerate() {
+            let src = dir.path().join(format!("slice-{n}.parquet"));
+            let bytes = format!("the slice's bytes, {stored_by}").into_bytes();
+            std::fs::write(&src, &bytes).expect("written");
+            let hash = Multihash::sha3_256(&bytes);
+            let size = bytes.len() as u64;
+            let (stored, _) = if stored_by == "moved" {
+                store
+                    .put_file_written(FileKind::Data, &src, hash, size)
+                    .await
+            } else {
+                store.put_file_from(FileKind::Data, &src).await
+            }
+            .expect("stored");
+            assert_eq!(stored, hash);
+            let staged = store
+                .stage_file(FileKind::Data, &hash, Some(size), scratch.path())
+                .await
+                .expect("unchanged: handed out");
+            assert_eq!(std::fs::read(&staged).expect("readable"), bytes);
+
+            // Changed in place (same length, same inode) after it was stored: hashed again, and refused.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut changed = bytes.clone();
+            changed[0] ^= 1;
+            std::fs::write(&staged, &changed).expect("overwritten");
+            let err = store
+                .stage_file(FileKind::Data, &hash, Some(size), scratch.path())
+                .await
+                .expect_err("a changed file is never handed out");
+            assert!(
+                matches!(&err, StoreError::HashMismatch { actual, .. } if *actual == Multihash::sha3_256(&changed)),
+                "{stored_by}: {err}"
+            );
+        }
+    }
 
     #[tokio::test]
     async fn a_file_written_and_hashed_here_is_moved_into_place_and_reads_back_checked() {
