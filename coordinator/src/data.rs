@@ -310,6 +310,21 @@ pub fn logical_hash_of_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     Ok((schema, hasher.finish().map_err(hash_err)?))
 }
 
+/// [`logical_hash_of_parquet`] of the Parquet file at `path`, on a blocking thread.
+pub async fn logical_hash_of_file(path: &std::path::Path) -> Result<(SchemaRef, Multihash)> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::open(&path).map_err(|e| DataError::Column {
+            message: format!("reading {}: {e}", path.display()),
+        })?;
+        logical_hash_of_parquet(file)
+    })
+    .await
+    .map_err(|e| DataError::Column {
+        message: format!("hashing a data slice: {e}"),
+    })?
+}
+
 /// Batches of [`LOGICAL_HASH_BATCH_ROWS`] a slice's reader runs ahead of the logical hash.
 const LOGICAL_HASH_QUEUE: usize = 8;
 

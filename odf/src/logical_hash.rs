@@ -404,6 +404,18 @@ mod parallel_tests {
         digest.finalize().into()
     }
 
+    /// The logical hash of `batches` through a [`HashingThread`] with room for `depth` batches.
+    fn on_threads(schema: &Schema, batches: &[RecordBatch], depth: usize) -> [u8; 32] {
+        let mut there = LogicalHasher::new(schema)
+            .expect("supported")
+            .spawn(depth)
+            .expect("threads");
+        for b in batches {
+            there.update(b.clone()).expect("the hasher's schema");
+        }
+        *there.finish().expect("hashed").digest()
+    }
+
     #[test]
     fn columns_hashed_on_several_threads_give_record_digest_v0() {
         let schema = schema();
@@ -434,15 +446,8 @@ mod parallel_tests {
         let batches: Vec<RecordBatch> = (0..5)
             .map(|i| batch(&schema, i * PARALLEL_ROWS, PARALLEL_ROWS + i))
             .collect();
-        let mut there = LogicalHasher::new(&schema)
-            .expect("supported")
-            .spawn(1)
-            .expect("a thread");
-        for b in &batches {
-            there.update(b.clone()).expect("the hasher's schema");
-        }
         assert_eq!(
-            *there.finish().expect("hashed").digest(),
+            on_threads(&schema, &batches, 1),
             reference(&schema, &batches)
         );
 
@@ -484,15 +489,8 @@ mod parallel_tests {
         }
         let expected = reference(&schema, &batches);
         for depth in [1, 3, 64] {
-            let mut there = LogicalHasher::new(&schema)
-                .expect("supported")
-                .spawn(depth)
-                .expect("threads");
-            for b in &batches {
-                there.update(b.clone()).expect("the hasher's schema");
-            }
             assert_eq!(
-                *there.finish().expect("hashed").digest(),
+                on_threads(&schema, &batches, depth),
                 expected,
                 "depth {depth}"
             );
@@ -550,15 +548,8 @@ mod parallel_tests {
                 .expect("fits")
             })
             .collect();
-        let mut there = LogicalHasher::new(&schema)
-            .expect("supported")
-            .spawn(2)
-            .expect("a thread");
-        for b in &batches {
-            there.update(b.clone()).expect("the hasher's schema");
-        }
         assert_eq!(
-            *there.finish().expect("hashed").digest(),
+            on_threads(&schema, &batches, 2),
             reference(&schema, &batches)
         );
     }

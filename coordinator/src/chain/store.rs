@@ -1235,11 +1235,17 @@ fn local_err(path: &str, source: std::io::Error) -> StoreError {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_file_this_process_stored_and_then_changed_in_place_is_refused_when_staged() {
+    /// A local store in a temporary folder (`store/` below it; the folder itself is free for sources).
+    fn local_storage() -> (tempfile::TempDir, Storage) {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let storage = Storage::open(dir.path().join("store").to_str().expect("utf-8"))
             .expect("a local store");
+        (dir, storage)
+    }
+
+    #[tokio::test]
+    async fn a_file_this_process_stored_and_then_changed_in_place_is_refused_when_staged() {
+        let (dir, storage) = local_storage();
         let store = storage.dataset("readings");
         let scratch = tempfile::tempdir().expect("a scratch folder");
         for (n, stored_by) in ["moved", "copied"].into_iter().enumerate() {
@@ -1281,9 +1287,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_file_written_and_hashed_here_is_moved_into_place_and_reads_back_checked() {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let storage = Storage::open(dir.path().join("store").to_str().expect("utf-8"))
-            .expect("a local store");
+        let (dir, storage) = local_storage();
         let store = storage.dataset("readings");
         let src = dir.path().join("slice.parquet");
         let bytes = b"the slice's bytes".to_vec();

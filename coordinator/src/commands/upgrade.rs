@@ -418,16 +418,9 @@ async fn slice_facts(
             )
             .await
             .map_err(|e| read_err(name, what(), e))?;
-        let read = staged.clone();
-        let (schema, logical_hash) = tokio::task::spawn_blocking(move || {
-            let file = std::fs::File::open(&read).map_err(|e| data::DataError::Column {
-                message: format!("reading {}: {e}", read.display()),
-            })?;
-            data::logical_hash_of_parquet(file)
-        })
-        .await
-        .map_err(|e| read_err(name, what(), e.to_string()))?
-        .map_err(|e| read_err(name, what(), e))?;
+        let (schema, logical_hash) = data::logical_hash_of_file(&staged)
+            .await
+            .map_err(|e| read_err(name, what(), e))?;
         if staged.starts_with(scratch.path()) {
             let _ = std::fs::remove_file(&staged);
         }

@@ -44,17 +44,7 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
                     scratch.path(),
                 )
                 .await?;
-                let read = staged.clone();
-                let logical = tokio::task::spawn_blocking(move || {
-                    let file = std::fs::File::open(&read).map_err(|e| data::DataError::Column {
-                        message: format!("reading {}: {e}", read.display()),
-                    })?;
-                    data::logical_hash_of_parquet(file).map(|(_, hash)| hash)
-                })
-                .await
-                .map_err(|e| data::DataError::Column {
-                    message: format!("hashing a data slice: {e}"),
-                })??;
+                let (_, logical) = data::logical_hash_of_file(&staged).await?;
                 if staged.starts_with(scratch.path()) {
                     let _ = std::fs::remove_file(&staged);
                 }
