@@ -43,8 +43,8 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use coordinator::cli::EngineRuntimeKind;
 use coordinator::commands::{self, list, pull};
+use coordinator::engine::EngineRuntimeKind;
 use criterion::{Criterion, SamplingMode, Throughput};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;

@@ -15,8 +15,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use coordinator::cli::EngineRuntimeKind;
 use coordinator::commands::{self, pull, tail};
+use coordinator::engine::EngineRuntimeKind;
 use criterion::Criterion;
 
 fn workspace(value_bytes: usize) -> PathBuf {

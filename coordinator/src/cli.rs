@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+use crate::commands::Format;
+use crate::engine::EngineRuntimeKind;
 
 /// Weir: datasets with a verifiable metadata chain, pulled through sandboxed, version-pinned engines.
 #[derive(Debug, Parser)]
@@ -28,30 +31,6 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// For people.
-    Text,
-    /// For programs: one JSON document on stdout.
-    Json,
-    /// Graphviz (only `lineage`).
-    Dot,
-}
-
-/// How engines run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EngineRuntimeKind {
-    /// The reference DataFusion engine inside this process.
-    Embedded,
-    /// A local engine binary (`engines.<name>.binary` in `weir.yaml`).
-    Process,
-    /// A Docker container pinned by digest (`engines.<name>.image`).
-    Docker,
-    /// A Podman container pinned by digest.
-    Podman,
 }
 
 /// The commands.
@@ -236,16 +215,30 @@ pub enum EngineCommand {
     List,
 }
 
-/// The `--log` filter as tracing reads it: `weir` (and `weir::module`) stand for the coordinator's own
-/// logs, whose targets are its module paths (`coordinator::...`).
+/// The `--log` filter as tracing reads it: `weir` stands for Weir's own logs, whose targets are the module
+/// paths of the coordinator and of the dataset and ingest libraries (`coordinator::...`, `weir_dataset::...`,
+/// `weir_ingest::...`); `weir::MODULE` names one module of them (`weir::transaction`, `weir::chain`,
+/// `weir::ingest`).
 ///
 /// ```
 /// use coordinator::cli::log_filter;
-/// assert_eq!(log_filter("weir=debug"), "coordinator=debug");
+/// assert_eq!(log_filter("weir=debug"), "coordinator=debug,weir_dataset=debug,weir_ingest=debug");
 /// assert_eq!(log_filter("warn,weir::transaction=trace,gen_stage=info"), "warn,coordinator::transaction=trace,gen_stage=info");
+/// assert_eq!(log_filter("weir::chain::store=debug"), "weir_dataset::chain::store=debug");
+/// assert_eq!(log_filter("weir::ingest=debug"), "weir_ingest=debug");
 /// assert_eq!(log_filter("weirdo=debug"), "weirdo=debug");
 /// ```
 pub fn log_filter(filter: &str) -> String {
+    /// The modules of `weir-dataset`, which `weir::MODULE` reaches.
+    const DATASET: &[&str] = &[
+        "chain",
+        "data",
+        "durable",
+        "fault",
+        "identity",
+        "progress",
+        "workspace_lock",
+    ];
     filter
         .split(',')
         .map(|directive| {
@@ -254,8 +247,18 @@ pub fn log_filter(filter: &str) -> String {
                 .map_or((directive, ""), |i| directive.split_at(i));
             let target = target.trim();
             match target.strip_prefix("weir") {
-                Some("") => format!("coordinator{rest}"),
-                Some(tail) if tail.starts_with("::") => format!("coordinator{tail}{rest}"),
+                Some("") => format!("coordinator{rest},weir_dataset{rest},weir_ingest{rest}"),
+                Some(tail) if tail.starts_with("::") => {
+                    let path = &tail[2..];
+                    let module = path.split("::").next().unwrap_or_default();
+                    if module == "ingest" {
+                        format!("weir_ingest{}{rest}", &path["ingest".len()..])
+                    } else if DATASET.contains(&module) {
+                        format!("weir_dataset::{path}{rest}")
+                    } else {
+                        format!("coordinator::{path}{rest}")
+                    }
+                }
                 _ => directive.to_string(),
             }
         })

@@ -3,13 +3,12 @@
 //! user guide.
 //!
 //! - [`manifest`]: the workspace and its `DatasetSnapshot` manifests, errors pointing at file:line and field.
-//! - [`chain`]: the chain's rules (sans IO) over [`odf`]'s blocks and events, and its storage in an
-//!   object store (content-addressed blocks, data and checkpoints; the head moved last); the conversion of
-//!   chains written before they were ODF's (`weir upgrade`).
-//! - [`ingest`]: fetch, read, preprocess and merge (append, ledger, snapshot) for root datasets.
+//! - [`weir_dataset`]: datasets' storage and metadata chains (the chain's rules, content-addressed blocks,
+//!   data and checkpoints, the head moved last, the workspace lock, the upgrade of old chains).
+//! - [`weir_ingest`]: fetch, read, check and merge (append, ledger, snapshot) for root datasets.
 //! - [`engine`]: engines by name, jobs, deadlines and the contract checks on what they return.
 //! - [`transaction`]: one transaction of one dataset, committed atomically; it reports its phase and counts
-//!   through [`progress`].
+//!   through [`weir_dataset::progress`].
 //! - [`scheduler`] and [`commands::pull`]: the pull pipeline on gen-stage.
 //!
 //! # Example
@@ -23,19 +22,12 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod chain;
 pub mod cli;
 pub mod commands;
-pub mod data;
-pub mod durable;
 pub mod engine;
-pub mod error;
+
 pub mod exit;
-pub mod fault;
-pub mod ingest;
 pub mod manifest;
-pub mod progress;
 pub mod scheduler;
 pub mod scratch;
 pub mod transaction;
-pub mod workspace_lock;

@@ -4,14 +4,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use coordinator::cli::{Cli, Command, EngineCommand, Format, SqlCommand};
+use coordinator::cli::{Cli, Command, EngineCommand, SqlCommand};
+use coordinator::commands::Format;
+use coordinator::commands::error::CommandError;
 use coordinator::commands::sql::SqlFormat;
 use coordinator::commands::{self, Output};
-use coordinator::error::CommandError;
 use coordinator::exit;
 use coordinator::scratch::ScratchRoot;
-use coordinator::workspace_lock::WorkspaceLock;
 use tracing_subscriber::EnvFilter;
+use weir_dataset::workspace_lock::WorkspaceLock;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -186,22 +187,39 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         Command::Pull { deadline_secs, .. } => Duration::from_secs(*deadline_secs),
         _ => Duration::from_secs(600),
     };
-    let ctx = commands::open(&cli.workspace, cli.engine_runtime, deadline)?;
-    // Writers hold the workspace lock until the command ends; readers never take it.
+    // The lock first, then anything the command reads: manifests and heads read before the lock could be
+    // stale by the time it is ours (a rename or delete queued ahead of this command).
+    let (root, storage) = commands::open_storage(&cli.workspace)?;
+    let lock_path = WorkspaceLock::path_for(&storage, &root);
     let _lock = if cli.command.writes() {
-        let path = WorkspaceLock::path_for(&ctx.storage, &ctx.workspace.root);
         Some(if cli.wait_lock {
-            WorkspaceLock::acquire_waiting(&path).await?
+            WorkspaceLock::acquire_waiting(&lock_path).await?
         } else {
-            WorkspaceLock::try_acquire(&path)?
+            WorkspaceLock::try_acquire(&lock_path)?
         })
     } else {
         None
     };
     if _lock.is_some() {
         // The lock is ours: what a killed writer left half-written is nobody's.
-        ctx.storage.remove_stale_temporaries();
+        storage.remove_stale_temporaries();
     }
+    // An operation a killed command began (rename, delete, reset) is completed before anything else; a
+    // reader takes the lock for that moment.
+    let journal = commands::intent::Journal::for_workspace(&storage, &root);
+    if journal.pending()?.is_some() {
+        let _held = match &_lock {
+            Some(_) => None,
+            None => Some(WorkspaceLock::try_acquire(&lock_path)?),
+        };
+        if let Some(done) = journal.recover(&storage).await? {
+            eprintln!(
+                "weir: completed the interrupted {} before this command",
+                done.describe()
+            );
+        }
+    }
+    let ctx = commands::open(&cli.workspace, cli.engine_runtime, deadline)?;
     match &cli.command {
         Command::Pull {
             all,

@@ -27,7 +27,7 @@ fn a_crash_at_any_step_keeps_the_previous_head_and_a_rerun_completes() {
         &["--format", "json", "tail", "readings.daily", "-n", "100"],
     );
 
-    for step in coordinator::fault::STEPS {
+    for step in weir_dataset::fault::STEPS {
         for dataset in ["readings", "readings.daily"] {
             let ws = workspace();
             ok(ws.path(), &["pull", "--all", "--quiet"]);

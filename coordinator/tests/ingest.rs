@@ -77,7 +77,7 @@ fn refused(ws: &Path, dataset: &str) -> String {
 
 fn parquet(columns: Vec<(&str, ArrayRef)>) -> Vec<u8> {
     let batch = RecordBatch::try_from_iter(columns).unwrap();
-    coordinator::data::write_parquet(&batch).unwrap().to_vec()
+    weir_dataset::data::write_parquet(&batch).unwrap().to_vec()
 }
 
 fn millis(v: Vec<Option<i64>>) -> ArrayRef {

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use common::*;
-use coordinator::chain::validate::{ChainValidator, check_input_against_chain};
 use odf::{DatasetId, MetadataBlock, MetadataEvent, Multicodec, Multihash};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use weir_dataset::chain::validate::{ChainValidator, check_input_against_chain};
 
 /// A dataset's blocks read straight from its folder, oldest first, each checked byte for byte.
 fn blocks(dir: &Path) -> Vec<(Multihash, MetadataBlock)> {

@@ -8,9 +8,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use coordinator::cli::EngineRuntimeKind;
-use coordinator::progress::{Phase, Progress, Report};
+use coordinator::engine::EngineRuntimeKind;
 use coordinator::transaction::TxOutcome;
+use weir_dataset::progress::{Phase, Progress, Report};
 
 /// Runs `dataset`'s transactions until it is up to date; returns every report and the records committed.
 async fn pull(ctx: &coordinator::transaction::Context, dataset: &str) -> (Vec<Report>, u64) {

@@ -8,9 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use coordinator::chain::store::{FileKind, Storage};
 use odf::MetadataEvent;
 use odf::Multihash;
+use weir_dataset::chain::store::{FileKind, Storage};
 
 /// Another day of readings (a copy of day 3), for the next transactions.
 fn add_day(dir: &Path, day: u32) {
@@ -281,7 +281,7 @@ fn every_file_of_a_transaction_is_fsynced_before_the_head_that_commits_it() {
     let ws = workspace();
     let dir = ws.path();
     let out = weir(dir)
-        .args(["--log", "coordinator=debug", "pull", "--all", "--quiet"])
+        .args(["--log", "weir=debug", "pull", "--all", "--quiet"])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -370,4 +370,95 @@ fn verify_checks_every_stored_output_slice_and_checkpoint_and_reports_each_probl
     std::fs::write(&first.path, b"garbage").unwrap();
     let err = fails(dir, &["verify", "readings"], 8);
     assert_names_swap(&err, &first, &Multihash::sha3_256(b"garbage"));
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_root_whose_storage_vanished_is_not_seeded_again_under_its_dependents() {
+    let ws = workspace();
+    ok(ws.path(), &["pull", "--all", "--quiet"]);
+    let before = list(ws.path());
+    let folder = ws.path().join(".weir/datasets/readings");
+    let backup = tempfile::tempdir().unwrap();
+    copy_tree(&folder, backup.path());
+    std::fs::remove_dir_all(&folder).unwrap();
+    add_day(ws.path(), 4);
+
+    for args in [
+        &["pull", "--all", "--quiet"][..],
+        &["pull", "readings"],
+        &["validate"],
+    ] {
+        let out = weir(ws.path()).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(8), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(
+                "dataset `readings` has no stored chain, but `readings.clean` was computed from it"
+            ),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("restore"), "{args:?}: {stderr}");
+        // Nothing was written: no new `readings` under a new id.
+        assert!(!folder.exists(), "{args:?}");
+    }
+
+    // Restored from the backup, the pull goes on where it stopped: one new day, nothing twice.
+    copy_tree(backup.path(), &folder);
+    ok(ws.path(), &["pull", "--all", "--quiet"]);
+    let after = list(ws.path());
+    let records = |l: &serde_json::Value, name: &str| {
+        l["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap()["records"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(
+        records(&after, "readings"),
+        records(&before, "readings") + 144
+    );
+    ok(ws.path(), &["validate"]);
+    ok(ws.path(), &["verify", "--all"]);
+}
+
+#[test]
+fn an_input_name_that_leads_to_another_dataset_is_refused() {
+    let ws = workspace();
+    ok(ws.path(), &["pull", "--all", "--quiet"]);
+    // `readings` is replaced by another dataset's storage: same name, another id.
+    let folder = ws.path().join(".weir/datasets/readings");
+    std::fs::remove_dir_all(&folder).unwrap();
+    copy_tree(&ws.path().join(".weir/datasets/stations"), &folder);
+    let heads = list(ws.path());
+
+    let out = weir(ws.path())
+        .args(["pull", "--all", "--quiet"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert!(
+        stderr.contains("input `readings` of `readings.clean` is now dataset"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--recompute"), "{stderr}");
+    assert_eq!(list(ws.path()), heads, "nothing was written");
+    let out = weir(ws.path()).args(["validate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(8));
 }

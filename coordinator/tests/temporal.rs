@@ -188,3 +188,97 @@ fn a_temporal_table_that_is_not_an_input_is_refused_at_its_line() {
     assert!(err.contains("readings.named.yaml:"), "{err}");
     assert!(err.contains("`nomes` is not an input"), "{err}");
 }
+
+/// A dataset's blocks read straight from its folder, oldest first.
+fn raw_chain(dataset_dir: &Path) -> Vec<(odf::Multihash, odf::MetadataBlock)> {
+    let head = std::fs::read_to_string(dataset_dir.join("refs/head")).unwrap();
+    let mut next: Option<odf::Multihash> = Some(head.trim().parse().unwrap());
+    let mut out = Vec::new();
+    while let Some(h) = next {
+        let bytes = std::fs::read(dataset_dir.join("blocks").join(h.to_string())).unwrap();
+        let block = odf::MetadataBlock::decode(&bytes).unwrap();
+        next = block.prev_block_hash;
+        out.push((h, block));
+    }
+    out.reverse();
+    out
+}
+
+#[test]
+fn an_input_with_nothing_new_is_written_as_kamu_writes_it_and_the_old_form_is_upgraded() {
+    let ws = workspace();
+    manifests(ws.path());
+    let first: Vec<(&str, &str, String)> = STATIONS
+        .iter()
+        .map(|s| ("2024-05-01T00:00:00Z", *s, format!("{s}-1")))
+        .collect();
+    let first: Vec<(&str, &str, &str)> =
+        first.iter().map(|(a, b, c)| (*a, *b, c.as_str())).collect();
+    names_file(ws.path(), "1.csv", &first);
+    ok(ws.path(), &["pull", "--all", "--quiet"]);
+    // Only the names change: the next step of readings.named reads nothing new from `clean`.
+    let mut second = first.clone();
+    second[0] = ("2024-06-30T00:00:00Z", "LHR", "LHR-2");
+    names_file(ws.path(), "2.csv", &second);
+    ok(ws.path(), &["pull", "--all", "--quiet"]);
+
+    let dir = ws.path().join(".weir/datasets/readings.named");
+    let written = raw_chain(&dir);
+    let (at, input) = written
+        .iter()
+        .enumerate()
+        .find_map(|(k, (_, b))| match &b.event {
+            odf::MetadataEvent::ExecuteTransform(e) => e
+                .query_inputs
+                .iter()
+                .position(|q| q.prev_block_hash.is_some() && q.new_block_hash.is_none())
+                .map(|i| (k, i)),
+            _ => None,
+        })
+        .expect("a step with an input that had nothing new");
+    let odf::MetadataEvent::ExecuteTransform(e) = &written[at].1.event else {
+        unreachable!()
+    };
+    // kamu's form: no new block or offset, the previous ones carry the position.
+    let q = &e.query_inputs[input];
+    assert_eq!((q.new_block_hash, q.new_offset), (None, None));
+    assert!(q.prev_offset.is_some());
+
+    // The same chain as the Weir before wrote it: the previous block and offset repeated as new ones.
+    let mut blocks: Vec<odf::MetadataBlock> = written.iter().map(|(_, b)| b.clone()).collect();
+    if let odf::MetadataEvent::ExecuteTransform(e) = &mut blocks[at].event {
+        let q = &mut e.query_inputs[input];
+        q.new_block_hash = q.prev_block_hash;
+        q.new_offset = q.prev_offset;
+    }
+    let mut prev = None;
+    for b in &mut blocks {
+        b.prev_block_hash = prev;
+        let bytes = b.encode();
+        let hash = odf::MetadataBlock::hash(&bytes);
+        std::fs::write(dir.join("blocks").join(hash.to_string()), bytes).unwrap();
+        prev = Some(hash);
+    }
+    for (h, _) in &written[at..] {
+        std::fs::remove_file(dir.join("blocks").join(h.to_string())).unwrap();
+    }
+    std::fs::write(dir.join("refs/head"), prev.unwrap().to_string()).unwrap();
+
+    let out = weir(ws.path()).args(["validate"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert!(err.contains("weir upgrade"), "{err}");
+    assert!(err.contains("readings.named"), "{err}");
+
+    let upgraded = ok(ws.path(), &["upgrade"]);
+    assert!(upgraded.contains("readings.named"), "{upgraded}");
+    // The upgrade writes what the current Weir wrote: the same blocks, byte for byte, the same head.
+    let after = raw_chain(&dir);
+    assert_eq!(after.len(), written.len());
+    for ((h1, b1), (h2, b2)) in written.iter().zip(&after) {
+        assert_eq!(b1, b2);
+        assert_eq!(h1, h2);
+    }
+    ok(ws.path(), &["validate"]);
+    ok(ws.path(), &["verify", "readings.named"]);
+}

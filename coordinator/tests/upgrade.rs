@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use common::*;
-use coordinator::chain::validate::{ChainValidator, check_input_against_chain};
 use odf::{DatasetId, MetadataBlock, MetadataEvent, Multicodec, Multihash};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use weir_dataset::chain::validate::{ChainValidator, check_input_against_chain};
 
 const DATASETS: [&str; 5] = [
     "readings",
@@ -36,7 +36,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pre-odf")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../dataset/tests/fixtures/pre-odf")
 }
 
 fn datasets_dir(ws: &Path) -> PathBuf {
@@ -250,7 +250,7 @@ fn upgraded_blocks_are_odf_byte_for_byte_and_keep_the_chain_rules() {
                         .iter()
                         .map(|(h, _, b)| (*h, b.clone()))
                         .collect();
-                    let engine = coordinator::engine::identity::in_force(&before).unwrap();
+                    let engine = weir_dataset::identity::in_force(&before).unwrap();
                     assert_eq!(engine.runtime, "embedded", "{d}");
                     assert!(engine.reference.starts_with("reference-engine@"), "{d}");
                     for (k, input) in e.query_inputs.iter().enumerate() {
@@ -569,7 +569,7 @@ fn an_upgrade_stopped_at_any_step_completes_when_run_again() {
         .iter()
         .map(|d| head_of(&datasets_dir(reference.path()).join(d)))
         .collect();
-    for step in coordinator::fault::UPGRADE_STEPS {
+    for step in weir_dataset::fault::UPGRADE_STEPS {
         for dataset in ["readings", "readings.daily"] {
             let ws = old_workspace();
             let crashed = weir(ws.path())

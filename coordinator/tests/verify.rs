@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use coordinator::chain::store::Storage;
 use odf::MetadataEvent;
+use weir_dataset::chain::store::Storage;
 
 /// Rewrites every block of `dataset` with `f`, relinking the chain, and moves the head to the result.
 fn rewrite_chain(dir: &std::path::Path, dataset: &str, f: impl Fn(&mut odf::MetadataBlock)) {

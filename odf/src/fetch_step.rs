@@ -512,3 +512,16 @@ impl FetchStep {
         }
     }
 }
+
+impl FetchStep {
+    /// The `kind` this fetch step is written with in a manifest (`Url`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            FetchStep::Url(_) => "Url",
+            FetchStep::FilesGlob(_) => "FilesGlob",
+            FetchStep::Container(_) => "Container",
+            FetchStep::Mqtt(_) => "Mqtt",
+            FetchStep::EthereumLogs(_) => "EthereumLogs",
+        }
+    }
+}

@@ -206,3 +206,16 @@ macro_rules! decode_merge_strategy {
     }};
 }
 pub(crate) use decode_merge_strategy;
+
+impl MergeStrategy {
+    /// The `kind` this merge strategy is written with in a manifest (`Append`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            MergeStrategy::Append => "Append",
+            MergeStrategy::Ledger(_) => "Ledger",
+            MergeStrategy::Snapshot(_) => "Snapshot",
+            MergeStrategy::ChangelogStream(_) => "ChangelogStream",
+            MergeStrategy::UpsertStream(_) => "UpsertStream",
+        }
+    }
+}

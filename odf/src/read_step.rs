@@ -468,3 +468,18 @@ macro_rules! decode_read_step {
     }};
 }
 pub(crate) use decode_read_step;
+
+impl ReadStep {
+    /// The `kind` this read step is written with in a manifest (`Csv`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            ReadStep::Csv(_) => "Csv",
+            ReadStep::GeoJson(_) => "GeoJson",
+            ReadStep::EsriShapefile(_) => "EsriShapefile",
+            ReadStep::Parquet(_) => "Parquet",
+            ReadStep::Json(_) => "Json",
+            ReadStep::NdJson(_) => "NdJson",
+            ReadStep::NdGeoJson(_) => "NdGeoJson",
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::Output;
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
 
 /// Runs `conformance`.

@@ -4,8 +4,9 @@
 
 use serde_json::json;
 
+use super::intent::{Intent, Journal};
 use super::{Output, known};
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::{Context, TxError};
 
 /// The datasets a delete of `dataset` removes, downstream first; without `recursive`, an error naming
@@ -40,17 +41,15 @@ pub fn plan(ctx: &Context, dataset: &str, recursive: bool) -> Result<Vec<String>
 pub async fn run(ctx: &Context, dataset: &str, recursive: bool) -> Result<Output, CommandError> {
     known(ctx, dataset)?;
     let order = plan(ctx, dataset, recursive)?;
+    // Recorded first, then carried out: a delete killed at any point is completed by the next command.
+    let datasets = order
+        .iter()
+        .map(|name| (name.clone(), ctx.workspace.datasets[name].file.clone()))
+        .collect();
+    Journal::for_workspace(&ctx.storage, &ctx.workspace.root)
+        .run(&ctx.storage, &Intent::Delete { datasets })
+        .await?;
     for name in &order {
-        // The manifest first: a dataset without one is not in the workspace any more, whatever storage
-        // still holds; files left by an interrupted delete are unreferenced.
-        let file = &ctx.workspace.datasets[name].file;
-        std::fs::remove_file(ctx.workspace.root.join(file)).map_err(|e| {
-            CommandError::Transaction(TxError::Scratch {
-                dataset: name.clone(),
-                message: format!("removing {}: {e}", file.display()),
-            })
-        })?;
-        ctx.storage.delete_dataset(name).await?;
         tracing::info!(dataset = %name, "dataset deleted");
     }
     Ok(Output {

@@ -7,10 +7,10 @@ use serde_json::json;
 
 use super::Output;
 use super::verify::{ReplayedStep, replay};
+use crate::commands::error::CommandError;
 use crate::engine::compat::{self, Compatibility};
-use crate::engine::identity::EngineIdentity;
-use crate::error::CommandError;
 use crate::transaction::Context;
+use weir_dataset::identity::EngineIdentity;
 
 /// Runs `engine deprecate`.
 pub async fn run(ctx: &Context, engine: &str, to: &str) -> Result<Output, CommandError> {

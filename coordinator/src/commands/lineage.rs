@@ -5,9 +5,9 @@ use serde_json::json;
 
 use std::collections::BTreeSet;
 
+use super::Format;
 use super::{Output, known};
-use crate::cli::Format;
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
 
 /// Runs `lineage`.

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{Output, table};
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
 
 /// Runs `list`.
@@ -17,7 +17,9 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
         let chain = match ctx.storage.dataset(&name).chain().await {
             Ok(chain) => chain,
             // A workspace of the old format is one problem with one fix (`weir upgrade`), not one per row.
-            Err(e @ crate::chain::store::StoreError::OldFormat { .. }) => return Err(e.into()),
+            Err(e @ weir_dataset::chain::store::StoreError::OldFormat { .. }) => {
+                return Err(e.into());
+            }
             Err(e) => {
                 let why = e.to_string();
                 rows.push(vec![
@@ -37,7 +39,8 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
         rows.push(vec![
             name.clone(),
             format!("{:?}", m.kind),
-            s.head.map_or("-".into(), |h| crate::chain::short(&h)),
+            s.head
+                .map_or("-".into(), |h| weir_dataset::chain::short(&h)),
             s.num_records.to_string(),
             s.last_updated.map_or("never".into(), |t| {
                 t.format("%Y-%m-%d %H:%M:%S").to_string()

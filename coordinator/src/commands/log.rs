@@ -3,11 +3,11 @@
 use serde_json::json;
 
 use super::{Output, known};
-use crate::engine::identity::{self, EngineIdentity};
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::manifest::support;
 use crate::transaction::Context;
 use odf::MetadataEvent;
+use weir_dataset::identity::{self, EngineIdentity};
 
 /// Runs `log`.
 pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
@@ -137,13 +137,14 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
             t.query_inputs
                 .iter()
                 .map(|q| match (q.prev_offset, q.new_offset) {
-                    (p, n) if p == n => format!("{}: none", crate::chain::short_id(&q.dataset_id)),
+                    (p, n) if p == n =>
+                        format!("{}: none", weir_dataset::chain::short_id(&q.dataset_id)),
                     (p, Some(n)) => format!(
                         "{}: [{}, {n}]",
-                        crate::chain::short_id(&q.dataset_id),
+                        weir_dataset::chain::short_id(&q.dataset_id),
                         p.map_or(0, |p| p + 1)
                     ),
-                    (_, None) => format!("{}: none", crate::chain::short_id(&q.dataset_id)),
+                    (_, None) => format!("{}: none", weir_dataset::chain::short_id(&q.dataset_id)),
                 })
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -162,7 +163,7 @@ fn slice(d: Option<&odf::DataSlice>) -> String {
             "records=[{}, {}] data={}",
             d.offset_interval.start,
             d.offset_interval.end,
-            crate::chain::short(&d.physical_hash)
+            weir_dataset::chain::short(&d.physical_hash)
         ),
         None => "records=none".into(),
     }

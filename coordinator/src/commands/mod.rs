@@ -3,6 +3,8 @@
 pub mod conformance;
 pub mod delete;
 pub mod deprecate;
+pub mod error;
+pub mod intent;
 pub mod lineage;
 pub mod list;
 pub mod log;
@@ -19,12 +21,12 @@ pub mod verify;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::chain::store::Storage;
-use crate::cli::{EngineRuntimeKind, Format};
+use crate::commands::error::CommandError;
 use crate::engine::EngineResolver;
-use crate::error::CommandError;
+use crate::engine::EngineRuntimeKind;
 use crate::manifest::workspace::Workspace;
 use crate::transaction::Context;
+use weir_dataset::chain::store::Storage;
 
 /// What a command prints: text for people, JSON for programs.
 #[derive(Debug, Clone)]
@@ -63,8 +65,16 @@ pub fn open(
         workspace: Arc::new(workspace),
         storage,
         engines,
-        progress: crate::progress::Progress::none(),
+        progress: weir_dataset::progress::Progress::none(),
     })
+}
+
+/// The workspace folder and its storage, from `weir.yaml` alone (no manifest is read): what a command needs
+/// to take the workspace lock before it reads anything the lock protects.
+pub fn open_storage(root: &std::path::Path) -> Result<(std::path::PathBuf, Storage), CommandError> {
+    let config = crate::manifest::workspace::WorkspaceConfig::load(root)?;
+    let storage = Storage::open(&config.storage_location(root))?;
+    Ok((root.to_path_buf(), storage))
 }
 
 /// Fails with the list of known datasets when `name` is unknown.
@@ -105,4 +115,15 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = vec![line(header.iter().map(|s| s.to_string()).collect())];
     out.extend(rows.iter().map(|r| line(r.clone())));
     out.join("\n")
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// For programs: one JSON document on stdout.
+    Json,
+    /// Graphviz (only `lineage`).
+    Dot,
 }

@@ -5,12 +5,12 @@
 use serde_json::json;
 
 use super::{Output, known, verify};
-use crate::engine::identity::EngineIdentity;
+use crate::commands::error::CommandError;
 use crate::engine::job::{InputRecords, ProvenanceJob};
 use crate::engine::{EngineFailure, compat};
-use crate::error::CommandError;
 use crate::transaction::Context;
 use odf::MetadataEvent;
+use weir_dataset::identity::EngineIdentity;
 
 /// Runs `provenance`.
 pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, CommandError> {
@@ -94,7 +94,7 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
                     lines.push(format!("  ({why}; showing the input ranges the step read)"))
                 }
             }
-            if let Some(e) = crate::engine::identity::in_force(&chain.blocks[..index]) {
+            if let Some(e) = weir_dataset::identity::in_force(&chain.blocks[..index]) {
                 lines.push(format!(
                     "  computed by engine {} ({} {})",
                     e.name, e.runtime, e.reference
@@ -113,7 +113,7 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
                 };
                 lines.push(format!(
                     "  from input `{name}` {range} (blocks up to {})",
-                    i.new_block_hash.map_or("-".into(), |h| h.to_string())
+                    i.last_block_hash().map_or("-".into(), |h| h.to_string())
                 ));
                 inputs_json.push(json!({
                     "dataset": name,
@@ -143,7 +143,7 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
 async fn record_level(
     ctx: &Context,
     dataset: &str,
-    chain: &crate::chain::store::Chain,
+    chain: &weir_dataset::chain::store::Chain,
     index: usize,
     offset: u64,
     ids: &[(odf::DatasetId, String)],

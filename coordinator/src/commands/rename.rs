@@ -5,12 +5,14 @@
 //! `name` (and, named `OLD.yaml`, the file name `NEW.yaml`), and every manifest that reads it names the new
 //! name, with `alias: OLD` added where the input had no alias, so the queries that name the table `OLD`
 //! read the same records and nothing is recomputed. Every edited manifest is parsed back before any file is
-//! written; comments and layout are kept.
+//! written; comments and layout are kept. The rename is recorded before its first change and completed by
+//! the next command if it is killed ([`super::intent`]).
 
 use serde_json::json;
 
+use super::intent::{Intent, Journal, ManifestText};
 use super::{Output, known};
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::manifest::edit;
 use crate::manifest::snapshot::is_dataset_name;
 use crate::manifest::workspace::WorkspaceError;
@@ -51,27 +53,24 @@ pub async fn run(ctx: &Context, old: &str, new: &str) -> Result<Output, CommandE
         let text = edit::input_renamed(root, &file, old, new).map_err(WorkspaceError::from)?;
         dependents.push((name, file, text));
     }
-    ctx.storage.rename_dataset(old, new).await?;
-    let write = |file: &std::path::Path, text: &str| {
-        crate::durable::write(root, &root.join(file), text.as_bytes()).map_err(|e| {
-            CommandError::Transaction(TxError::Scratch {
-                dataset: old.to_string(),
-                message: format!("writing {}: {e}", file.display()),
-            })
-        })
+    // Recorded first, then carried out: a rename killed at any point is completed by the next command.
+    let mut manifests = vec![ManifestText {
+        file: own_file.clone(),
+        text: own_text,
+    }];
+    manifests.extend(dependents.iter().map(|(_, file, text)| ManifestText {
+        file: file.clone(),
+        text: text.clone(),
+    }));
+    let intent = Intent::Rename {
+        old: old.to_owned(),
+        new: new.to_owned(),
+        manifests,
+        remove: (own_file != manifest.file).then(|| manifest.file.clone()),
     };
-    write(&own_file, &own_text)?;
-    if own_file != manifest.file {
-        std::fs::remove_file(root.join(&manifest.file)).map_err(|e| {
-            CommandError::Transaction(TxError::Scratch {
-                dataset: old.to_string(),
-                message: format!("removing {}: {e}", manifest.file.display()),
-            })
-        })?;
-    }
-    for (_, file, text) in &dependents {
-        write(file, text)?;
-    }
+    Journal::for_workspace(&ctx.storage, root)
+        .run(&ctx.storage, &intent)
+        .await?;
     tracing::info!(%old, %new, dependents = dependents.len(), "dataset renamed");
     let names: Vec<&str> = dependents.iter().map(|(n, _, _)| n.as_str()).collect();
     let mut text = format!(

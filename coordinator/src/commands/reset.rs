@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::json;
 
+use super::intent::{HeadChange, Intent, Journal};
 use super::{Output, known};
-use crate::chain::store::Chain;
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::{Context, TxError};
 use odf::{DatasetId, MetadataEvent, Multihash};
+use weir_dataset::chain::store::Chain;
 
 /// One dataset's head move.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,13 +173,26 @@ fn last_block_before_reading(
     chain.blocks.get(at.checked_sub(1)?).map(|(h, _)| *h)
 }
 
-/// Moves every head of `moves`, in order.
+/// Moves every head of `moves`, in order (downstream first), recorded first so that a reset killed at any
+/// point is completed by the next command.
 pub async fn apply(ctx: &Context, moves: &[HeadMove]) -> Result<(), CommandError> {
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let intent = Intent::Reset {
+        moves: moves
+            .iter()
+            .map(|m| HeadChange {
+                dataset: m.dataset.clone(),
+                from: m.from,
+                to: m.to,
+            })
+            .collect(),
+    };
+    Journal::for_workspace(&ctx.storage, &ctx.workspace.root)
+        .run(&ctx.storage, &intent)
+        .await?;
     for m in moves {
-        ctx.storage
-            .dataset(&m.dataset)
-            .set_head(Some(m.from), m.to)
-            .await?;
         tracing::info!(dataset = %m.dataset, from = %m.from, to = %m.to, "dataset reset");
     }
     Ok(())

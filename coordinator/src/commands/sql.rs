@@ -11,11 +11,11 @@ use std::io::{IsTerminal, Write};
 use serde_json::json;
 use weir_sql::{OutputFormat, SqlSession, StatementSplitter, Table};
 
-use crate::chain::store::FileKind;
-use crate::cli::Format;
+use super::Format;
 use crate::commands::Output;
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
+use weir_dataset::chain::store::FileKind;
 
 /// How `weir sql` prints rows (`--output-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -9,10 +9,10 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde_json::json;
 
 use super::{Output, known};
-use crate::chain::store::FileKind;
-use crate::data;
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
+use weir_dataset::chain::store::FileKind;
+use weir_dataset::data;
 
 /// The most characters of one value the table shows; longer values end in `…` and their full length.
 /// (`--format json` gives every value whole.)

@@ -1,5 +1,5 @@
 //! `weir upgrade [--dry-run]`: converts the datasets written by the Weir before its chains were ODF's into
-//! the current format, losing nothing ([`crate::chain::upgrade`] says what changes), and leaves datasets
+//! the current format, losing nothing ([`weir_dataset::chain::upgrade`] says what changes), and leaves datasets
 //! already in the current format alone.
 //!
 //! Everything is read and converted first, inputs before the datasets that read them: every old block (its
@@ -22,13 +22,13 @@ use serde_json::json;
 use tracing::{Instrument, info, info_span};
 
 use super::Output;
-use crate::chain::legacy;
-use crate::chain::store::{DatasetStore, FileKind};
-use crate::chain::upgrade::{self, SliceFacts, StoredBlock, Upgraded, UpgradedInput};
-use crate::data;
-use crate::error::CommandError;
-use crate::fault;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
+use weir_dataset::chain::legacy;
+use weir_dataset::chain::store::{DatasetStore, FileKind};
+use weir_dataset::chain::upgrade::{self, SliceFacts, StoredBlock, Upgraded, UpgradedInput};
+use weir_dataset::data;
+use weir_dataset::fault;
 
 /// Options of `weir upgrade`.
 #[derive(Debug, Clone, Copy, Default)]

@@ -5,11 +5,11 @@
 use serde_json::json;
 
 use super::Output;
-use crate::chain::store::{FileKind, StoreError};
-use crate::chain::validate::{ChainViolation, check_input_against_chain};
-use crate::data;
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
+use weir_dataset::chain::store::StoreError;
+use weir_dataset::chain::validate::check_input_against_chain;
+use weir_dataset::data;
 
 /// Runs `validate`: every chain is decoded and checked against the chain rules, every `ExecuteTransform`
 /// input against the input's chain, and every data slice and checkpoint it references is read and its
@@ -19,9 +19,13 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
         "{} manifest(s) valid",
         ctx.workspace.datasets.len()
     )];
+    let names: Vec<String> = ctx.workspace.datasets.keys().cloned().collect();
+    ctx.check_inputs_pinned(&names).await?;
     let mut items = Vec::new();
-    let mut chains_by_id: std::collections::HashMap<odf::DatasetId, crate::chain::store::Chain> =
-        std::collections::HashMap::new();
+    let mut chains_by_id: std::collections::HashMap<
+        odf::DatasetId,
+        weir_dataset::chain::store::Chain,
+    > = std::collections::HashMap::new();
     for name in ctx.workspace.topological_order()? {
         let store = ctx.storage.dataset(&name);
         let chain = store.chain().await?;
@@ -29,56 +33,27 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
             dataset: name.clone(),
             source,
         };
-        let mut files = 0;
-        // A slice is checked against its hash and size as it is read (on a local disk, in place; from an
-        // object store, into this folder), then decoded and logically hashed as a stream.
+        // Every slice and checkpoint against its hash and size as it is read (on a local disk, in place;
+        // from an object store, into this folder), each slice then decoded and logically hashed as a stream.
         let scratch = ctx.scratch(&name)?;
+        let files = store
+            .check_integrity(&chain, scratch.path(), |_| {})
+            .await
+            .map_err(CommandError::from)?;
+        let files = files.data_files + files.checkpoints;
         for (_, b) in &chain.blocks {
-            let seq = b.sequence_number;
-            if let Some(d) = b.event.new_data() {
-                let staged = crate::transaction::stage(
-                    &store,
-                    FileKind::Data,
-                    &d.physical_hash,
-                    Some(d.size),
-                    scratch.path(),
-                )
-                .await?;
-                let (_, logical) = data::logical_hash_of_file(&staged).await?;
-                if staged.starts_with(scratch.path()) {
-                    let _ = std::fs::remove_file(&staged);
-                }
-                if logical != d.logical_hash {
-                    return Err(invalid(ChainViolation::data_slice(
-                        seq,
-                        format!(
-                            "data file {} has logical hash {logical}, the block says {}",
-                            d.physical_hash, d.logical_hash
-                        ),
-                    ))
-                    .into());
-                }
-                files += 1;
-            }
             if let odf::MetadataEvent::ExecuteTransform(t) = &b.event {
                 for (index, input) in t.query_inputs.iter().enumerate() {
                     if let Some(in_chain) = chains_by_id.get(&input.dataset_id) {
-                        check_input_against_chain(seq, index, input, &in_chain.blocks)
-                            .map_err(invalid)?;
+                        check_input_against_chain(
+                            b.sequence_number,
+                            index,
+                            input,
+                            &in_chain.blocks,
+                        )
+                        .map_err(invalid)?;
                     }
                 }
-            }
-            if let odf::MetadataEvent::ExecuteTransform(t) = &b.event
-                && let Some(c) = &t.new_checkpoint
-            {
-                store
-                    .check_file(
-                        FileKind::Checkpoint,
-                        &c.physical_hash,
-                        (c.size > 0).then_some(c.size),
-                    )
-                    .await?;
-                files += 1;
             }
         }
         if let Some(id) = chain.summary.dataset_id {

@@ -5,13 +5,13 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{Output, known};
-use crate::chain::store::{Chain, FileKind};
-use crate::engine::identity::{self, EngineIdentity};
+use crate::commands::error::CommandError;
 use crate::engine::{EngineFailure, EngineHandle, compat};
-use crate::error::CommandError;
 use crate::transaction::{Context, PlannedInput, TransformPlan};
 use odf::Multihash;
 use odf::{Checkpoint, DatasetId, DatasetVocabulary, MetadataEvent};
+use weir_dataset::chain::store::{Chain, FileKind};
+use weir_dataset::identity::{self, EngineIdentity};
 
 /// One replayed step.
 #[derive(Debug, Clone, Serialize)]
@@ -114,7 +114,7 @@ pub async fn recorded_step(
         let in_chain = ctx
             .storage
             .dataset(&name)
-            .chain_at(qi.new_block_hash)
+            .chain_at(qi.last_block_hash().copied())
             .await?;
         let Some(schema_slice) = in_chain.data_slices().next().cloned() else {
             continue;
@@ -125,9 +125,9 @@ pub async fn recorded_step(
             id: qi.dataset_id,
             chain: in_chain,
             prev_block: qi.prev_block_hash,
-            new_block: qi.new_block_hash,
+            new_block: qi.last_block_hash().copied(),
             prev_offset: qi.prev_offset,
-            new_offset: qi.new_offset,
+            new_offset: qi.last_offset(),
             schema_slice,
         });
     }

@@ -17,7 +17,7 @@ use super::job::{
 };
 use super::output::{self, CopyInto, OutputError};
 use super::{Engine, EngineFailure, EngineFuture};
-use crate::progress::{Phase, Progress};
+use weir_dataset::progress::{Phase, Progress};
 
 /// An engine whose data files are checked against the contract before anyone reads them.
 #[derive(Debug)]

@@ -5,8 +5,8 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::identity::EngineIdentity;
-use crate::chain::store::{Storage, StoreError};
+use weir_dataset::chain::store::{Storage, StoreError};
+use weir_dataset::identity::EngineIdentity;
 
 /// Where the records live in the workspace storage.
 pub const COMPAT_PATH: &str = "engines/compatibility.json";

@@ -4,8 +4,8 @@
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use crate::data;
 use odf::{DatasetVocabulary, OffsetInterval};
+use weir_dataset::data;
 
 /// An engine broke the contract; the transaction is aborted and the dataset keeps its previous head.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

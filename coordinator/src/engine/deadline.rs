@@ -12,7 +12,7 @@ use super::job::{
     TransformReport, ValidateJob, ValidateReport,
 };
 use super::{ContractViolation, Engine, EngineFailure, EngineFuture};
-use crate::progress::Progress;
+use weir_dataset::progress::Progress;
 
 /// An engine whose operations each end within `limit`.
 #[derive(Debug)]

@@ -6,13 +6,13 @@ use std::path::Path;
 use engine_contract::conformance::ConformanceReport;
 use reference_engine::{EngineError, ErrorKind, ReferenceEngine};
 
-use super::identity::EngineIdentity;
 use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
     TransformReport, ValidateJob, ValidateReport,
 };
 use super::{Engine, EngineFailure, EngineFuture};
-use crate::progress::Progress;
+use weir_dataset::identity::EngineIdentity;
+use weir_dataset::progress::Progress;
 
 /// The embedded engine.
 #[derive(Debug, Clone)]

@@ -24,21 +24,12 @@ use engine_runtime::{AccessGrant, EngineEnvironment, RuntimeError, StsConfig};
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use serde::Deserialize;
+
 use tokio::io::AsyncWriteExt;
 
 use super::EngineFailure;
 
-/// How an engine gets its data.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DataExchange {
-    /// Staged to local files (mounted into containers).
-    #[default]
-    Local,
-    /// `s3://` URLs in the storage, read and written by the engine itself.
-    ObjectStore,
-}
+pub use crate::manifest::workspace::DataExchange;
 
 /// An engine's object-store exchange settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,7 +111,7 @@ impl JobObjects {
 
     /// Downloads what the engine wrote to the local files the contract layer checks (an object the
     /// engine did not write stays absent). The objects stay: the store takes them by a copy inside the
-    /// store ([`crate::chain::store::DatasetStore::put_file_copied`]); whoever holds the run removes
+    /// store ([`weir_dataset::chain::store::DatasetStore::put_file_copied`]); whoever holds the run removes
     /// the prefix afterwards ([`Self::remove_outputs`]).
     pub async fn fetch_outputs(&self, data: &Path, checkpoint: &Path) -> Result<(), String> {
         download_if_present(self.store.as_ref(), &self.new_data(), data).await?;

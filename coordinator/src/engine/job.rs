@@ -11,8 +11,8 @@ use engine_contract::model::{
 use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
 
 use super::exchange::JobObjects;
-use super::identity::without_engine;
 use super::output::{CheckedOutput, CopyInto};
+use weir_dataset::identity::without_engine;
 
 /// One input of a transform job.
 #[derive(Debug, Clone)]

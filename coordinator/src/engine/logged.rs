@@ -8,13 +8,13 @@ use std::time::Instant;
 use engine_contract::conformance::ConformanceReport;
 use tracing::Instrument as _;
 
-use super::identity::EngineIdentity;
 use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
     TransformReport, ValidateJob, ValidateReport,
 };
 use super::{Engine, EngineFailure, EngineFuture};
-use crate::progress::Progress;
+use weir_dataset::identity::EngineIdentity;
+use weir_dataset::progress::Progress;
 
 /// An engine whose operations are logged.
 #[derive(Debug)]

@@ -7,7 +7,6 @@ pub mod contract;
 mod deadline;
 mod embedded;
 pub mod exchange;
-pub mod identity;
 pub mod job;
 mod logged;
 pub mod output;
@@ -19,17 +18,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::EngineRuntimeKind;
 use crate::manifest::workspace::EngineConfig;
 pub use contract::ContractViolation;
-use identity::EngineIdentity;
 use job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
     TransformReport, ValidateJob, ValidateReport,
 };
+use weir_dataset::identity::EngineIdentity;
 
-use crate::progress::Progress;
 use engine_contract::conformance::ConformanceReport;
+use weir_dataset::progress::Progress;
 
 /// What an engine operation returns.
 pub type EngineFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineFailure>> + Send + 'a>>;
@@ -390,4 +388,17 @@ fn hex(bytes: &[u8]) -> String {
             let _ = write!(s, "{b:02x}");
             s
         })
+}
+
+/// How engines run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineRuntimeKind {
+    /// The reference DataFusion engine inside this process.
+    Embedded,
+    /// A local engine binary (`engines.<name>.binary` in `weir.yaml`).
+    Process,
+    /// A Docker container pinned by digest (`engines.<name>.image`).
+    Docker,
+    /// A Podman container pinned by digest.
+    Podman,
 }

@@ -13,9 +13,9 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::contract::{ContractViolation, OutputCheck};
-use crate::data;
-use crate::progress::{Phase, Progress, Report};
 use odf::{DatasetVocabulary, Multihash, OffsetInterval};
+use weir_dataset::data;
+use weir_dataset::progress::{Phase, Progress, Report};
 
 /// Rows per batch read from an engine's file: enough to keep the hasher and the checks busy, few enough
 /// that a handful in flight stay small.
@@ -81,7 +81,7 @@ fn spawn_copy(
         .spawn(move || {
             let mut hasher = odf::Sha3Hasher::new();
             let (tmp, size) =
-                crate::durable::copy_to_temp(&into.root, &into.dir, &from, &mut hasher)?;
+                weir_dataset::durable::copy_to_temp(&into.root, &into.dir, &from, &mut hasher)?;
             Ok(Copied {
                 tmp,
                 size,

@@ -21,8 +21,8 @@ use super::job::{
     TransformReport, ValidateJob, ValidateReport, output_dir,
 };
 use super::{Engine, EngineFailure, EngineFuture};
-use crate::progress::Progress;
 use engine_contract::conformance::ConformanceReport;
+use weir_dataset::progress::Progress;
 
 /// The longest an engine may take to start listening: a minute, or the whole deadline when that is less.
 pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);

@@ -48,37 +48,17 @@ fn option<T>(field: &str, name: &str, value: &Option<T>) -> Result<(), Unsupport
 
 /// The kind name of a fetch step.
 pub fn fetch_kind(f: &FetchStep) -> &'static str {
-    match f {
-        FetchStep::Url(_) => "Url",
-        FetchStep::FilesGlob(_) => "FilesGlob",
-        FetchStep::Container(_) => "Container",
-        FetchStep::Mqtt(_) => "Mqtt",
-        FetchStep::EthereumLogs(_) => "EthereumLogs",
-    }
+    f.kind_name()
 }
 
 /// The kind name of a read step.
 pub fn read_kind(r: &ReadStep) -> &'static str {
-    match r {
-        ReadStep::Csv(_) => "Csv",
-        ReadStep::GeoJson(_) => "GeoJson",
-        ReadStep::EsriShapefile(_) => "EsriShapefile",
-        ReadStep::Parquet(_) => "Parquet",
-        ReadStep::Json(_) => "Json",
-        ReadStep::NdJson(_) => "NdJson",
-        ReadStep::NdGeoJson(_) => "NdGeoJson",
-    }
+    r.kind_name()
 }
 
 /// The kind name of a merge strategy.
 pub fn merge_kind(m: &MergeStrategy) -> &'static str {
-    match m {
-        MergeStrategy::Append => "Append",
-        MergeStrategy::Ledger(_) => "Ledger",
-        MergeStrategy::Snapshot(_) => "Snapshot",
-        MergeStrategy::ChangelogStream(_) => "ChangelogStream",
-        MergeStrategy::UpsertStream(_) => "UpsertStream",
-    }
+    m.kind_name()
 }
 
 /// Checks that Weir can carry out a polling source.

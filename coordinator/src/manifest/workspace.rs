@@ -32,7 +32,7 @@ pub struct EngineConfig {
     /// the storage keeps them and of where to write its output and new checkpoint, and reads and writes
     /// them itself (needs `storage: s3://...`).
     #[serde(default)]
-    pub exchange: crate::engine::exchange::DataExchange,
+    pub exchange: DataExchange,
     /// With `exchange: object-store`: the IAM role the coordinator assumes for each transaction (STS
     /// AssumeRole), with a session policy granting that transaction's objects only; the engine is given
     /// those temporary credentials instead of the coordinator's.
@@ -104,15 +104,7 @@ impl Workspace {
             message,
         };
         let dir = root.join("datasets");
-        if !dir.is_dir() {
-            return Err(not_ws("no `datasets/` folder".into()));
-        }
-        let config_file = root.join("weir.yaml");
-        let config = if config_file.exists() {
-            load_config(&config_file)?
-        } else {
-            WorkspaceConfig::default()
-        };
+        let config = WorkspaceConfig::load(root)?;
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| not_ws(e.to_string()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -238,10 +230,35 @@ impl Workspace {
 
     /// The storage location, resolved against the workspace folder.
     pub fn storage_location(&self) -> String {
-        match &self.config.storage {
+        self.config.storage_location(&self.root)
+    }
+}
+
+impl WorkspaceConfig {
+    /// `root/weir.yaml` of the workspace folder `root` (the defaults when there is none), without reading
+    /// any manifest: what a command needs to find the storage and take the workspace lock before it reads
+    /// the manifests.
+    pub fn load(root: &Path) -> Result<Self, WorkspaceError> {
+        if !root.join("datasets").is_dir() {
+            return Err(WorkspaceError::NotAWorkspace {
+                root: root.to_path_buf(),
+                message: "no `datasets/` folder".into(),
+            });
+        }
+        let config_file = root.join("weir.yaml");
+        Ok(if config_file.exists() {
+            load_config(&config_file)?
+        } else {
+            WorkspaceConfig::default()
+        })
+    }
+
+    /// The storage location, resolved against the workspace folder `root`.
+    pub fn storage_location(&self, root: &Path) -> String {
+        match &self.storage {
             Some(s) if s.contains("://") => s.clone(),
-            Some(s) => self.root.join(s).to_string_lossy().into_owned(),
-            None => self.root.join(".weir").to_string_lossy().into_owned(),
+            Some(s) => root.join(s).to_string_lossy().into_owned(),
+            None => root.join(".weir").to_string_lossy().into_owned(),
         }
     }
 }
@@ -346,4 +363,15 @@ mod tests {
         let err = Workspace::load(dir.path()).unwrap_err().to_string();
         assert!(err.starts_with("weir.yaml:3:"), "{err}");
     }
+}
+
+/// How an engine gets its data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataExchange {
+    /// Staged to local files (mounted into containers).
+    #[default]
+    Local,
+    /// `s3://` URLs in the storage, read and written by the engine itself.
+    ObjectStore,
 }

@@ -35,8 +35,8 @@ impl Context {
                 return Ok(None);
             };
             let prev = last.and_then(|e| e.query_inputs.iter().find(|q| q.dataset_id == id));
-            let prev_block = prev.and_then(|p| p.new_block_hash);
-            let prev_offset = prev.and_then(|p| p.new_offset);
+            let prev_block = prev.and_then(|p| p.last_block_hash().copied());
+            let prev_offset = prev.and_then(|p| p.last_offset());
             let new_offset = in_chain.summary.last_offset;
             let new_block = in_chain.summary.head;
             let prev_watermark = match prev_block {
@@ -242,12 +242,15 @@ impl Context {
             query_inputs: plan
                 .inputs
                 .iter()
-                .map(|i| ExecuteTransformInput {
-                    dataset_id: i.id,
-                    prev_block_hash: i.prev_block,
-                    new_block_hash: i.new_block,
-                    prev_offset: i.prev_offset,
-                    new_offset: i.new_offset,
+                .map(|i| {
+                    // An input with nothing new is written as kamu writes it: no new block or offset.
+                    ExecuteTransformInput::advanced(
+                        i.id,
+                        i.prev_block,
+                        i.prev_offset,
+                        i.new_block,
+                        i.new_offset,
+                    )
                 })
                 .collect(),
             prev_checkpoint: plan.prev_checkpoint.as_ref().map(|c| c.physical_hash),
@@ -480,7 +483,7 @@ impl Context {
                 }
             }
             let schema_key = out_prefix.clone().join(format!("schema-{n}"));
-            let schema = crate::ingest::schema::slice_schema(&in_store, &i.schema_slice)
+            let schema = weir_ingest::schema::slice_schema(&in_store, &i.schema_slice)
                 .await
                 .map_err(|e| ingest_err(&i.name, e))?;
             let empty = empty_parquet(&schema).map_err(|message| TxError::Scratch {
@@ -546,7 +549,7 @@ impl Context {
         // holds the new output to it.
         job.output_schema = match chain.data_slices().last() {
             Some(s) => Some(data::normalized_schema(
-                &ingest::schema::slice_schema(store, s)
+                &weir_ingest::schema::slice_schema(store, s)
                     .await
                     .map_err(|e| ingest_err(name, e))?,
                 vocab,

@@ -3,13 +3,18 @@
 //! changed is validated and migrated first ([`query_change`]).
 
 mod derivative;
+mod pinned;
 mod query_change;
 mod root;
 mod slices;
+mod writer_chains;
 
 pub use derivative::{EngineRun, PlannedInput, TransformPlan};
+pub use pinned::InputMoved;
 pub use query_change::is_migration;
 pub use slices::{LoadError, ledger_index, snapshot_index, stored_records};
+pub use weir_dataset::chain::append::link_blocks;
+pub(crate) use weir_dataset::chain::append::{record_engine, schema_event, set_version};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -20,29 +25,28 @@ use arrow::array::RecordBatch;
 use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
 
-use crate::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
-use crate::chain::validate::ChainSummary;
-use crate::data::{self, DataError};
 use crate::engine::contract::ContractViolation;
 use crate::engine::exchange::{DataExchange, InputObjects, JobObjects};
-use crate::engine::identity::{self, EngineIdentity};
 use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::output;
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
-use crate::fault;
-use crate::ingest::check::Checks;
-use crate::ingest::error::{BadData, IngestError, Unit};
-use crate::ingest::write::SliceWriter;
-use crate::ingest::{self, fetch, merge, read};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
-use crate::progress::{Phase, Progress, Report};
 use odf::Multihash;
 use odf::{
-    AddData, Checkpoint, DataSchema, DataSlice, DatasetId, DatasetKind, DatasetVocabulary,
-    ExecuteTransform, ExecuteTransformInput, MergeStrategy, MetadataBlock, MetadataEvent,
-    OffsetInterval, Seed, SetDataSchema, SetTransform, Transform, TransformInput, TransformSql,
+    AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, ExecuteTransform,
+    ExecuteTransformInput, MergeStrategy, MetadataEvent, OffsetInterval, Seed, SetTransform,
+    Transform, TransformInput, TransformSql,
 };
+use weir_dataset::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
+use weir_dataset::data::{self, DataError};
+use weir_dataset::fault;
+use weir_dataset::identity;
+use weir_dataset::progress::{Phase, Progress, Report};
+use weir_ingest::check::Checks;
+use weir_ingest::error::{BadData, IngestError, Unit};
+use weir_ingest::write::SliceWriter;
+use weir_ingest::{fetch, merge, read};
 
 /// What a transaction failed with. The dataset keeps its previous head in every case.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +128,9 @@ pub enum TxError {
         /// Why.
         reason: String,
     },
+    /// A derivative's input name leads to another dataset than the one it was computed from, or to none.
+    #[error("{0}")]
+    InputMoved(Box<InputMoved>),
     /// A dataset cannot be reset, renamed or deleted as asked.
     #[error("dataset `{dataset}`: {reason}")]
     Refused {
@@ -319,55 +326,6 @@ fn chain_dataset_id(chain: &Chain, pending: &[MetadataEvent]) -> DatasetId {
     })
 }
 
-/// A `SetDataSchema` for records of Arrow schema `schema` about to be written, when the schema in force
-/// (`in_force`, the chain's last `SetDataSchema`) is not theirs: always before the first data.
-pub(crate) fn schema_event(
-    in_force: Option<&DataSchema>,
-    schema: &arrow::datatypes::Schema,
-) -> Result<Option<MetadataEvent>, DataError> {
-    let schema =
-        odf::arrow_schema::data_schema_from_arrow(schema).map_err(|e| DataError::Column {
-            message: e.to_string(),
-        })?;
-    if in_force == Some(&schema) {
-        return Ok(None);
-    }
-    Ok(Some(MetadataEvent::SetDataSchema(SetDataSchema::new(
-        schema,
-    ))))
-}
-
-/// Makes the `SetTransform` in force record `engine` before a step runs: the pending one of this
-/// transaction gets it, or, when the chain's records another engine, a copy with the new version is added.
-pub(crate) fn record_engine(
-    summary: &ChainSummary,
-    events: &mut Vec<MetadataEvent>,
-    engine: &EngineIdentity,
-) {
-    let version = Some(engine.to_version());
-    let pending = events.iter_mut().rev().find_map(|e| match e {
-        MetadataEvent::SetTransform(t) => Some(t),
-        _ => None,
-    });
-    if let Some(t) = pending {
-        set_version(t, version);
-        return;
-    }
-    if let Some(t) = &summary.transform
-        && t.transform.sql().version != version
-    {
-        let mut t = t.clone();
-        set_version(&mut t, version);
-        events.push(MetadataEvent::SetTransform(t));
-    }
-}
-
-/// Sets the engine a `SetTransform` records (its `TransformSql.version`).
-pub(crate) fn set_version(t: &mut SetTransform, version: Option<String>) {
-    let Transform::Sql(sql) = &mut t.transform;
-    sql.version = version;
-}
-
 /// The metadata events a manifest needs that the chain does not have yet.
 pub fn metadata_events(
     chain: &Chain,
@@ -377,7 +335,7 @@ pub fn metadata_events(
     let mut events = Vec::new();
     if chain.blocks.is_empty() {
         events.push(MetadataEvent::Seed(Seed {
-            dataset_id: crate::chain::new_dataset_id(&m.name, now),
+            dataset_id: weir_dataset::chain::new_dataset_id(&m.name, now),
             dataset_kind: m.kind,
         }));
     }
@@ -481,31 +439,6 @@ impl Context {
     }
 }
 
-/// A transaction's blocks with their hashes, linked after the head of the chain `summary` sums up, numbered
-/// on from its last block and sharing the transaction's system time (as kamu commits a SetDataSchema with its
-/// data).
-pub fn link_blocks(
-    summary: &ChainSummary,
-    events: Vec<MetadataEvent>,
-    now: DateTime<Utc>,
-) -> Vec<(Multihash, MetadataBlock)> {
-    let mut prev = summary.head;
-    let first = summary.last_sequence_number.map_or(0, |s| s + 1);
-    let mut out = Vec::with_capacity(events.len());
-    for (sequence_number, event) in (first..).zip(events) {
-        let block = MetadataBlock {
-            system_time: now,
-            prev_block_hash: prev,
-            sequence_number,
-            event,
-        };
-        let hash = MetadataBlock::hash(&block.encode());
-        prev = Some(hash);
-        out.push((hash, block));
-    }
-    out
-}
-
 /// Writes the blocks of a transaction, then moves the head: the commit point.
 async fn commit(
     store: &DatasetStore,
@@ -517,24 +450,7 @@ async fn commit(
     engine_time: Duration,
 ) -> Result<TxOutcome, TxError> {
     let blocks = events.len() as u64;
-    let mut prev = chain.summary.head;
-    if chain.summary.head.is_none() {
-        // Until the head exists, blocks in the folder are those of a first transaction that did not
-        // commit, not a chain whose head was lost.
-        store.mark_new().await?;
-    }
-    for (hash, block) in link_blocks(&chain.summary, events, now) {
-        let written = store.put_block(&block).await?;
-        debug_assert_eq!(written, hash);
-        prev = Some(written);
-    }
-    fault::point("after-blocks", store.name());
-    let head = prev.ok_or_else(|| TxError::Scratch {
-        dataset: store.name().into(),
-        message: "no blocks".into(),
-    })?;
-    store.set_head(chain.summary.head, head).await?;
-    fault::point("after-head", store.name());
+    let head = store.append(chain, events, now).await?;
     let engine_ms = engine_time.as_millis() as u64;
     info!(dataset = %store.name(), head = %head, records, blocks, engine_ms, "transaction committed");
     Ok(TxOutcome::Committed {

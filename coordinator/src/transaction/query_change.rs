@@ -28,17 +28,16 @@ use chrono::{DateTime, Utc};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{Context, TxError, TxOutcome, commit, ingest_err, last_execute_transform, stage};
-use crate::chain::store::{Chain, DatasetStore, FileKind};
-use crate::data;
 use crate::engine::job::{MigrateJob, TransformJobInput, ValidateJob};
 use crate::engine::{ContractViolation, EngineFailure, EngineHandle};
-use crate::ingest;
 use crate::manifest::snapshot::DatasetManifest;
-use crate::progress::Phase;
 use odf::{
     Checkpoint, DataSlice, DatasetId, DatasetVocabulary, ExecuteTransform, ExecuteTransformInput,
     MetadataEvent, OffsetInterval, SetTransform,
 };
+use weir_dataset::chain::store::{Chain, DatasetStore, FileKind};
+use weir_dataset::data;
+use weir_dataset::progress::Phase;
 
 /// What to do with a transform that is not the one in force.
 #[derive(Debug)]
@@ -184,7 +183,7 @@ impl Context {
         let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
         let previous_schema = match chain.data_slices().last() {
             Some(s) => Some(data::normalized_schema(
-                &ingest::schema::slice_schema(store, s)
+                &weir_ingest::schema::slice_schema(store, s)
                     .await
                     .map_err(|e| ingest_err(name, e))?,
                 &vocab,
@@ -385,12 +384,14 @@ impl Context {
                     .query_inputs
                     .iter()
                     .find(|q| q.dataset_id == i.dataset_id);
+                // Nothing new from any input, written as kamu writes it: the position carried on in the
+                // `prev_*`, no new block or offset.
                 ExecuteTransformInput {
                     dataset_id: i.dataset_id,
-                    prev_block_hash: consumed.and_then(|q| q.new_block_hash),
-                    new_block_hash: consumed.and_then(|q| q.new_block_hash),
-                    prev_offset: consumed.and_then(|q| q.new_offset),
-                    new_offset: consumed.and_then(|q| q.new_offset),
+                    prev_block_hash: consumed.and_then(|q| q.last_block_hash().copied()),
+                    new_block_hash: None,
+                    prev_offset: consumed.and_then(|q| q.last_offset()),
+                    new_offset: None,
                 }
             })
             .collect();
@@ -427,11 +428,10 @@ fn read_schema(path: &Path) -> Result<SchemaRef, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Whether a recorded step is a migration: it follows a `SetTransform` and consumes no input records.
+/// Whether a recorded step is a migration: it follows a `SetTransform` and reads nothing new from any input
+/// (no input has a new block: a step that runs the query always has one, since it runs only when an input
+/// has new records or a new watermark, each of which comes with a new block).
 pub fn is_migration(previous: Option<&MetadataEvent>, step: &ExecuteTransform) -> bool {
     matches!(previous, Some(MetadataEvent::SetTransform(_)))
-        && step
-            .query_inputs
-            .iter()
-            .all(|q| q.prev_block_hash == q.new_block_hash && q.prev_offset == q.new_offset)
+        && step.query_inputs.iter().all(|q| !q.has_new())
 }

@@ -51,7 +51,7 @@ impl Context {
         if let Some(file) = next {
             info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
             // Every check of the file's data runs before anything is written.
-            let schema = ingest::schema::dataset_schema(&store, &chain, &vocab)
+            let schema = weir_ingest::schema::dataset_schema(&store, &chain, &vocab)
                 .await
                 .map_err(|e| ingest_err(&name, e))?;
             let dataset_schema = schema.clone();
@@ -88,7 +88,7 @@ impl Context {
             match &src.merge {
                 // Appended as read: each checked batch goes to the slice file, nothing is held.
                 MergeStrategy::Append => {
-                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                    weir_ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
                         let ops = vec![merge::OP_APPEND; b.num_rows()];
                         Ok(slice.write(&b, &ops)?)
                     })
@@ -100,7 +100,7 @@ impl Context {
                         ledger_index(&store, &chain, &ledger.primary_key, scratch.path())
                             .await
                             .map_err(|e| self.tx_err(&name, e))?;
-                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                    weir_ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
                         let kept = index.keep(&b)?;
                         let ops = vec![merge::OP_APPEND; kept.num_rows()];
                         Ok(slice.write(&kept, &ops)?)
@@ -134,7 +134,7 @@ impl Context {
                     };
                     let mut kept = Vec::new();
                     let mut picks = Vec::new();
-                    ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                    weir_ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
                         let index = index.get_or_insert_with(|| index_for(&b.schema()));
                         let (k, p) = index.diff(&b)?;
                         kept.extend(k);

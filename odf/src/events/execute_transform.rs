@@ -90,6 +90,62 @@ pub struct ExecuteTransformInput {
     pub new_offset: Option<u64>,
 }
 
+impl ExecuteTransformInput {
+    /// An input position after a step: `last_block` and `last_offset` are what the step has consumed up to,
+    /// `prev_*` what the previous step had. As kamu writes it, a `new_*` equal to its `prev_*` (nothing new
+    /// from this input) is left out, and the `prev_*` carry the position on.
+    ///
+    /// ```
+    /// # use odf::{DatasetId, ExecuteTransformInput, Multihash};
+    /// let id = DatasetId::from_key([1; 32]);
+    /// let b = Multihash::sha3_256(b"block");
+    /// let same = ExecuteTransformInput::advanced(id, Some(b), Some(9), Some(b), Some(9));
+    /// assert_eq!((same.new_block_hash, same.new_offset), (None, None));
+    /// assert_eq!((same.last_block_hash(), same.last_offset()), (Some(&b), Some(9)));
+    /// ```
+    pub fn advanced(
+        dataset_id: DatasetId,
+        prev_block_hash: Option<Multihash>,
+        prev_offset: Option<u64>,
+        last_block_hash: Option<Multihash>,
+        last_offset: Option<u64>,
+    ) -> Self {
+        Self {
+            dataset_id,
+            prev_block_hash,
+            new_block_hash: last_block_hash.filter(|_| last_block_hash != prev_block_hash),
+            prev_offset,
+            new_offset: last_offset.filter(|_| last_offset != prev_offset),
+        }
+    }
+
+    /// The last input block consumed once this step is done: the new one, or the previous step's.
+    pub fn last_block_hash(&self) -> Option<&Multihash> {
+        self.new_block_hash
+            .as_ref()
+            .or(self.prev_block_hash.as_ref())
+    }
+
+    /// The last input offset consumed once this step is done: the new one, or the previous step's.
+    pub fn last_offset(&self) -> Option<u64> {
+        self.new_offset.or(self.prev_offset)
+    }
+
+    /// Whether the step read anything new of this input (a block, maybe with records).
+    pub fn has_new(&self) -> bool {
+        self.new_block_hash.is_some() || self.new_offset.is_some()
+    }
+
+    /// The number of input records the step read; `None` when the offsets go backwards.
+    pub fn num_records(&self) -> Option<u64> {
+        match (self.prev_offset, self.new_offset) {
+            (_, None) => Some(0),
+            (None, Some(new)) => new.checked_add(1),
+            (Some(prev), Some(new)) => new.checked_sub(prev),
+        }
+    }
+}
+
 impl ExecuteTransform {
     pub(crate) fn encode<'b>(&self, fbb: &mut Builder<'b>) -> WIPOffset<fb::ExecuteTransform<'b>> {
         let query_inputs = encode_each(fbb, &self.query_inputs, ExecuteTransformInput::encode);

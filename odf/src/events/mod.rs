@@ -33,7 +33,7 @@ pub use set_vocab::SetVocab;
 
 use crate::codec::{Builder, required};
 use crate::generated as fb;
-use crate::{DataSlice, Error};
+use crate::{Checkpoint, DataSlice, Error};
 
 /// A metadata event: what one block of the chain records.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -106,6 +106,15 @@ impl MetadataEvent {
         match self {
             MetadataEvent::AddData(e) => e.new_data.as_ref(),
             MetadataEvent::ExecuteTransform(e) => e.new_data.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The checkpoint of a data event (`AddData`, `ExecuteTransform`), if it wrote one.
+    pub fn new_checkpoint(&self) -> Option<&Checkpoint> {
+        match self {
+            MetadataEvent::AddData(e) => e.new_checkpoint.as_ref(),
+            MetadataEvent::ExecuteTransform(e) => e.new_checkpoint.as_ref(),
             _ => None,
         }
     }

@@ -35,7 +35,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::{Output, known};
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::exit;
 use crate::scheduler::Scheduler;
 use crate::transaction::Context;
@@ -83,6 +83,9 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     if opts.recompute {
         recompute::recompute(ctx, &targets).await?;
     }
+    // Inputs are pinned by id: a name that leads to another dataset, or to none, stops the pull before
+    // anything is written (a root seeded again under a new id would feed its records twice downstream).
+    ctx.check_inputs_pinned(&targets).await?;
     let ws = ctx.workspace.clone();
     let scheduler = Scheduler::new(targets.clone(), |d| ws.inputs_of(d));
     let started = Instant::now();

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::pipeline_err;
 use super::progress::{ProgressEvent, ProgressHub, ProgressHubMessages};
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 
 /// Forwards progress through the plugin's dispatcher.
 struct PluginRelay {

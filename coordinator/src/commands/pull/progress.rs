@@ -11,7 +11,7 @@ use gen_stage::{
 };
 use serde::Serialize;
 
-use crate::progress::Report;
+use weir_dataset::progress::Report;
 
 /// What workers tell the progress hub.
 #[derive(Debug, Clone, Serialize)]
@@ -103,7 +103,13 @@ impl Producer<ProgressHubMessages> for ProgressHub {
 
 /// Progress bars, one per dataset, with the phase each shows.
 pub(super) struct Renderer {
-    pub(super) bars: BTreeMap<String, (indicatif::ProgressBar, Option<crate::progress::Phase>)>,
+    pub(super) bars: BTreeMap<
+        String,
+        (
+            indicatif::ProgressBar,
+            Option<weir_dataset::progress::Phase>,
+        ),
+    >,
     pub(super) multi: indicatif::MultiProgress,
 }
 

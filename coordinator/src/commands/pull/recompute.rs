@@ -1,6 +1,6 @@
 //! `weir pull --recompute`.
 
-use crate::error::CommandError;
+use crate::commands::error::CommandError;
 use crate::transaction::Context;
 
 /// `--recompute`: every derivative among `targets` whose transform is not the one its chain records is reset

@@ -9,8 +9,8 @@ use std::time::Duration;
 use gen_stage::{Msgs, Noreply, PartitionDispatcher, Producer, ProducerContext, ProducerOptions};
 use tokio::sync::oneshot;
 
-use crate::progress::PhaseTimes;
 use crate::scheduler::{Completion, DatasetState, Scheduler};
+use weir_dataset::progress::PhaseTimes;
 
 /// One transaction to run.
 #[derive(Debug, Clone, PartialEq, Eq)]

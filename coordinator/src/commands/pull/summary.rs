@@ -8,8 +8,8 @@ use serde_json::json;
 use super::plugin::PluginOutcome;
 use super::schedule::PullReport;
 use crate::commands::Output;
-use crate::progress::Phase;
 use crate::scheduler::DatasetState;
+use weir_dataset::progress::Phase;
 
 /// The summary of a pull that took `elapsed`, `engine_time` of it in engines.
 pub(super) fn summary(

@@ -11,10 +11,10 @@ use super::progress::{ProgressEvent, ProgressHub, ProgressHubMessages};
 use super::schedule::{
     Change, Done, PendingTransactions, PendingTransactionsMessages, Task, Timing,
 };
-use crate::error::tx_code;
-use crate::progress::{PhaseTimes, Progress, Report};
+use crate::commands::error::tx_code;
 use crate::scheduler::Completion;
 use crate::transaction::{Context, TxOutcome};
+use weir_dataset::progress::{PhaseTimes, Progress, Report};
 
 /// An engine worker: runs one transaction at a time.
 pub(super) struct Worker {

@@ -155,6 +155,12 @@ pub enum StoreError {
         /// Head now.
         found: Option<Multihash>,
     },
+    /// An append was given no events.
+    #[error("dataset `{dataset}`: nothing to append")]
+    NothingToAppend {
+        /// Dataset name.
+        dataset: String,
+    },
 }
 
 fn show_head(head: &Option<Multihash>) -> String {
@@ -265,6 +271,17 @@ impl Storage {
     /// a copy of each object and then the deletion of the originals on an object store (so an interrupted
     /// rename leaves the old dataset whole). Fails if `new` has files already.
     pub async fn rename_dataset(&self, old: &str, new: &str) -> Result<(), StoreError> {
+        self.move_dataset(old, new, false).await
+    }
+
+    /// Completes a rename of dataset `old` to `new` that may have been interrupted at any point: whatever of
+    /// `old` is left is moved to `new` (objects already copied are copied again, with the same bytes), and
+    /// a rename that already completed is left as it is.
+    pub async fn resume_rename_dataset(&self, old: &str, new: &str) -> Result<(), StoreError> {
+        self.move_dataset(old, new, true).await
+    }
+
+    async fn move_dataset(&self, old: &str, new: &str, resume: bool) -> Result<(), StoreError> {
         let from = self.dataset(old).prefix;
         let to = self.dataset(new).prefix;
         if let Some(root) = &self.local_root {
@@ -281,14 +298,21 @@ impl Storage {
                     source,
                 }
             };
-            if to_dir.exists() {
-                return Err(io(&to_dir)(std::io::Error::new(
+            let exists = || {
+                Err(io(&to_dir)(std::io::Error::new(
                     std::io::ErrorKind::AlreadyExists,
                     "a dataset folder of that name exists",
-                )));
+                )))
+            };
+            if !resume && to_dir.exists() {
+                return exists();
             }
+            // Resumed: a folder that is gone has been moved already.
             if !from_dir.exists() {
                 return Ok(());
+            }
+            if to_dir.exists() {
+                return exists();
             }
             std::fs::rename(&from_dir, &to_dir).map_err(io(&from_dir))?;
             if let Some(parent) = to_dir.parent() {
@@ -296,7 +320,7 @@ impl Storage {
             }
             return Ok(());
         }
-        if !self.list(&to).await?.is_empty() {
+        if !resume && !self.list(&to).await?.is_empty() {
             return Err(StoreError::Io {
                 operation: "rename",
                 path: self.display(&to),
@@ -1152,6 +1176,16 @@ impl DatasetStore {
             {
                 return Ok(Some(format!(
                     "block #{} names transform inputs by name, not by dataset id",
+                    b.sequence_number
+                )));
+            }
+            if let odf::MetadataEvent::ExecuteTransform(e) = &b.event
+                && e.query_inputs
+                    .iter()
+                    .any(super::legacy::repeats_its_position)
+            {
+                return Ok(Some(format!(
+                    "block #{} writes a transform input with nothing new as its previous block and offset repeated, a form kamu refuses",
                     b.sequence_number
                 )));
             }

@@ -1,5 +1,7 @@
 //! The dataset metadata chain: the chain's rules and its storage, and the upgrade of chains written before
 //! they were ODF's. The blocks and events themselves are [`odf`]'s.
+pub mod append;
+pub mod integrity;
 pub mod legacy;
 pub mod store;
 pub mod upgrade;

@@ -1,13 +1,14 @@
 //! The errors `weir` commands end with, their exit codes and hints.
 
-use crate::chain::store::StoreError;
-use crate::chain::upgrade::UpgradeError;
-use crate::data::DataError;
 use crate::engine::EngineFailure;
 use crate::exit;
 use crate::manifest::workspace::WorkspaceError;
 use crate::transaction::TxError;
-use crate::workspace_lock::LockError;
+use weir_dataset::chain::integrity::IntegrityError;
+use weir_dataset::chain::store::StoreError;
+use weir_dataset::chain::upgrade::UpgradeError;
+use weir_dataset::data::DataError;
+use weir_dataset::workspace_lock::LockError;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -27,9 +28,16 @@ pub enum CommandError {
     /// Records could not be read.
     #[error(transparent)]
     Data(#[from] DataError),
+    /// A dataset's stored files do not match its chain.
+    #[error(transparent)]
+    Integrity(#[from] IntegrityError),
     /// `weir sql`: a query was refused or failed, or the Flight SQL server could not serve.
     #[error(transparent)]
     Sql(#[from] weir_sql::SqlError),
+    /// An operation's intent record cannot be read or written, or the operation it records cannot be
+    /// completed.
+    #[error(transparent)]
+    Intent(#[from] super::intent::IntentError),
     /// The workspace lock is held by another process, or cannot be taken.
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -79,7 +87,7 @@ pub enum CommandError {
         /// The exit code of the first failure.
         code: u8,
         /// The pull's summary: every dataset's outcome, as text and as JSON.
-        summary: Box<crate::commands::Output>,
+        summary: Box<super::Output>,
     },
     /// The stage pipeline failed.
     #[error("pipeline: {message}")]
@@ -127,6 +135,7 @@ impl CommandError {
             CommandError::Workspace(_) => exit::INVALID_WORKSPACE,
             CommandError::Store(_)
             | CommandError::Data(_)
+            | CommandError::Integrity(_)
             | CommandError::StoredFiles { .. }
             | CommandError::Upgrade(_)
             | CommandError::UpgradeRead { .. } => exit::STORAGE,
@@ -140,6 +149,7 @@ impl CommandError {
             }
             CommandError::PullFailed { code, .. } => *code,
             CommandError::Lock(LockError::Locked { .. }) => exit::LOCKED,
+            CommandError::Intent(_) => exit::STORAGE,
             CommandError::Lock(LockError::Io { .. }) => exit::STORAGE,
             CommandError::Pipeline { .. } | CommandError::Plugin { .. } => exit::FAILURE,
             CommandError::Sql(e) if e.is_query_error() => exit::INVALID_QUERY,
@@ -151,6 +161,9 @@ impl CommandError {
     /// A hint for the user, when there is one.
     pub fn hint(&self) -> Option<&'static str> {
         match self {
+            CommandError::Workspace(WorkspaceError::NotAWorkspace { .. }) => Some(
+                "run weir in a workspace folder (one holding a `datasets/` folder of manifests), or point --workspace at one",
+            ),
             CommandError::Workspace(_) => {
                 Some("fix the manifest at the position shown, then run `weir validate`")
             }
@@ -167,6 +180,11 @@ impl CommandError {
             CommandError::Transaction(TxError::QueryChange { .. }) => Some(
                 "revert the query, or rerun with `weir pull --recompute DATASET` to reset the dataset to its Seed and compute it again from its inputs with the new query",
             ),
+            CommandError::Transaction(TxError::InputMoved(m)) => Some(if m.found.is_none() {
+                "restore the missing dataset's folder from a backup (nothing was written); or, to compute the derivative again from a new dataset of that name, run `weir pull --recompute DERIVATIVE`"
+            } else {
+                "if the input's storage was lost, restore it from a backup (nothing was written); to compute the derivative again from the dataset the name leads to now, run `weir pull --recompute DERIVATIVE`"
+            }),
             CommandError::Transaction(TxError::Engine { .. }) => Some(
                 "the dataset stayed at its previous head; rerun `weir pull` once the engine is fixed",
             ),
@@ -176,11 +194,12 @@ impl CommandError {
             CommandError::StoredFiles { .. } => Some(
                 "restore these files from a backup (each is named by the hash of its bytes); `weir validate` checks every dataset",
             ),
-            CommandError::Store(StoreError::HashMismatch { .. } | StoreError::Missing { .. }) => {
-                Some(
-                    "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
-                )
-            }
+            CommandError::Store(StoreError::HashMismatch { .. } | StoreError::Missing { .. })
+            | CommandError::Integrity(IntegrityError::Store(
+                StoreError::HashMismatch { .. } | StoreError::Missing { .. },
+            )) => Some(
+                "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
+            ),
             CommandError::Upgrade(_) | CommandError::UpgradeRead { .. } => Some(
                 "nothing was written: every dataset is as it was; restore or fix what the message names (stored files are named by the hash of their bytes), then run `weir upgrade` again",
             ),
@@ -190,6 +209,9 @@ impl CommandError {
             CommandError::Store(StoreError::HeadMissing { .. } | StoreError::BadHead { .. }) => {
                 Some("restore the head as the message says, then run `weir validate`")
             }
+            CommandError::Intent(_) => Some(
+                "an operation a killed weir began is recorded in the intent record named; every command completes it first: fix what the message names (permissions, space) and run any command again",
+            ),
             CommandError::Lock(LockError::Locked { .. }) => Some(
                 "wait for it to finish, or pass --wait-lock to wait for it; list, log, tail and verify do not need the lock",
             ),
@@ -234,7 +256,7 @@ impl CommandError {
 /// The exit code of a failed transaction.
 pub fn tx_code(t: &TxError) -> u8 {
     match t {
-        TxError::Store(_) => exit::STORAGE,
+        TxError::Store(_) | TxError::InputMoved(_) => exit::STORAGE,
         TxError::Engine { source, .. } => engine_code(source),
         TxError::UnknownDataset { .. } => exit::NOT_FOUND,
         TxError::BadData { .. } => exit::BAD_DATA,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt as _;
 
-use crate::progress::{Phase, Progress, Report};
 use odf::{FetchStep, Sha3Hasher, SourceState};
+use weir_dataset::progress::{Phase, Progress, Report};
 
 /// Source state kind of a glob: the name of the last file ingested.
 pub const STATE_LAST_FILE: &str = "weir/last-file";
@@ -165,7 +165,7 @@ pub async fn next_pending(
             }))
         }
         other => Err(FetchError {
-            what: crate::manifest::support::fetch_kind(other).to_owned(),
+            what: other.kind_name().to_owned(),
             message: "this fetch step is not supported by Weir".into(),
         }),
     }

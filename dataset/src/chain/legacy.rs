@@ -10,12 +10,12 @@
 //!
 //! ```
 //! // Not a FlatBuffers buffer at all: an error, not a panic.
-//! assert!(coordinator::chain::legacy::engine_record(b"\x01\x02").is_err());
+//! assert!(weir_dataset::chain::legacy::engine_record(b"\x01\x02").is_err());
 //! ```
 
 use odf::{ManifestVersion, MetadataBlock, MetadataEvent, Multicodec};
 
-use crate::engine::identity::EngineIdentity;
+use crate::identity::EngineIdentity;
 
 /// The key of the engine record in the old `ExecuteTransform.extra` JSON object.
 pub const ENGINE_EXTRA_KEY: &str = "weir.dev/engine";
@@ -64,6 +64,13 @@ pub fn old_format_mark(
         && t.inputs.iter().any(|i| i.dataset_id().is_none())
     {
         return Some("transform inputs named by dataset name, not by dataset id");
+    }
+    if let MetadataEvent::ExecuteTransform(e) = &block.event
+        && e.query_inputs.iter().any(repeats_its_position)
+    {
+        return Some(
+            "a transform input with nothing new written with its previous block and offset repeated as new ones (kamu writes none and refuses that form)",
+        );
     }
     if version == ManifestVersion::V2 && block.encode() != bytes {
         return Some("bytes that are not ODF's encoding of the block");
@@ -236,6 +243,14 @@ impl<'a> Table<'a> {
         };
         Table::at(self.file, follow(self.file, at)?).map(Some)
     }
+}
+
+/// An input written the way Weir wrote one with nothing new before it followed kamu's rule: its new block
+/// (and new offset) repeat the previous ones instead of being left out.
+pub fn repeats_its_position(q: &odf::ExecuteTransformInput) -> bool {
+    q.new_block_hash.is_some()
+        && q.new_block_hash == q.prev_block_hash
+        && q.new_offset == q.prev_offset
 }
 
 #[cfg(test)]

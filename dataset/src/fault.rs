@@ -3,7 +3,9 @@
 //!
 //! Steps, in transaction order: `after-read` (source read / engine done), `after-data` (data slice
 //! written), `after-checkpoint` (checkpoint written), `after-blocks` (blocks written, head not moved),
-//! `after-head` (head moved). `weir upgrade` has its own ([`UPGRADE_STEPS`]).
+//! `after-head` (head moved). `weir upgrade` has its own ([`UPGRADE_STEPS`]); `rename`, `delete` and `reset`
+//! have `intent-recorded` and `intent-step-N`, one per step they carry out. With `WEIR_FAULT_PAUSE=<file>`
+//! the process waits at the step until the file exists instead of aborting.
 
 /// The steps a transaction passes, in order.
 pub const STEPS: &[&str] = &[
@@ -28,6 +30,15 @@ pub fn point(step: &str, dataset: &str) {
         None => (spec.as_str(), None),
     };
     if want_step == step && want_dataset.is_none_or(|d| d == dataset) {
+        // `WEIR_FAULT_PAUSE=<file>`: wait there (holding whatever the process holds) until the file exists,
+        // then go on, for tests that queue another command behind this one.
+        if let Ok(file) = std::env::var("WEIR_FAULT_PAUSE") {
+            eprintln!("weir: WEIR_FAULT_AT={spec}: paused at {step} until {file} exists");
+            while !std::path::Path::new(&file).exists() {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            return;
+        }
         eprintln!("weir: WEIR_FAULT_AT={spec}: aborting at {step} of `{dataset}`");
         std::process::abort();
     }

@@ -39,7 +39,7 @@ impl EngineIdentity {
     /// The engine a transform records in its `version`, if it records one Weir wrote.
     ///
     /// ```
-    /// use coordinator::engine::identity::EngineIdentity;
+    /// use weir_dataset::identity::EngineIdentity;
     /// let e = EngineIdentity { name: "datafusion".into(), runtime: "docker".into(), reference: "e@sha256:ab".into() };
     /// let sql = odf::TransformSql { engine: "datafusion".into(), version: Some(e.to_version()), query: None,
     ///     queries: None, temporal_tables: None };

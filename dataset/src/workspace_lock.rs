@@ -11,7 +11,7 @@
 //! `.weir.lock` in the workspace folder, which keeps out the writers of this machine only.
 //!
 //! ```
-//! use coordinator::workspace_lock::{LockError, WorkspaceLock};
+//! use weir_dataset::workspace_lock::{LockError, WorkspaceLock};
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("weir.lock");
 //! let held = WorkspaceLock::try_acquire(&path).unwrap();

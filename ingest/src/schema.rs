@@ -11,10 +11,10 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::chain::store::{Chain, DatasetStore, FileKind};
-use crate::data::{DataError, arrow_err, parquet_err};
-use crate::ingest::error::{BadData, ChangedType, IngestError};
+use crate::error::{BadData, ChangedType, IngestError};
 use odf::{DataSlice, DatasetVocabulary};
+use weir_dataset::chain::store::{Chain, DatasetStore, FileKind};
+use weir_dataset::data::{DataError, arrow_err, parquet_err};
 
 /// The data columns (all but offset, op and system time) a root dataset's records have, or `None` before
 /// its first data. Today that is the schema of its first data slice; it is the one place to read it from
@@ -260,7 +260,7 @@ mod tests {
             .schema()
             .clone();
 
-        let storage = crate::chain::store::Storage::open("memory:///ws").unwrap();
+        let storage = weir_dataset::chain::store::Storage::open("memory:///ws").unwrap();
         let store = storage.dataset("d");
         let size = bytes.len() as u64;
         let hash = store.put_file(FileKind::Data, bytes.into()).await.unwrap();

@@ -14,8 +14,8 @@ use arrow::compute::{cast, interleave};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
-use crate::data::{self, DataError, arrow_err};
 use odf::{DatasetVocabulary, MergeStrategy};
+use weir_dataset::data::{self, DataError, arrow_err};
 
 /// `+A`: a new record.
 pub const OP_APPEND: i32 = 0;
@@ -92,7 +92,7 @@ pub fn merge(
         other => Err(DataError::Column {
             message: format!(
                 "merge strategy `{}` is not supported by Weir",
-                crate::manifest::support::merge_kind(other)
+                other.kind_name()
             ),
         }),
     }

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
-//! use coordinator::progress::{Phase, Progress, Report};
+//! use weir_dataset::progress::{Phase, Progress, Report};
 //!
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let sink = seen.clone();

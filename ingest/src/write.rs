@@ -12,9 +12,9 @@ use arrow::datatypes::SchemaRef;
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
 
-use crate::data::{self, DataError};
 use odf::logical_hash::{HashingThread, LogicalHasher};
 use odf::{DatasetVocabulary, Multihash, Sha3Hasher};
+use weir_dataset::data::{self, DataError};
 
 /// Batches queued for the logical hash's thread: the writer runs at most this far ahead of it.
 const HASH_QUEUE: usize = 16;

@@ -5,8 +5,8 @@
 
 use std::fmt;
 
-use crate::chain::store::StoreError;
-use crate::data::DataError;
+use weir_dataset::chain::store::StoreError;
+use weir_dataset::data::DataError;
 
 /// Where a record is in what was read: a 1-based line of a text file, a 1-based row of a Parquet file, or
 /// a 1-based row of the output of the source's preprocess query.

@@ -55,14 +55,14 @@ pub enum DataError {
 /// Result alias.
 pub type Result<T, E = DataError> = std::result::Result<T, E>;
 
-pub(crate) fn arrow_err(
-    context: impl Into<String>,
-) -> impl FnOnce(arrow::error::ArrowError) -> DataError {
+/// Wraps an Arrow error with what was being done (`map_err(arrow_err("reading records"))`).
+pub fn arrow_err(context: impl Into<String>) -> impl FnOnce(arrow::error::ArrowError) -> DataError {
     let context = context.into();
     move |source| DataError::Arrow { context, source }
 }
 
-pub(crate) fn parquet_err(
+/// Wraps a Parquet error with what was being done.
+pub fn parquet_err(
     context: impl Into<String>,
 ) -> impl FnOnce(parquet::errors::ParquetError) -> DataError {
     let context = context.into();
@@ -310,6 +310,23 @@ pub fn logical_hash_of_parquet<R: parquet::file::reader::ChunkReader + 'static>(
     Ok((schema, hasher.finish().map_err(hash_err)?))
 }
 
+/// The number of records the Parquet file at `path` holds, from its footer alone.
+pub fn rows_in_file(path: &std::path::Path) -> Result<u64> {
+    let file = std::fs::File::open(path).map_err(|e| DataError::Column {
+        message: format!("reading {}: {e}", path.display()),
+    })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err(format!(
+        "reading the footer of {}",
+        path.display()
+    )))?;
+    u64::try_from(builder.metadata().file_metadata().num_rows()).map_err(|_| DataError::Column {
+        message: format!(
+            "{}: its footer gives a negative number of rows",
+            path.display()
+        ),
+    })
+}
+
 /// [`logical_hash_of_parquet`] of the Parquet file at `path`, on a blocking thread.
 pub async fn logical_hash_of_file(path: &std::path::Path) -> Result<(SchemaRef, Multihash)> {
     let path = path.to_path_buf();
@@ -347,9 +364,17 @@ pub fn with_system_columns(
     vocab: &DatasetVocabulary,
 ) -> Result<RecordBatch> {
     let n = data.num_rows();
-    let offsets: ArrayRef = Arc::new(Int64Array::from_iter_values(
-        (0..n as i64).map(|i| first_offset as i64 + i),
-    ));
+    // ODF's offset column is Int64: the last offset must fit, or the records cannot be written.
+    let first = i64::try_from(first_offset)
+        .ok()
+        .filter(|f| i64::try_from(n).is_ok_and(|n| f.checked_add(n).is_some()))
+        .ok_or_else(|| DataError::Column {
+            message: format!(
+                "offsets from {first_offset} for {n} records go beyond the largest a record can have ({})",
+                i64::MAX
+            ),
+        })?;
+    let offsets: ArrayRef = Arc::new(Int64Array::from_iter_values(first..first + n as i64));
     let ops: ArrayRef = Arc::new(Int32Array::from(ops.to_vec()));
     let st: ArrayRef = Arc::new(
         TimestampMillisecondArray::from(vec![system_time.timestamp_millis(); n])
@@ -438,7 +463,14 @@ pub fn offset_values(batch: &RecordBatch, vocab: &DatasetVocabulary) -> Result<V
             message: "offset has nulls".into(),
         });
     }
-    Ok(arr.values().iter().map(|v| *v as u64).collect())
+    arr.values()
+        .iter()
+        .map(|v| {
+            u64::try_from(*v).map_err(|_| DataError::Column {
+                message: format!("offset {v} is negative"),
+            })
+        })
+        .collect()
 }
 
 /// The maximum of a timestamp column, in UTC.

@@ -11,10 +11,12 @@
 //! - a slice's logical hash is ODF's, recomputed from its file by the caller ([`SliceFacts`]);
 //! - `SetTransform` inputs are the input datasets' ids, each with its alias (the old alias, or the input's
 //!   name), and the engine the old `ExecuteTransform` recorded in a slot ODF does not have moves into the
-//!   `TransformSql.version` of the `SetTransform` in force ([`crate::engine::identity`]): the pending
+//!   `TransformSql.version` of the `SetTransform` in force ([`crate::identity`]): the pending
 //!   `SetTransform` of the step's transaction records it, or a copy with the new version is added before the
 //!   step when the engine changed;
-//! - `ExecuteTransform` inputs name the input's blocks by their new hashes (inputs are upgraded first);
+//! - `ExecuteTransform` inputs name the input's blocks by their new hashes (inputs are upgraded first), and
+//!   an input with nothing new in a step has no new block or offset (the previous ones carry the position),
+//!   as kamu writes it and requires, where the Weir before wrote the previous ones again;
 //! - sequence numbers and `prev_block_hash` links follow from the new blocks.
 //!
 //! Data and checkpoint files are not touched: their names (physical hashes), sizes and offsets stay. Blocks
@@ -30,9 +32,9 @@ use odf::{
     Transform, TransformInput,
 };
 
+use super::append::{link_blocks, record_engine, schema_event, set_version};
 use super::validate::{ChainValidator, ChainViolation, check_input_against_chain};
-use crate::engine::identity::{self, EngineIdentity};
-use crate::transaction::{link_blocks, record_engine, schema_event, set_version};
+use crate::identity::{self, EngineIdentity};
 
 /// Why a chain cannot be upgraded. Nothing is written when one is found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -401,6 +403,14 @@ impl Transaction<'_> {
                         )
                     })?;
                 }
+                // An input with nothing new, as kamu writes it: no new block or offset.
+                *q = odf::ExecuteTransformInput::advanced(
+                    q.dataset_id,
+                    q.prev_block_hash,
+                    q.prev_offset,
+                    q.last_block_hash().copied(),
+                    q.last_offset(),
+                );
             }
         }
         events.push(event);

@@ -2,7 +2,7 @@
 //!
 //! Every value of a text file is read as written and parsed into its column's type here, so that a value
 //! that does not parse is refused with its line and column instead of becoming NULL; every batch carries
-//! the line (or Parquet row) of each of its records for the checks that follow ([`super::check`]).
+//! the line (or Parquet row) of each of its records for the checks that follow ([`crate::check`]).
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
@@ -17,10 +17,10 @@ use arrow::error::ArrowError;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::data::{DataError, utc_millis};
-use crate::ingest::error::{BadData, IngestError, Place, Places, Unit};
-use crate::ingest::schema::{self, type_name};
+use crate::error::{BadData, IngestError, Place, Places, Unit};
+use crate::schema::{self, type_name};
 use odf::ReadStep;
+use weir_dataset::data::{DataError, utc_millis};
 
 /// Records per batch.
 const BATCH_ROWS: usize = 8192;
@@ -89,7 +89,7 @@ const INFER_RECORDS: usize = 1000;
 /// Parses ODF's DDL column list (`["id BIGINT", "name STRING", "at TIMESTAMP"]`).
 ///
 /// ```
-/// use coordinator::ingest::read::parse_ddl;
+/// use weir_ingest::read::parse_ddl;
 /// let s = parse_ddl(&["id BIGINT".into(), "name STRING".into()]).unwrap();
 /// assert_eq!(s.field(0).name(), "id");
 /// ```

@@ -15,11 +15,11 @@ use arrow::row::{RowConverter, SortField};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use chrono::{DateTime, Utc};
 
-use crate::data::utc_millis;
-use crate::ingest::error::{BadData, IngestError, Place};
-use crate::ingest::read::Placed;
-use crate::ingest::schema::{self, type_name};
+use crate::error::{BadData, IngestError, Place};
+use crate::read::Placed;
+use crate::schema::{self, type_name};
 use odf::{DatasetVocabulary, MergeStrategy};
+use weir_dataset::data::utc_millis;
 
 /// The checks of one file, fed its batches in order.
 #[derive(Debug)]
@@ -251,7 +251,7 @@ fn key_values(cols: &[ArrayRef], i: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::error::{Places, Unit};
+    use crate::error::{Places, Unit};
     use arrow::array::{Int64Array, StringArray};
 
     fn placed(ids: &[i64], names: &[Option<&str>], first_line: u64) -> Placed {

@@ -1,8 +1,14 @@
-//! Root dataset ingestion: fetch, read, check, preprocess, merge.
+//! Root ingestion for Open Data Fabric datasets: fetch a source, read it (CSV, NDJSON, Parquet) batch by
+//! batch, check every record, merge it with the dataset's history (Append, Ledger, Snapshot) and write the
+//! new data slice, with no query engine involved (a preprocess query is the caller's to run).
 //!
 //! Ingest refuses data it would otherwise have to coerce or drop ([`error::BadData`]): a value that does not
 //! parse as its column's type, an event time that is not a time or is empty, a primary key twice in one file,
 //! a column name twice, columns that differ from the dataset's. Nothing of a refused file is committed.
+//!
+#![doc = include_str!("../README.md")]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod check;
 pub mod error;
 pub mod fetch;
@@ -14,10 +20,10 @@ pub mod write;
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 
-use crate::progress::{Phase, Progress, Report};
 use check::Checks;
 use error::IngestError;
 use read::Batches;
+use weir_dataset::progress::{Phase, Progress, Report};
 
 /// Checks a file's batches in order, handing each checked batch to `each` as it goes (a file with no records
 /// still has its schema checked), and reports the records and bytes read so far to `progress`.
@@ -77,7 +83,7 @@ pub fn check_all(
     let schema = match schema {
         Some(s) => s,
         None => checks.schema().ok_or_else(|| {
-            IngestError::Data(crate::data::DataError::Column {
+            IngestError::Data(weir_dataset::data::DataError::Column {
                 message: format!("{file}: no schema"),
             })
         })?,
