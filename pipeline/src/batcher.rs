@@ -233,7 +233,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
             tracing::warn!(messages = failed.len(), %reason, "batcher stopped with partial batches: acked failed");
             for message in &mut failed {
                 message.fail(format!(
-                    "the batcher stopped ({reason}) before the batch was handled"
+                    "the batcher stopped ({reason}: a drain's deadline passed, or the stage was stopped) before the batch was handled"
                 ));
             }
             crate::ack_messages(Vec::new(), failed);

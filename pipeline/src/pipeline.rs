@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
-    AnyStage, AsProducer, CancelMode, ConsumerRef, DemandDispatcher, Dispatcher, Drain,
-    DrainReport, Map, PartitionDispatcher, Producer, ProducerConsumerOptions, ProducerHandle,
-    ProducerOptions, ProducerRef, StageId, SubscribeOptions,
+    AnyStage, AsProducer, BufferSize, CancelMode, ConsumerRef, DemandDispatcher, DemandMode,
+    Dispatcher, Drain, DrainReport, Map, PartitionDispatcher, Producer, ProducerConsumerOptions,
+    ProducerHandle, ProducerOptions, ProducerRef, StageId, SubscribeOptions,
 };
 use tokio::sync::mpsc;
 
@@ -23,7 +23,10 @@ use crate::processor::{
     partition_of,
 };
 use crate::rate_limit::{RateLimiter, RateLimiting, run_intervals};
-use crate::test_producer::{CallerAcknowledger, PushProducer, PushProducerMessages};
+use crate::test_producer::{
+    CallerAcknowledger, Flush, Inlet, NOT_RUNNING, PushProducer, PushProducerMessages, Pushed, Wake,
+    ack_failed,
+};
 use crate::{Acknowledger, BatchInfo, Error, Message};
 
 /// A batcher: its name, batch size and timeout, how many batch processors
@@ -198,9 +201,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 let producer = make(index);
                 let start: StartProducer<T> = Box::new(move |dispatcher| {
                     Box::pin(async move {
+                        // Held until every processor has subscribed.
                         let stage = gen_stage::start_producer_with(
                             producer,
-                            ProducerOptions::new().boxed_dispatcher(dispatcher),
+                            ProducerOptions::new()
+                                .boxed_dispatcher(dispatcher)
+                                .demand(DemandMode::Accumulate),
                         )
                         .await?;
                         Ok((stage.producer(), AnyStage::from(&stage)))
@@ -513,7 +519,24 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let mut test_producer = None;
         let mut started = Vec::new();
         let mut inputs: Vec<ProducerRef<Message<T>>> = Vec::new();
+        // Producers whose demand the pipeline holds until every processor
+        // has subscribed (so that a finite producer cannot finish, and
+        // stop, before the last processor subscribes to it).
+        let mut held: Vec<AnyProducer<T>> = Vec::new();
         for source in self.sources {
+            match &source {
+                Source::Messages(producer) => {
+                    if hold(producer).await? {
+                        held.push(AnyProducer::Messages(producer.clone()));
+                    }
+                }
+                Source::Data(producer, _) => {
+                    if hold(producer).await? {
+                        held.push(AnyProducer::Data(producer.clone()));
+                    }
+                }
+                Source::Start(_) | Source::Test => {}
+            }
             match source {
                 Source::Messages(producer) if partition_by.is_some() => {
                     let route = gen_stage::start_producer_consumer_with(
@@ -548,18 +571,24 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                         let (producer, stage) = start(dispatcher()).await?;
                         sources.push(stage);
                         started.push(producer.clone());
+                        held.push(AnyProducer::Messages(producer.clone()));
                         inputs.push(producer);
                     }
                 }
                 Source::Test => {
+                    let inlet = Arc::new(Inlet::new());
+                    // Unbounded: what a drain flushes waits there for the
+                    // processors' demand.
                     let push = gen_stage::start_producer_with(
-                        PushProducer::<T>::new(),
-                        ProducerOptions::new().boxed_dispatcher(dispatcher()),
+                        PushProducer::<T>::new(inlet.clone()),
+                        ProducerOptions::new()
+                            .boxed_dispatcher(dispatcher())
+                            .buffer_size(BufferSize::Infinity),
                     )
                     .await?;
                     sources.push(AnyStage::from(&push));
                     inputs.push(push.producer());
-                    test_producer = Some(push);
+                    test_producer = Some(TestProducer { inlet, stage: push });
                 }
             }
         }
@@ -571,6 +600,10 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 }
                 processor.subscribe(input, options).await?;
             }
+        }
+        // Every subscription is up: let demand flow.
+        for producer in held {
+            producer.release().await?;
         }
 
         if let Some(limiter) = &limiter {
@@ -598,6 +631,43 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     }
 }
 
+/// The test producer and the inlet its messages are pushed into.
+struct TestProducer<T: Send + 'static> {
+    inlet: Arc<Inlet<T>>,
+    stage: ProducerHandle<PushProducer<T>, PushProducerMessages>,
+}
+
+/// A producer given to the builder, of messages or of data.
+enum AnyProducer<T> {
+    Messages(ProducerRef<Message<T>>),
+    Data(ProducerRef<T>),
+}
+
+impl<T: Send + 'static> AnyProducer<T> {
+    /// Let demand flow again (forward mode).
+    async fn release(self) -> Result<(), gen_stage::Error> {
+        match self {
+            AnyProducer::Messages(producer) => producer.set_demand_mode(DemandMode::Forward).await,
+            AnyProducer::Data(producer) => producer.set_demand_mode(DemandMode::Forward).await,
+        }
+    }
+}
+
+/// Hold `producer`'s demand (accumulate mode) while the pipeline
+/// subscribes to it, if it forwards demand now: `true` if it is held
+/// (release it). A producer already accumulating is the caller's to
+/// release; a producer_consumer cannot accumulate and is left as it is.
+async fn hold<E: Send + 'static>(producer: &ProducerRef<E>) -> Result<bool, Error> {
+    if producer.demand_mode().await? != DemandMode::Forward {
+        return Ok(false);
+    }
+    match producer.set_demand_mode(DemandMode::Accumulate).await {
+        Ok(()) => Ok(true),
+        Err(gen_stage::Error::WrongKind { .. }) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// A running pipeline: producers, processors, batchers and batch
 /// processors, each a gen-stage stage. See the [crate documentation](crate).
 pub struct Pipeline<T: Send + 'static> {
@@ -607,7 +677,7 @@ pub struct Pipeline<T: Send + 'static> {
     producers: Vec<ProducerRef<Message<T>>>,
     /// Every other stage, upstream first.
     stages: Vec<AnyStage>,
-    test_producer: Option<ProducerHandle<PushProducer<T>, PushProducerMessages<T>>>,
+    test_producer: Option<TestProducer<T>>,
     /// Every stage's counters (processors, then batchers and their batch
     /// processors).
     metrics: Vec<(StageRole, StageId, Arc<Counters>)>,
@@ -706,7 +776,16 @@ impl<T: Send + 'static> Pipeline<T> {
     /// first, the stages stop anyway and the report says what they still
     /// held (see the crate documentation for what is acked then).
     pub async fn drain(&self, deadline: Duration) -> DrainReport {
-        Drain::new(deadline)
+        let started = tokio::time::Instant::now();
+        if let Some(test) = &self.test_producer {
+            // Broadway's `prepare_for_draining`: no new pushes, and what was
+            // pushed goes into the producer's buffer, which the drain
+            // empties as the processors ask (a stopped producer already
+            // acked its queue failed).
+            test.inlet.close();
+            let _ = test.stage.call(Flush, deadline).await;
+        }
+        Drain::new(deadline.saturating_sub(started.elapsed()))
             .stages(self.sources.iter())
             .stages(self.stages.iter())
             .run()
@@ -728,10 +807,29 @@ impl<T: Send + 'static> Pipeline<T> {
 
     /// Push messages into the test producer (Broadway's `push_messages`):
     /// they flow through the pipeline like any other.
+    ///
+    /// Once the pipeline is draining or stopped it takes no new messages:
+    /// the call returns [`Error::NotRunning`] and the messages are acked
+    /// failed (so their source learns of them either way).
     pub fn push_messages(&self, messages: Vec<Message<T>>) -> Result<(), Error> {
-        let producer = self.test_producer.as_ref().ok_or(Error::NoTestProducer)?;
-        producer.cast(messages)?;
-        Ok(())
+        let Some(test) = self.test_producer.as_ref() else {
+            ack_failed(messages, "the pipeline has no test producer");
+            return Err(Error::NoTestProducer);
+        };
+        match test.inlet.push(messages) {
+            Pushed::Queued { wake } => {
+                // The producer is running, or stopping and will ack the
+                // queue failed: either way the messages are in its hands.
+                if wake {
+                    let _ = test.stage.cast(Wake);
+                }
+                Ok(())
+            }
+            Pushed::Refused(messages) => {
+                ack_failed(messages, NOT_RUNNING);
+                Err(Error::NotRunning)
+            }
+        }
     }
 
     /// Push one message with `data` through the pipeline (Broadway's
