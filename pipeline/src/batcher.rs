@@ -13,16 +13,18 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::batch::Accumulator;
+use crate::batch::{Accumulator, Weight};
 use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, ack_with_failed_hook, run_handle_batch};
 use crate::message::split;
-use crate::{Batch, Message};
+use crate::{Batch, BatchMode, Message};
 
 /// A batcher's stage.
 pub(crate) struct BatcherStage<T> {
     accumulator: Accumulator<T>,
-    batch_size: usize,
+    /// What it asks of each processor at a time (Broadway's batcher
+    /// `max_demand`, `batch_size` by default).
+    max_demand: usize,
     /// Subscriptions to processors still open (manual demand, asked as
     /// gen-stage's automatic demand would): when the last ends (the
     /// processors drained), every partial batch is flushed.
@@ -113,13 +115,14 @@ impl Drop for Timer {
 impl<T> BatcherStage<T> {
     pub fn new(
         name: String,
-        batch_size: usize,
+        (batch_size, weight): (usize, Option<Weight<T>>),
         batch_timeout: Duration,
+        max_demand: usize,
         upstreams: Upstreams,
     ) -> Self {
         Self {
-            accumulator: Accumulator::new(name, batch_size, batch_timeout),
-            batch_size,
+            accumulator: Accumulator::new(name, batch_size, batch_timeout).with_weight(weight),
+            max_demand,
             upstreams,
             timer: Timer::default(),
         }
@@ -148,7 +151,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         _options: &SubscribeOptions<Message<T>>,
         ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
-        let max = self.batch_size;
+        let max = self.max_demand;
         let first = self.upstreams.subscribe(subscription.id, max, max / 2);
         ask(&mut self.upstreams, ctx, subscription.id, first);
         Ok(ConsumerDemand::Manual)
@@ -166,12 +169,22 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         // The first deadline a new partial batch set (the later ones are
         // later still).
         let mut first_deadline = None;
+        // The batch keys of messages in flush mode.
+        let mut flush: Vec<String> = Vec::new();
         for message in events {
-            let (batch, deadline) = self.accumulator.push(message, Instant::now);
-            if let Some(batch) = batch {
-                batches.push(batch);
+            if message.batch_mode() == BatchMode::Flush {
+                let key = message.batch_key();
+                if !flush.iter().any(|k| k == key) {
+                    flush.push(key.to_owned());
+                }
             }
+            let deadline = self
+                .accumulator
+                .push_into(message, Instant::now, &mut batches);
             first_deadline = first_deadline.or(deadline);
+        }
+        for key in flush {
+            batches.extend(self.accumulator.flush_key(&key));
         }
         if let Some(at) = first_deadline {
             self.timer.set(at, ctx);

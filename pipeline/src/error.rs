@@ -24,6 +24,14 @@ pub enum Error {
         /// The batcher's name.
         batcher: String,
     },
+    /// `processor_min_demand` not below `processor_max_demand`.
+    #[error("processor min_demand ({min_demand}) must be below max_demand ({max_demand})")]
+    InvalidDemand {
+        /// The processors' `max_demand`.
+        max_demand: usize,
+        /// The `min_demand` asked for.
+        min_demand: usize,
+    },
     /// Two batchers with the same name.
     #[error("two batchers are named {batcher:?}")]
     DuplicateBatcher {

@@ -17,7 +17,7 @@ pub use gen_stage;
 pub use batch::{Batch, BatchInfo, BatchTrigger};
 pub use error::Error;
 pub use message::{
-    Acknowledger, DEFAULT_BATCH_KEY, DEFAULT_BATCHER, Message, NoopAcknowledger, Status,
+    Acknowledger, BatchMode, DEFAULT_BATCH_KEY, DEFAULT_BATCHER, Message, NoopAcknowledger, Status,
     ack_messages,
 };
 pub use metrics::{BatchSizes, PipelineMetrics, StageMetrics, StageRole};

@@ -20,6 +20,20 @@ pub enum Status {
     Failed(String),
 }
 
+/// When a batcher hands over the batch a message is in: Broadway's
+/// `batch_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchMode {
+    /// When the batch is full or its timeout passes (the default).
+    #[default]
+    Bulk,
+    /// As soon as the batcher has received the message: the batch is handed
+    /// over with what the batcher received with it (not necessarily alone).
+    /// [`Pipeline::test_message`](crate::Pipeline::test_message) and
+    /// [`test_batch`](crate::Pipeline::test_batch) push their messages so.
+    Flush,
+}
+
 /// Told once for every message whether it was handled: Broadway's
 /// `Broadway.Acknowledger`.
 ///
@@ -86,6 +100,7 @@ struct Extra {
     /// `Cow`: the defaults are borrowed.
     batcher: Cow<'static, str>,
     batch_key: Cow<'static, str>,
+    batch_mode: BatchMode,
 }
 
 /// The status of a message without [`Extra`].
@@ -108,8 +123,25 @@ impl<T> Message<T> {
                 status: Status::Ok,
                 batcher: Cow::Borrowed(DEFAULT_BATCHER),
                 batch_key: Cow::Borrowed(DEFAULT_BATCH_KEY),
+                batch_mode: BatchMode::Bulk,
             })
         })
+    }
+
+    /// When the batcher hands over the message's batch (Broadway's
+    /// `put_batch_mode`): [`BatchMode::Flush`] at once, without waiting
+    /// for the batch to fill or time out.
+    pub fn put_batch_mode(&mut self, mode: BatchMode) {
+        if mode != self.batch_mode() {
+            self.extra_mut().batch_mode = mode;
+        }
+    }
+
+    /// The message's batch mode.
+    pub fn batch_mode(&self) -> BatchMode {
+        self.extra
+            .as_ref()
+            .map_or(BatchMode::Bulk, |extra| extra.batch_mode)
     }
 
     /// Mark the message failed: it goes to no batcher, and is acked failed
@@ -195,6 +227,7 @@ impl<T: fmt::Debug> fmt::Debug for Message<T> {
             .field("status", self.status())
             .field("batcher", &self.batcher())
             .field("batch_key", &self.batch_key())
+            .field("batch_mode", &self.batch_mode())
             .finish_non_exhaustive()
     }
 }

@@ -14,6 +14,7 @@ use gen_stage::{
 };
 use tokio::sync::mpsc;
 
+use crate::batch::Weight;
 use crate::batcher::{BatchProcessor, BatcherStage};
 use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, HandleMessage};
@@ -24,10 +25,10 @@ use crate::processor::{
 };
 use crate::rate_limit::{RateLimiter, RateLimiting, run_intervals};
 use crate::test_producer::{
-    CallerAcknowledger, Flush, Inlet, NOT_RUNNING, PushProducer, PushProducerMessages, Pushed, Wake,
-    ack_failed,
+    CallerAcknowledger, Flush, Inlet, NOT_RUNNING, PushProducer, PushProducerMessages, Pushed,
+    Wake, ack_failed,
 };
-use crate::{Acknowledger, BatchInfo, Error, Message};
+use crate::{Acknowledger, BatchInfo, BatchMode, Error, Message};
 
 /// A batcher: its name, batch size and timeout, how many batch processors
 /// run `handle_batch`, and `handle_batch` itself (Broadway's `batchers:`
@@ -39,6 +40,8 @@ pub struct Batcher<T> {
     concurrency: usize,
     handle_batch: HandleBatch<T>,
     partition_by: Option<PartitionBy<T>>,
+    weight: Option<Weight<T>>,
+    max_demand: Option<usize>,
 }
 
 impl<T> std::fmt::Debug for Batcher<T> {
@@ -49,6 +52,8 @@ impl<T> std::fmt::Debug for Batcher<T> {
             .field("batch_timeout", &self.batch_timeout)
             .field("concurrency", &self.concurrency)
             .field("partition_by", &self.partition_by.is_some())
+            .field("batch_weight_limit", &self.weight.as_ref().map(|w| w.limit))
+            .field("max_demand", &self.max_demand)
             .finish_non_exhaustive()
     }
 }
@@ -73,7 +78,47 @@ impl<T> Batcher<T> {
             concurrency: 1,
             handle_batch: Arc::new(handle_batch),
             partition_by: None,
+            weight: None,
+            max_demand: None,
         }
+    }
+
+    /// Batches measured by what their messages weigh, not only by count
+    /// (Broadway's `batch_size: {initial_acc, splitter}`, e.g. size in
+    /// bytes): a batch is handed over when its messages weigh `limit`, or
+    /// when the next message would take it over `limit` (that message
+    /// begins the next batch), or at `batch_size` messages, whichever comes
+    /// first. A message that weighs `limit` or more is a batch on its own.
+    /// `weigh` runs in the batcher; a panic there counts as `limit` (and
+    /// is logged).
+    ///
+    /// ```
+    /// use pipeline::{Batcher, Message};
+    ///
+    /// // Batches of at most 64 KiB of text.
+    /// let batcher = Batcher::new("default", |_: &mut [Message<String>], _| {})
+    ///     .batch_size(10_000)
+    ///     .batch_size_by(64 * 1024, |message: &Message<String>| message.data.len());
+    /// # let _ = batcher;
+    /// ```
+    pub fn batch_size_by(
+        mut self,
+        limit: usize,
+        weigh: impl Fn(&Message<T>) -> usize + Send + Sync + 'static,
+    ) -> Self {
+        self.weight = Some(Weight {
+            limit,
+            weigh: Arc::new(weigh),
+        });
+        self
+    }
+
+    /// How many messages the batcher asks of each processor at a time
+    /// (Broadway's batcher `max_demand`; default `batch_size`); it asks
+    /// again when half of that is handled.
+    pub fn max_demand(mut self, max_demand: usize) -> Self {
+        self.max_demand = Some(max_demand.max(1));
+        self
     }
 
     /// The most messages in a batch; a batch this big is handed over at once.
@@ -151,6 +196,7 @@ pub struct PipelineBuilder<T> {
     sources: Vec<Source<T>>,
     processors: Option<(usize, HandleMessage<T>)>,
     processor_max_demand: usize,
+    processor_min_demand: Option<usize>,
     batchers: Vec<Batcher<T>>,
     handle_failed: Option<HandleFailed<T>>,
     shutdown_timeout: Duration,
@@ -261,6 +307,14 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Each processor asks its producers again once its outstanding demand
+    /// falls to `min_demand` (Broadway's processor `min_demand`; default
+    /// half of `max_demand`). At least 0, below `max_demand`.
+    pub fn processor_min_demand(mut self, min_demand: usize) -> Self {
+        self.processor_min_demand = Some(min_demand);
+        self
+    }
+
     /// Add a batcher.
     pub fn batcher(mut self, batcher: Batcher<T>) -> Self {
         self.batchers.push(batcher);
@@ -346,7 +400,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         };
         let mut names = HashMap::new();
         for (index, batcher) in self.batchers.iter().enumerate() {
-            if batcher.batch_size == 0 {
+            if batcher.batch_size == 0 || batcher.weight.as_ref().is_some_and(|w| w.limit == 0) {
                 return Err(Error::ZeroBatchSize {
                     batcher: batcher.name.clone(),
                 });
@@ -388,10 +442,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             ));
             for partition in 0..stages {
                 let counters = Arc::new(Counters::default());
+                let max_demand = batcher.max_demand.unwrap_or(batcher.batch_size);
                 let stage = gen_stage::start_producer_consumer(BatcherStage::<T>::new(
                     batcher.name.clone(),
-                    batcher.batch_size,
+                    (batcher.batch_size, batcher.weight.clone()),
                     batcher.batch_timeout,
+                    max_demand,
                     Upstreams::new(counters.clone()),
                 ))
                 .await?;
@@ -427,13 +483,23 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                         .await?;
                     downstream.push(AnyStage::from(&processor));
                 }
-                batcher_stages.push((stage, batcher.batch_size));
+                batcher_stages.push((stage, max_demand));
             }
         }
 
         // Processors, each subscribed to by every batcher stage (one
         // partition each).
         let max_demand = self.processor_max_demand;
+        let min_demand = match self.processor_min_demand {
+            None => max_demand / 2,
+            Some(min) if min < max_demand => min,
+            Some(min) => {
+                return Err(Error::InvalidDemand {
+                    max_demand,
+                    min_demand: min,
+                });
+            }
+        };
         let processor = Processor {
             name: name.clone(),
             handle_message,
@@ -441,6 +507,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             batchers: (!batcher_stages.is_empty()).then(|| Arc::new(Routes::new(routes))),
             limiter: limiter.clone(),
             max_demand,
+            min_demand,
         };
         let mut processors: Vec<ConsumerRef<Message<T>>> = Vec::with_capacity(concurrency);
         let mut processor_stages: Vec<AnyStage> = Vec::with_capacity(concurrency);
@@ -474,8 +541,8 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             )
             .await?;
             metrics.push((StageRole::Processor { index }, stage.id(), counters));
-            for (index, (batcher, batch_size)) in batcher_stages.iter().enumerate() {
-                let mut options = with_demand(*batch_size);
+            for (index, (batcher, batcher_demand)) in batcher_stages.iter().enumerate() {
+                let mut options = with_demand(*batcher_demand);
                 if batcher_stages.len() > 1 {
                     options = options.partition(index);
                 }
@@ -702,6 +769,7 @@ impl<T: Send + 'static> Pipeline<T> {
             sources: Vec::new(),
             processors: None,
             processor_max_demand: 10,
+            processor_min_demand: None,
             batchers: Vec::new(),
             handle_failed: None,
             shutdown_timeout: Duration::from_secs(30),
@@ -833,9 +901,10 @@ impl<T: Send + 'static> Pipeline<T> {
     }
 
     /// Push one message with `data` through the pipeline (Broadway's
-    /// `test_message`). It is pushed now; the future resolves with the
-    /// message as acked: [`Message::status`] says whether successful or
-    /// failed.
+    /// `test_message`). It is pushed now, in [`BatchMode::Flush`]: its
+    /// batcher hands its batch over as soon as it arrives, without waiting
+    /// for `batch_timeout`. The future resolves with the message as acked:
+    /// [`Message::status`] says whether successful or failed.
     pub fn test_message(
         &self,
         data: T,
@@ -851,18 +920,34 @@ impl<T: Send + 'static> Pipeline<T> {
     }
 
     /// Push messages with `data` through the pipeline together (Broadway's
-    /// `test_batch`); the future resolves once every one of them was acked,
-    /// with the messages in the order they were acked.
+    /// `test_batch`), in [`BatchMode::Flush`] (their batches are handed over
+    /// as the batchers receive them); the future resolves once every one of
+    /// them was acked, with the messages in the order they were acked.
     pub fn test_batch(
         &self,
         data: Vec<T>,
+    ) -> impl Future<Output = Result<Vec<Message<T>>, Error>> + Send + 'static {
+        self.test_batch_with(data, BatchMode::Flush)
+    }
+
+    /// [`test_batch`](Self::test_batch) with the messages in `batch_mode`:
+    /// [`BatchMode::Bulk`] batches them as any other message (by size and
+    /// timeout), Broadway's `test_batch(.., batch_mode: :bulk)`.
+    pub fn test_batch_with(
+        &self,
+        data: Vec<T>,
+        batch_mode: BatchMode,
     ) -> impl Future<Output = Result<Vec<Message<T>>, Error>> + Send + 'static {
         let expected = data.len();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let acknowledger: Arc<dyn Acknowledger<T>> = Arc::new(CallerAcknowledger { tx });
         let messages = data
             .into_iter()
-            .map(|data| Message::new(data, acknowledger.clone()))
+            .map(|data| {
+                let mut message = Message::new(data, acknowledger.clone());
+                message.put_batch_mode(batch_mode);
+                message
+            })
             .collect();
         // Only the messages hold the acknowledger now: once each is acked or
         // dropped, the channel closes.

@@ -106,6 +106,7 @@ pub(crate) struct Processor<T> {
     pub batchers: Option<Arc<Routes<T>>>,
     pub limiter: Option<Arc<RateLimiter>>,
     pub max_demand: usize,
+    pub min_demand: usize,
 }
 
 impl<T> Clone for Processor<T> {
@@ -117,6 +118,7 @@ impl<T> Clone for Processor<T> {
             batchers: self.batchers.clone(),
             limiter: self.limiter.clone(),
             max_demand: self.max_demand,
+            min_demand: self.min_demand,
         }
     }
 }
@@ -338,8 +340,8 @@ impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T
         _options: &SubscribeOptions<Message<T>>,
         ctx: &mut ProducerConsumerContext<'_, Self, ProcessorMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
-        let max = self.0.shared.max_demand;
-        let first = self.0.upstreams.subscribe(subscription.id, max, max / 2);
+        let (max, min) = (self.0.shared.max_demand, self.0.shared.min_demand);
+        let first = self.0.upstreams.subscribe(subscription.id, max, min);
         want!(self.0, ctx, subscription.id, first, stage_grant);
         Ok(ConsumerDemand::Manual)
     }
@@ -396,8 +398,8 @@ impl<T: Send + 'static> Consumer<ProcessorMessages> for ProcessorSink<T> {
         _options: &SubscribeOptions<Message<T>>,
         ctx: &mut ConsumerContext<'_, Self, ProcessorMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
-        let max = self.0.shared.max_demand;
-        let first = self.0.upstreams.subscribe(subscription.id, max, max / 2);
+        let (max, min) = (self.0.shared.max_demand, self.0.shared.min_demand);
+        let first = self.0.upstreams.subscribe(subscription.id, max, min);
         want!(self.0, ctx, subscription.id, first, sink_grant);
         Ok(ConsumerDemand::Manual)
     }

@@ -208,7 +208,11 @@ async fn a_drain_with_demand_held_handles_every_message_at_the_limit() -> Result
     // waits for every event), still at the limit: 10 an interval.
     assert!(acked.iter().all(Message::is_ok), "{acked:?}");
     assert_eq!(clock.data(), (0..50).collect::<Vec<_>>());
-    assert!(clock.per_interval().values().all(|&n| n <= 10), "{:?}", clock.per_interval());
+    assert!(
+        clock.per_interval().values().all(|&n| n <= 10),
+        "{:?}",
+        clock.per_interval()
+    );
     assert_eq!(clock.per_interval().len(), 5);
     Ok(())
 }

@@ -163,7 +163,10 @@ async fn push_messages_after_the_pipeline_stopped_is_always_an_error() -> Result
             acks.sorted(),
             [
                 (round, Status::Ok),
-                (round + 1, Status::Failed("the pipeline is not running: it takes no new messages".into()))
+                (
+                    round + 1,
+                    Status::Failed("the pipeline is not running: it takes no new messages".into())
+                )
             ],
             "round {round}"
         );
@@ -204,7 +207,11 @@ async fn pushes_racing_a_drain_are_each_acked_exactly_once() -> Result<(), Error
         let acked = acks.sorted();
         assert_eq!(acked.len(), 100, "{acked:?}");
         for (n, status) in acked {
-            assert_eq!(status.eq(&Status::Ok), accepted.contains(&n), "{n}: {status:?}");
+            assert_eq!(
+                status.eq(&Status::Ok),
+                accepted.contains(&n),
+                "{n}: {status:?}"
+            );
         }
     }
     Ok(())
@@ -242,7 +249,10 @@ async fn a_passed_deadline_is_reported() -> Result<(), Error> {
     assert!(!report.is_complete());
     pipeline.stopped().await;
     let acked = acks.sorted();
-    assert!(acked.len() + report.undelivered() <= 20, "{acked:?} {report:?}");
+    assert!(
+        acked.len() + report.undelivered() <= 20,
+        "{acked:?} {report:?}"
+    );
     assert!(report.undelivered() >= 19, "{report:?}");
     for (_, status) in &acked {
         if let Status::Failed(reason) = status {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use pipeline::{Batcher, Error, Message, Pipeline};
+use pipeline::{BatchMode, Batcher, Error, Message, Pipeline};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -79,7 +79,9 @@ async fn spans_carry_broadways_fields() -> Result<(), Error> {
         .batcher(Batcher::new("default", |_: &mut [Message<u32>], _| {}).batch_size(3))
         .start()
         .await?;
-    let acked = pipeline.test_batch(vec![0, 1, 2, 3, 4]).await?;
+    let acked = pipeline
+        .test_batch_with(vec![0, 1, 2, 3, 4], BatchMode::Bulk)
+        .await?;
     assert_eq!(acked.len(), 5);
 
     let messages = spans.named("handle_message");
