@@ -17,8 +17,8 @@ pub use gen_stage;
 pub use batch::{Batch, BatchInfo, BatchTrigger};
 pub use error::Error;
 pub use message::{
-    Acknowledger, BatchMode, DEFAULT_BATCH_KEY, DEFAULT_BATCHER, Message, NoopAcknowledger, Status,
-    ack_messages,
+    Acknowledger, BatchMode, ConfigureAckError, DEFAULT_BATCH_KEY, DEFAULT_BATCHER, Message,
+    Metadata, NoopAcknowledger, Status, ack_messages,
 };
 pub use metrics::{BatchSizes, PipelineMetrics, StageMetrics, StageRole};
 pub use pipeline::{Batcher, Pipeline, PipelineBuilder};

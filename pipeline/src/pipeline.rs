@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use crate::batch::Weight;
 use crate::batcher::{BatchProcessor, BatcherStage};
 use crate::demand::Upstreams;
-use crate::handlers::{HandleBatch, HandleFailed, HandleMessage};
+use crate::handlers::{HandleBatch, HandleFailed, HandleMessage, PrepareMessages};
 use crate::metrics::{Counters, PipelineMetrics, StageRole};
 use crate::processor::{
     BatcherRoute, PartitionBy, Processor, ProcessorSink, ProcessorStage, ProcessorState, Routes,
@@ -195,6 +195,7 @@ fn with_demand<E>(max_demand: usize) -> SubscribeOptions<E> {
 pub struct PipelineBuilder<T> {
     sources: Vec<Source<T>>,
     processors: Option<(usize, HandleMessage<T>)>,
+    prepare_messages: Option<PrepareMessages<T>>,
     processor_max_demand: usize,
     processor_min_demand: Option<usize>,
     batchers: Vec<Batcher<T>>,
@@ -297,6 +298,21 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         handle_message: impl Fn(&mut Message<T>) + Send + Sync + 'static,
     ) -> Self {
         self.processors = Some((concurrency, Arc::new(handle_message)));
+        self
+    }
+
+    /// Runs in each processor on every group of messages it receives,
+    /// before `handle_message` runs on each (Broadway's `prepare_messages`):
+    /// e.g. one database query for the whole group, its results put in the
+    /// messages. It may change the messages' data and fail some (failed
+    /// messages skip `handle_message`); it cannot add or drop messages. A
+    /// panic fails the whole group. The group is what the processor received
+    /// at once: at most `processor_max_demand` messages.
+    pub fn prepare_messages(
+        mut self,
+        prepare_messages: impl Fn(&mut [Message<T>]) + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare_messages = Some(Arc::new(prepare_messages));
         self
     }
 
@@ -502,6 +518,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         };
         let processor = Processor {
             name: name.clone(),
+            prepare_messages: self.prepare_messages.clone(),
             handle_message,
             handle_failed: self.handle_failed.clone(),
             batchers: (!batcher_stages.is_empty()).then(|| Arc::new(Routes::new(routes))),
@@ -768,6 +785,7 @@ impl<T: Send + 'static> Pipeline<T> {
         PipelineBuilder {
             sources: Vec::new(),
             processors: None,
+            prepare_messages: None,
             processor_max_demand: 10,
             processor_min_demand: None,
             batchers: Vec::new(),
@@ -816,6 +834,18 @@ impl<T: Send + 'static> Pipeline<T> {
     ) -> Result<(), Error> {
         let limiter = self.limiter.as_ref().ok_or(Error::NoRateLimiting)?;
         limiter.update(RateLimiting::new(allowed_messages, interval).validate()?);
+        Ok(())
+    }
+
+    /// Start a new rate-limiting interval now, with its full budget (demand
+    /// held for the next interval is granted at once), and count the
+    /// intervals from now on: e.g. after the limit was raised with
+    /// [`update_rate_limiting`](Self::update_rate_limiting), to apply it
+    /// without waiting for the current interval to end. Errors if the
+    /// pipeline was built without `rate_limiting`.
+    pub fn reset_rate_limiting(&self) -> Result<(), Error> {
+        let limiter = self.limiter.as_ref().ok_or(Error::NoRateLimiting)?;
+        limiter.reset();
         Ok(())
     }
 

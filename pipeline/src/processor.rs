@@ -17,7 +17,10 @@ use gen_stage::{
 
 use crate::Message;
 use crate::demand::Upstreams;
-use crate::handlers::{HandleFailed, HandleMessage, ack_with_failed_hook, fail_panicked};
+use crate::handlers::{
+    HandleFailed, HandleMessage, PrepareMessages, ack_with_failed_hook, fail_panicked,
+    run_prepare_messages,
+};
 use crate::message::panic_reason;
 use crate::rate_limit::{Grant, RateLimiter};
 
@@ -100,6 +103,7 @@ impl<T> Routes<T> {
 /// What every processor of a pipeline shares.
 pub(crate) struct Processor<T> {
     pub name: Arc<str>,
+    pub prepare_messages: Option<PrepareMessages<T>>,
     pub handle_message: HandleMessage<T>,
     pub handle_failed: Option<HandleFailed<T>>,
     /// Batcher name to route; `None`: no batchers, ack here.
@@ -113,6 +117,7 @@ impl<T> Clone for Processor<T> {
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
+            prepare_messages: self.prepare_messages.clone(),
             handle_message: self.handle_message.clone(),
             handle_failed: self.handle_failed.clone(),
             batchers: self.batchers.clone(),
@@ -160,6 +165,9 @@ impl<T: 'static> ProcessorState<T> {
         .entered();
         let counters = self.upstreams.counters();
         counters.processed(messages.len());
+        if let Some(prepare) = &self.shared.prepare_messages {
+            run_prepare_messages(prepare, &mut messages);
+        }
         // One look at the level for the whole group: a `handle_message`
         // span per message only when a subscriber may want trace spans.
         let trace = tracing::level_enabled!(tracing::Level::TRACE);

@@ -9,6 +9,8 @@ use std::time::Duration;
 use pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline, RateLimiting};
 use tokio::time::Instant;
 
+mod common;
+
 const SECOND: Duration = Duration::from_secs(1);
 
 /// When each message was handled, as the interval it fell in.
@@ -237,4 +239,32 @@ async fn invalid_limits_are_refused() {
         unlimited.update_rate_limiting(1, SECOND),
         Err(Error::NoRateLimiting)
     ));
+}
+
+on_both_runtimes! {
+    /// `reset_rate_limiting` starts a new interval at once: the demand held
+    /// for the next interval is granted now, not an interval later.
+    async fn a_reset_grants_the_next_interval_now() -> Result<(), Error> {
+        let interval = Duration::from_secs(60);
+        let pipeline = Pipeline::builder()
+            .test_producer()
+            .processors(2, |_: &mut Message<u32>| {})
+            .rate_limiting(10, interval)
+            .start()
+            .await?;
+        let start = Instant::now();
+        let all = pipeline.test_batch((0..20).collect());
+        let handled = || pipeline.metrics().processors().map(|p| p.processed).sum::<u64>();
+        let held = || pipeline.metrics().rate_limiting.map_or(0, |l| l.held);
+        while handled() < 10 || held() == 0 {
+            assert!(start.elapsed() < Duration::from_secs(30), "the first interval's 10 were never handled");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(handled(), 10, "the limit holds until the reset");
+        pipeline.reset_rate_limiting()?;
+        assert_eq!(all.await?.len(), 20);
+        assert!(start.elapsed() < interval, "{:?}", start.elapsed());
+        assert!(pipeline.drain(Duration::from_secs(5)).await.is_complete());
+        Ok(())
+    }
 }

@@ -77,6 +77,7 @@ async fn spans_carry_broadways_fields() -> Result<(), Error> {
             }
         })
         .batcher(Batcher::new("default", |_: &mut [Message<u32>], _| {}).batch_size(3))
+        .handle_failed(|_: &mut [Message<u32>]| {})
         .start()
         .await?;
     let acked = pipeline
@@ -137,5 +138,17 @@ async fn spans_carry_broadways_fields() -> Result<(), Error> {
         acks.contains(&("batch_processor".into(), "1".into(), "0".into())),
         "{acks:?}"
     );
+    // handle_failed ran once, in the processor, on the one failed message.
+    let failed: Vec<(String, String)> = spans
+        .named("handle_failed")
+        .iter()
+        .map(|f| {
+            (
+                field(f, "stage").to_owned(),
+                field(f, "messages").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(failed, [("processor".to_owned(), "1".to_owned())]);
     Ok(())
 }
