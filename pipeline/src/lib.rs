@@ -11,6 +11,7 @@ mod pipeline;
 mod processor;
 mod rate_limit;
 mod test_producer;
+mod topology;
 
 pub use gen_stage;
 
@@ -23,3 +24,4 @@ pub use message::{
 pub use metrics::{BatchSizes, PipelineMetrics, StageMetrics, StageRole};
 pub use pipeline::{Batcher, Pipeline, PipelineBuilder};
 pub use rate_limit::{RateLimiting, RateLimitingMetrics};
+pub use topology::{Topology, TopologyBatcher, TopologyProcessors, TopologyProducer, all_running};

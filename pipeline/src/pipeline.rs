@@ -3,14 +3,16 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
     AnyStage, AsProducer, BufferSize, CancelMode, ConsumerRef, DemandDispatcher, DemandMode,
-    Dispatcher, Drain, DrainReport, Map, PartitionDispatcher, Producer, ProducerConsumerOptions,
-    ProducerHandle, ProducerOptions, ProducerRef, StageId, SubscribeOptions,
+    Dispatcher, Drain, DrainReport, FilterMap, Map, PartitionDispatcher, Producer,
+    ProducerConsumerOptions, ProducerHandle, ProducerOptions, ProducerRef, StageId,
+    SubscribeOptions,
 };
 use tokio::sync::mpsc;
 
@@ -18,6 +20,7 @@ use crate::batch::Weight;
 use crate::batcher::{BatchProcessor, BatcherStage};
 use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, HandleMessage, PrepareMessages};
+use crate::message::panic_reason;
 use crate::metrics::{Counters, PipelineMetrics, StageRole};
 use crate::processor::{
     BatcherRoute, PartitionBy, Processor, ProcessorSink, ProcessorStage, ProcessorState, Routes,
@@ -28,6 +31,7 @@ use crate::test_producer::{
     CallerAcknowledger, Flush, Inlet, NOT_RUNNING, PushProducer, PushProducerMessages, Pushed,
     Wake, ack_failed,
 };
+use crate::topology::Topology;
 use crate::{Acknowledger, BatchInfo, BatchMode, Error, Message};
 
 /// A batcher: its name, batch size and timeout, how many batch processors
@@ -157,7 +161,9 @@ impl<T> Batcher<T> {
 
 enum Source<T> {
     Messages(ProducerRef<Message<T>>),
-    Data(ProducerRef<T>, Arc<dyn Acknowledger<T>>),
+    /// A producer of anything, and the stage in front of it that turns its
+    /// events into messages (`producer_of`, `producer_with`).
+    Transformed(StartTransform<T>),
     /// Producers the pipeline starts itself, with its dispatcher (`producers`).
     Start(Vec<StartProducer<T>>),
     Test,
@@ -175,6 +181,32 @@ type StartProducer<T> = Box<
             >,
         > + Send,
 >;
+
+/// Starts the stage that turns a producer's events into messages (with the
+/// pipeline's dispatcher, asking `front_demand` of the producer), holding
+/// the producer's demand until every processor subscribed.
+type StartTransform<T> = Box<
+    dyn FnOnce(
+            Box<dyn Dispatcher<Message<T>>>,
+            usize,
+        ) -> Pin<Box<dyn Future<Output = Result<Transformed<T>, Error>> + Send>>
+        + Send,
+>;
+
+/// A transforming stage in front of a producer, started.
+struct Transformed<T> {
+    /// The producer.
+    source: AnyStage,
+    /// The stage in front of it.
+    front: AnyStage,
+    /// What the processors subscribe to: the stage in front.
+    input: ProducerRef<Message<T>>,
+    /// Lets the producer's demand flow, if the pipeline held it.
+    held: Option<Release>,
+}
+
+/// Puts a producer the pipeline held back in forward mode.
+type Release = Pin<Box<dyn Future<Output = Result<(), gen_stage::Error>> + Send>>;
 
 /// Stages never stop because a subscription ended (`Temporary`): the
 /// pipeline stops them with a drain, upstream first, so that nothing held
@@ -269,12 +301,84 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     /// A producer of plain data: each event becomes a message acked by
     /// `acknowledger` (a `map` stage in front of the processors).
     pub fn producer_of(
-        mut self,
+        self,
         producer: &impl AsProducer<T>,
         acknowledger: Arc<dyn Acknowledger<T>>,
     ) -> Self {
-        self.sources
-            .push(Source::Data(producer.producer_ref(), acknowledger));
+        self.producer_with(producer, move |data: T| {
+            Message::new(data, acknowledger.clone())
+        })
+    }
+
+    /// A producer of any events, each turned into a message by
+    /// `transformer` (Broadway's producer `transformer`): it chooses the
+    /// message's acknowledger, metadata and ack data. It runs in a stage of
+    /// the pipeline in front of the producer. A panic in it drops that event
+    /// (there is no message to fail): it is logged as an error, and the
+    /// source, which never got an ack for it, may redeliver it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pipeline::{Message, Metadata, NoopAcknowledger, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), pipeline::Error> {
+    /// // (offset, line) pairs from a reader: the offset goes to metadata.
+    /// let lines = gen_stage::from_iter([(0u64, "a".to_owned()), (2, "b".to_owned())]).await?;
+    /// let pipeline = Pipeline::builder()
+    ///     .producer_with(&lines, |(offset, line): (u64, String)| {
+    ///         let metadata = Metadata::from([("offset".to_owned(), offset.to_string())]);
+    ///         Message::with_metadata(line, Arc::new(NoopAcknowledger), metadata)
+    ///     })
+    ///     .processors(1, |message: &mut Message<String>| {
+    ///         assert!(message.metadata().contains_key("offset"));
+    ///     })
+    ///     .start()
+    ///     .await?;
+    /// pipeline.stopped().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn producer_with<E: Send + 'static>(
+        mut self,
+        producer: &impl AsProducer<E>,
+        transformer: impl Fn(E) -> Message<T> + Send + Sync + 'static,
+    ) -> Self {
+        let producer = producer.producer_ref();
+        let start: StartTransform<T> = Box::new(move |dispatcher, front_demand| {
+            Box::pin(async move {
+                let held = hold(&producer).await?;
+                let front = gen_stage::start_producer_consumer_with(
+                    FilterMap::new(move |event: E| {
+                        match catch_unwind(AssertUnwindSafe(|| transformer(event))) {
+                            Ok(message) => Some(message),
+                            Err(payload) => {
+                                let reason = panic_reason(payload.as_ref());
+                                tracing::error!(target: "pipeline", %reason, "the transformer panicked: the event is dropped, unacked");
+                                None
+                            }
+                        }
+                    }),
+                    ProducerConsumerOptions::new().boxed_dispatcher(dispatcher),
+                )
+                .await?;
+                front
+                    .subscribe(&producer, with_demand(front_demand))
+                    .await?;
+                let release: Option<Release> = held.then(|| {
+                    let producer = producer.clone();
+                    Box::pin(async move { producer.set_demand_mode(DemandMode::Forward).await })
+                        as Release
+                });
+                Ok(Transformed {
+                    source: AnyStage::from(&producer),
+                    front: AnyStage::from(&front),
+                    input: front.producer(),
+                    held: release,
+                })
+            })
+        });
+        self.sources.push(Source::Transformed(start));
         self
     }
 
@@ -606,20 +710,15 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         // Producers whose demand the pipeline holds until every processor
         // has subscribed (so that a finite producer cannot finish, and
         // stop, before the last processor subscribes to it).
-        let mut held: Vec<AnyProducer<T>> = Vec::new();
+        let mut held: Vec<Release> = Vec::new();
         for source in self.sources {
-            match &source {
-                Source::Messages(producer) => {
-                    if hold(producer).await? {
-                        held.push(AnyProducer::Messages(producer.clone()));
-                    }
-                }
-                Source::Data(producer, _) => {
-                    if hold(producer).await? {
-                        held.push(AnyProducer::Data(producer.clone()));
-                    }
-                }
-                Source::Start(_) | Source::Test => {}
+            if let Source::Messages(producer) = &source
+                && hold(producer).await?
+            {
+                let producer = producer.clone();
+                held.push(Box::pin(async move {
+                    producer.set_demand_mode(DemandMode::Forward).await
+                }));
             }
             match source {
                 Source::Messages(producer) if partition_by.is_some() => {
@@ -639,23 +738,22 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                     sources.push(AnyStage::from(&producer));
                     inputs.push(producer);
                 }
-                Source::Data(producer, acknowledger) => {
-                    let wrap = gen_stage::start_producer_consumer_with(
-                        Map::new(move |data: T| Message::new(data, acknowledger.clone())),
-                        ProducerConsumerOptions::new().boxed_dispatcher(dispatcher()),
-                    )
-                    .await?;
-                    wrap.subscribe(&producer, with_demand(front_demand)).await?;
-                    sources.push(AnyStage::from(&producer));
-                    front.push(AnyStage::from(&wrap));
-                    inputs.push(wrap.producer());
+                Source::Transformed(start) => {
+                    let transformed = start(dispatcher(), front_demand).await?;
+                    sources.push(transformed.source);
+                    front.push(transformed.front);
+                    inputs.push(transformed.input);
+                    held.extend(transformed.held);
                 }
                 Source::Start(start) => {
                     for start in start {
                         let (producer, stage) = start(dispatcher()).await?;
                         sources.push(stage);
                         started.push(producer.clone());
-                        held.push(AnyProducer::Messages(producer.clone()));
+                        let release = producer.clone();
+                        held.push(Box::pin(async move {
+                            release.set_demand_mode(DemandMode::Forward).await
+                        }));
                         inputs.push(producer);
                     }
                 }
@@ -686,8 +784,8 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             }
         }
         // Every subscription is up: let demand flow.
-        for producer in held {
-            producer.release().await?;
+        for release in held {
+            release.await?;
         }
 
         if let Some(limiter) = &limiter {
@@ -702,7 +800,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let mut stages = front;
         stages.extend(middle);
         stages.extend(downstream);
+        crate::topology::register(
+            name.clone(),
+            sources.iter().chain(&stages).cloned().collect(),
+        );
         let pipeline = Pipeline {
+            name,
             sources,
             producers: started,
             stages,
@@ -719,22 +822,6 @@ impl<T: Send + 'static> PipelineBuilder<T> {
 struct TestProducer<T: Send + 'static> {
     inlet: Arc<Inlet<T>>,
     stage: ProducerHandle<PushProducer<T>, PushProducerMessages>,
-}
-
-/// A producer given to the builder, of messages or of data.
-enum AnyProducer<T> {
-    Messages(ProducerRef<Message<T>>),
-    Data(ProducerRef<T>),
-}
-
-impl<T: Send + 'static> AnyProducer<T> {
-    /// Let demand flow again (forward mode).
-    async fn release(self) -> Result<(), gen_stage::Error> {
-        match self {
-            AnyProducer::Messages(producer) => producer.set_demand_mode(DemandMode::Forward).await,
-            AnyProducer::Data(producer) => producer.set_demand_mode(DemandMode::Forward).await,
-        }
-    }
 }
 
 /// Hold `producer`'s demand (accumulate mode) while the pipeline
@@ -755,6 +842,7 @@ async fn hold<E: Send + 'static>(producer: &ProducerRef<E>) -> Result<bool, Erro
 /// A running pipeline: producers, processors, batchers and batch
 /// processors, each a gen-stage stage. See the [crate documentation](crate).
 pub struct Pipeline<T: Send + 'static> {
+    name: Arc<str>,
     /// The producers given to the builder (and the test producer).
     sources: Vec<AnyStage>,
     /// The producers it started (`producers`).
@@ -801,6 +889,32 @@ impl<T: Send + 'static> Pipeline<T> {
     /// [`PipelineBuilder::producers`], in the order they were made.
     pub fn producers(&self) -> &[ProducerRef<Message<T>>] {
         &self.producers
+    }
+
+    /// The pipeline's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pipeline's stages by role (Broadway's `topology/1`): its
+    /// producers, processors and batchers, with their stage ids (see
+    /// [`stages`](Self::stages) and [`metrics`](Self::metrics)).
+    pub fn topology(&self) -> Topology {
+        Topology::new(
+            &self.name,
+            &self.sources,
+            self.metrics.iter().map(|(role, stage, _)| (role, *stage)),
+        )
+    }
+
+    /// The names of its producers, `{name}.Producer_{index}` (Broadway's
+    /// `producer_names/1`), as in [`topology`](Self::topology).
+    pub fn producer_names(&self) -> Vec<String> {
+        self.topology()
+            .producers
+            .into_iter()
+            .map(|producer| producer.name)
+            .collect()
     }
 
     /// Every stage's counters now (cheap: a few atomic loads per stage, no
