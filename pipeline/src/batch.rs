@@ -167,6 +167,7 @@ impl<T> Accumulator<T> {
     /// alone if it fills a batch by itself), and when the message begins a
     /// new partial batch, that batch's deadline (`now()` plus the timeout;
     /// `now` is only called then).
+    #[inline]
     pub fn push_into(
         &mut self,
         message: Message<T>,
@@ -199,7 +200,9 @@ impl<T> Accumulator<T> {
         Some(self.open(key, messages, 0, now))
     }
 
-    /// [`push_into`](Self::push_into) with a [`Weight`].
+    /// [`push_into`](Self::push_into) with a [`Weight`]; kept out of line,
+    /// so that the count-only path stays small.
+    #[inline(never)]
     fn push_weighed(
         &mut self,
         message: Message<T>,
@@ -274,6 +277,7 @@ impl<T> Accumulator<T> {
     }
 
     /// The slot of the message's key's partial batch, if there is one.
+    #[inline]
     fn slot_of(&mut self, message: &Message<T>) -> Option<usize> {
         match message.custom_batch_key() {
             None => self.default,

@@ -17,7 +17,7 @@ use crate::batch::{Accumulator, Weight};
 use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, ack_with_failed_hook, run_handle_batch};
 use crate::message::split;
-use crate::{Batch, BatchMode, Message};
+use crate::{Batch, Message};
 
 /// A batcher's stage.
 pub(crate) struct BatcherStage<T> {
@@ -172,19 +172,18 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         // The batch keys of messages in flush mode.
         let mut flush: Vec<String> = Vec::new();
         for message in events {
-            if message.batch_mode() == BatchMode::Flush {
-                let key = message.batch_key();
-                if !flush.iter().any(|k| k == key) {
-                    flush.push(key.to_owned());
-                }
+            if message.flushes() {
+                note_flush(&mut flush, &message);
             }
             let deadline = self
                 .accumulator
                 .push_into(message, Instant::now, &mut batches);
             first_deadline = first_deadline.or(deadline);
         }
-        for key in flush {
-            batches.extend(self.accumulator.flush_key(&key));
+        if !flush.is_empty() {
+            for key in flush {
+                batches.extend(self.accumulator.flush_key(&key));
+            }
         }
         if let Some(at) = first_deadline {
             self.timer.set(at, ctx);
@@ -252,6 +251,16 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
             crate::ack_messages(Vec::new(), failed);
         }
         self.upstreams.counters().set_buffered(0);
+    }
+}
+
+/// A message in [`BatchMode::Flush`](crate::BatchMode::Flush): its batch
+/// key's partial batch is handed over once the group is batched.
+#[cold]
+fn note_flush<T>(flush: &mut Vec<String>, message: &Message<T>) {
+    let key = message.batch_key();
+    if !flush.iter().any(|k| k == key) {
+        flush.push(key.to_owned());
     }
 }
 

@@ -136,6 +136,15 @@ struct Extra {
     batcher: Cow<'static, str>,
     batch_key: Cow<'static, str>,
     batch_mode: BatchMode,
+    /// Metadata and ack data, boxed again: most messages that change their
+    /// batcher or status have neither, and a message's drop stays small.
+    source: Option<Box<SourceData>>,
+}
+
+/// What a message's producer (or a handler) attached for later stages and
+/// the acknowledger.
+#[derive(Debug, Clone, Default)]
+struct SourceData {
     metadata: Metadata,
     ack_data: Option<AckData>,
 }
@@ -171,10 +180,19 @@ impl<T> Message<T> {
                 batcher: Cow::Borrowed(DEFAULT_BATCHER),
                 batch_key: Cow::Borrowed(DEFAULT_BATCH_KEY),
                 batch_mode: BatchMode::Bulk,
-                metadata: Metadata::new(),
-                ack_data: None,
+                source: None,
             })
         })
+    }
+
+    fn source_mut(&mut self) -> &mut SourceData {
+        self.extra_mut().source.get_or_insert_default()
+    }
+
+    fn source(&self) -> Option<&SourceData> {
+        self.extra
+            .as_ref()
+            .and_then(|extra| extra.source.as_deref())
     }
 
     /// A message with `data` and `metadata` (Broadway's `metadata` field).
@@ -185,7 +203,7 @@ impl<T> Message<T> {
     ) -> Self {
         let mut message = Self::new(data, acknowledger);
         if !metadata.is_empty() {
-            message.extra_mut().metadata = metadata;
+            message.source_mut().metadata = metadata;
         }
         message
     }
@@ -193,28 +211,26 @@ impl<T> Message<T> {
     /// The message's metadata (empty unless a producer or handler put
     /// some).
     pub fn metadata(&self) -> &Metadata {
-        self.extra
-            .as_ref()
-            .map_or(&NO_METADATA, |extra| &extra.metadata)
+        self.source()
+            .map_or(&NO_METADATA, |source| &source.metadata)
     }
 
     /// The message's metadata, to change.
     pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut self.extra_mut().metadata
+        &mut self.source_mut().metadata
     }
 
     /// Attach `data` for the acknowledger (Broadway's `ack_data`, the third
     /// element of its acknowledger tuple): a receipt handle, a delivery
     /// tag, how to ack on failure. Replaces any ack data it had.
     pub fn put_ack_data<D: Any + Send + Sync>(&mut self, data: D) {
-        self.extra_mut().ack_data = Some(AckData(Arc::new(data)));
+        self.source_mut().ack_data = Some(AckData(Arc::new(data)));
     }
 
     /// The ack data, if it is a `D`.
     pub fn ack_data<D: Any>(&self) -> Option<&D> {
-        self.extra
-            .as_ref()
-            .and_then(|extra| extra.ack_data.as_ref())
+        self.source()
+            .and_then(|source| source.ack_data.as_ref())
             .and_then(|AckData(data)| data.downcast_ref())
     }
 
@@ -260,6 +276,19 @@ impl<T> Message<T> {
         if mode != self.batch_mode() {
             self.extra_mut().batch_mode = mode;
         }
+    }
+
+    /// In [`BatchMode::Flush`] (one look at the box of changes, for the
+    /// batcher's per-message path).
+    #[inline]
+    pub(crate) fn flushes(&self) -> bool {
+        matches!(
+            self.extra.as_deref(),
+            Some(Extra {
+                batch_mode: BatchMode::Flush,
+                ..
+            })
+        )
     }
 
     /// The message's batch mode.
