@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
-    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Msgs, Noreply, ProducerConsumer,
+    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Infos, Noreply, ProducerConsumer,
     ProducerConsumerContext, StopReason, SubscribeOptions, Subscription,
 };
 use tokio::sync::mpsc;
@@ -139,7 +139,7 @@ impl<T> BatcherStage<T> {
     }
 }
 
-type BatcherMessages = Msgs<(), (), (), Tick>;
+type BatcherMessages = Infos<Tick>;
 
 impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
     type In = Message<T>;

@@ -337,7 +337,7 @@ fn sink_grant<T: Send + 'static>(
 pub(crate) struct ProcessorStage<T>(pub ProcessorState<T>);
 
 /// What a processor's stages are sent: the rate limiter's grants, as infos.
-pub(crate) type ProcessorMessages = gen_stage::Msgs<(), (), (), Granted>;
+pub(crate) type ProcessorMessages = gen_stage::Infos<Granted>;
 
 impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T> {
     type In = Message<T>;
