@@ -513,5 +513,64 @@ mod tests {
             seen.sort_unstable();
             prop_assert_eq!(seen, (0..steps.len() as u32).collect::<Vec<_>>());
         }
+
+        /// With a weight: every message comes out once, in order within its
+        /// batch; a batch weighs at most the limit unless it is one message,
+        /// and holds at most `batch_size`; `len` counts what is held; and
+        /// `flush_key` hands over a key's partial batch at once.
+        #[test]
+        fn weighed_batches_keep_to_the_limit(
+            batch_size in 1usize..8,
+            limit in 1usize..20,
+            steps in proptest::collection::vec((0u8..3, 0usize..25, 0u8..10), 0..80),
+        ) {
+            let weigh = |message: &Message<u32>| (message.data as usize) % 25;
+            let mut acc = Accumulator::new("b".into(), batch_size, TIMEOUT).with_weight(Some(Weight {
+                limit,
+                weigh: Arc::new(weigh),
+            }));
+            let now = Instant::now();
+            let mut out: Vec<Batch<u32>> = Vec::new();
+            let mut held = 0usize;
+            for (n, (key, weight, flush)) in steps.iter().enumerate() {
+                // The data carries its weight: n * 25 + weight.
+                let data = n as u32 * 25 + *weight as u32;
+                let mut message = Message::new(data, Arc::new(NoopAcknowledger));
+                message.put_batch_key(key.to_string());
+                let mut full = Vec::new();
+                acc.push_into(message, || now, &mut full);
+                held += 1;
+                for batch in &full {
+                    prop_assert_eq!(batch.info.trigger, BatchTrigger::Size);
+                    held -= batch.messages.len();
+                }
+                out.extend(full);
+                if *flush == 0 {
+                    if let Some(batch) = acc.flush_key(&key.to_string()) {
+                        prop_assert_eq!(batch.info.trigger, BatchTrigger::Flush);
+                        held -= batch.messages.len();
+                        out.push(batch);
+                    }
+                    prop_assert!(acc.flush_key(&key.to_string()).is_none());
+                }
+                prop_assert_eq!(acc.len(), held);
+            }
+            out.extend(acc.flush());
+            prop_assert_eq!(acc.len(), 0);
+            let mut seen: Vec<u32> = Vec::new();
+            for batch in &out {
+                let total: usize = batch.messages.iter().map(weigh).sum();
+                prop_assert!(!batch.messages.is_empty());
+                prop_assert!(batch.messages.len() <= batch_size);
+                prop_assert!(total <= limit || batch.messages.len() == 1, "{} over {}", total, limit);
+                prop_assert!(batch.messages.iter().all(|m| m.batch_key() == batch.info.batch_key));
+                // In order within a batch.
+                prop_assert!(batch.messages.windows(2).all(|w| w[0].data < w[1].data));
+                seen.extend(batch.messages.iter().map(|m| m.data));
+            }
+            seen.sort_unstable();
+            let all: Vec<u32> = steps.iter().enumerate().map(|(n, (_, w, _))| n as u32 * 25 + *w as u32).collect();
+            prop_assert_eq!(seen, all);
+        }
     }
 }
