@@ -1022,7 +1022,9 @@ impl<T: Send + 'static> Pipeline<T> {
     ///
     /// Once the pipeline is draining or stopped it takes no new messages:
     /// the call returns [`Error::NotRunning`] and the messages are acked
-    /// failed (so their source learns of them either way).
+    /// failed (so their source learns of them either way); without a test
+    /// producer it returns [`Error::NoTestProducer`], and acks them failed
+    /// too.
     pub fn push_messages(&self, messages: Vec<Message<T>>) -> Result<(), Error> {
         let Some(test) = self.test_producer.as_ref() else {
             ack_failed(messages, "the pipeline has no test producer");
