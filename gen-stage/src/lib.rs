@@ -58,7 +58,7 @@ pub use handle::{
     ProducerHandle, ProducerRef, StageRef,
 };
 pub use ids::{StageId, new_subscription_id};
-pub use messages::{Messages, Msgs};
+pub use messages::{Calls, Casts, Infos, Messages, Msgs};
 pub use options::{ConsumerOptions, DemandMode, ProducerConsumerOptions, ProducerOptions};
 pub use producer::{Producer, ProducerContext, start_producer, start_producer_with};
 pub use producer_consumer::{

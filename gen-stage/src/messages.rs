@@ -54,10 +54,56 @@ impl Messages for () {
 /// `ProducerHandle<Store, Msgs<Query, Answer>>`), so a stage that uses it
 /// in more than its `impl` line is best given an alias:
 /// `type StoreMessages = Msgs<Query, Answer>;`. A stage with no messages
-/// writes nothing (not `Msgs<()>`, which is a bundle of its own).
+/// writes nothing (not `Msgs<()>`, which is a bundle of its own). A bundle
+/// of one kind reads better by its kind's name: [`Calls<Query, Answer>`],
+/// [`Casts<Done>`], [`Infos<Tick>`] are the same types as the `Msgs` above.
 pub struct Msgs<Call, Reply = (), Cast = (), Info = ()>(
     PhantomData<Marker<Call, Reply, Cast, Info>>,
 );
+
+/// A bundle with calls only, of `Call` answered by `Reply`:
+/// `Msgs<Call, Reply>` by its reader's name.
+///
+/// ```
+/// use gen_stage::{Calls, Messages, Msgs};
+///
+/// struct Query;
+/// fn same<A: Messages<Call = Query, Reply = usize, Cast = (), Info = ()>>() {}
+/// same::<Calls<Query, usize>>();
+/// same::<Msgs<Query, usize>>();
+/// ```
+pub type Calls<Call, Reply = ()> = Msgs<Call, Reply>;
+
+/// A bundle with casts only: `Msgs<(), (), Cast>`.
+pub type Casts<Cast> = Msgs<(), (), Cast>;
+
+/// A bundle with infos only: `Msgs<(), (), (), Info>`.
+///
+/// ```
+/// use gen_stage::{Infos, Noreply, ProducerConsumer, ProducerConsumerContext, Subscription};
+///
+/// /// Sent by a timer.
+/// struct Tick;
+///
+/// struct Batcher(Vec<u32>);
+///
+/// impl ProducerConsumer<Infos<Tick>> for Batcher {
+///     type In = u32;
+///     type Out = Vec<u32>;
+///
+///     async fn handle_events(&mut self, events: Vec<u32>, _from: Subscription,
+///                            _ctx: &mut ProducerConsumerContext<'_, Self, Infos<Tick>>) -> Noreply<Vec<u32>> {
+///         self.0.extend(events);
+///         Noreply::none()
+///     }
+///
+///     async fn handle_info(&mut self, _tick: Tick,
+///                          _ctx: &mut ProducerConsumerContext<'_, Self, Infos<Tick>>) -> Noreply<Vec<u32>> {
+///         Noreply::Emit(vec![std::mem::take(&mut self.0)])
+///     }
+/// }
+/// ```
+pub type Infos<Info> = Msgs<(), (), (), Info>;
 
 /// What [`Msgs`] holds: nothing (it is never made), and `Send`, `Sync` and
 /// `'static` whatever its types.

@@ -3,6 +3,8 @@
 //! timer per batcher stage set to the earliest deadline).
 
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -48,8 +50,46 @@ struct Pending<T> {
     /// The batch key, kept to hand over without a look-up allocation.
     key: String,
     messages: Vec<Message<T>>,
+    /// The messages' weight (with [`Weight`]; 0 otherwise).
+    weight: usize,
     /// `batch_timeout` after its first message.
     deadline: Instant,
+}
+
+/// What a message weighs, for [`Weight`].
+pub(crate) type Weigh<T> = Arc<dyn Fn(&Message<T>) -> usize + Send + Sync>;
+
+/// A batch size measured by a function of each message (Broadway's
+/// `batch_size: {acc, fun}` splitter): a batch is handed over when its
+/// messages weigh `limit`, and a message that would take it over `limit`
+/// goes to the next batch instead.
+pub(crate) struct Weight<T> {
+    pub limit: usize,
+    pub weigh: Weigh<T>,
+}
+
+impl<T> Clone for Weight<T> {
+    fn clone(&self) -> Self {
+        Self {
+            limit: self.limit,
+            weigh: self.weigh.clone(),
+        }
+    }
+}
+
+impl<T> Weight<T> {
+    /// The message's weight; a panic counts as `limit` (the message goes
+    /// in a batch of its own) and is logged.
+    fn of(&self, message: &Message<T>) -> usize {
+        match catch_unwind(AssertUnwindSafe(|| (self.weigh)(message))) {
+            Ok(weight) => weight,
+            Err(payload) => {
+                let reason = crate::message::panic_reason(payload.as_ref());
+                tracing::warn!(target: "pipeline", %reason, "the batch_size function panicked: the message is batched alone");
+                self.limit
+            }
+        }
+    }
 }
 
 /// Messages of one batcher, grouped by batch key until a batch is full,
@@ -71,6 +111,8 @@ pub(crate) struct Accumulator<T> {
     /// The slot the last message with a custom key went to.
     last: Option<usize>,
     len: usize,
+    /// Batches measured by weight as well as by count.
+    weight: Option<Weight<T>>,
 }
 
 /// `now + timeout`, or far in the future if that overflows (as tokio's
@@ -91,7 +133,14 @@ impl<T> Accumulator<T> {
             slots: HashMap::new(),
             last: None,
             len: 0,
+            weight: None,
         }
+    }
+
+    /// Batches are full at `weight.limit` too.
+    pub fn with_weight(mut self, weight: Option<Weight<T>>) -> Self {
+        self.weight = weight;
+        self
     }
 
     /// Messages held in partial batches.
@@ -102,20 +151,41 @@ impl<T> Accumulator<T> {
     /// Add a message; a full batch comes back, and when the message begins
     /// a new partial batch, that batch's deadline (`now()` plus the
     /// timeout; `now` is only called then).
+    #[cfg(test)]
     pub fn push(
         &mut self,
         message: Message<T>,
         now: impl FnOnce() -> Instant,
     ) -> (Option<Batch<T>>, Option<Instant>) {
+        let mut full = Vec::new();
+        let deadline = self.push_into(message, now, &mut full);
+        (full.pop(), deadline)
+    }
+
+    /// Add a message; full batches go to `full` (at most two: with a
+    /// [`Weight`], the batch the message did not fit in, then the message
+    /// alone if it fills a batch by itself), and when the message begins a
+    /// new partial batch, that batch's deadline (`now()` plus the timeout;
+    /// `now` is only called then).
+    #[inline]
+    pub fn push_into(
+        &mut self,
+        message: Message<T>,
+        now: impl FnOnce() -> Instant,
+        full: &mut Vec<Batch<T>>,
+    ) -> Option<Instant> {
+        if self.weight.is_some() {
+            return self.push_weighed(message, now, full);
+        }
         self.len += 1;
         // The usual case first: a partial batch of this key exists.
         if let Some(slot) = self.slot_of(&message) {
             let pending = &mut self.pending[slot];
             pending.messages.push(message);
             if pending.messages.len() >= self.batch_size {
-                return (Some(self.take(slot, BatchTrigger::Size)), None);
+                full.push(self.take(slot, BatchTrigger::Size));
             }
-            return (None, None);
+            return None;
         }
         let key = message.batch_key().to_owned();
         let mut messages = Vec::with_capacity(self.batch_size.min(1024));
@@ -124,8 +194,60 @@ impl<T> Accumulator<T> {
             // A batch of size 1 is full at once: no deadline for it.
             self.len -= 1;
             let info = self.info(key, 1, BatchTrigger::Size);
-            return (Some(Batch { messages, info }), None);
+            full.push(Batch { messages, info });
+            return None;
         }
+        Some(self.open(key, messages, 0, now))
+    }
+
+    /// [`push_into`](Self::push_into) with a [`Weight`]; kept out of line,
+    /// so that the count-only path stays small.
+    #[inline(never)]
+    fn push_weighed(
+        &mut self,
+        message: Message<T>,
+        now: impl FnOnce() -> Instant,
+        full: &mut Vec<Batch<T>>,
+    ) -> Option<Instant> {
+        let weight = self.weight.clone()?;
+        let heavy = weight.of(&message);
+        self.len += 1;
+        if let Some(slot) = self.slot_of(&message) {
+            let pending = &mut self.pending[slot];
+            if pending.weight.saturating_add(heavy) <= weight.limit {
+                pending.messages.push(message);
+                pending.weight += heavy;
+                if pending.messages.len() >= self.batch_size || pending.weight >= weight.limit {
+                    full.push(self.take(slot, BatchTrigger::Size));
+                }
+                return None;
+            }
+            // Too heavy for this batch: hand it over, begin the next.
+            full.push(self.take(slot, BatchTrigger::Size));
+        }
+        let key = message.batch_key().to_owned();
+        if heavy >= weight.limit || self.batch_size <= 1 {
+            // Full on its own.
+            self.len -= 1;
+            let info = self.info(key, 1, BatchTrigger::Size);
+            full.push(Batch {
+                messages: vec![message],
+                info,
+            });
+            return None;
+        }
+        Some(self.open(key, vec![message], heavy, now))
+    }
+
+    /// A new partial batch of `key` with `messages` (counted in `len`
+    /// already): its deadline.
+    fn open(
+        &mut self,
+        key: String,
+        messages: Vec<Message<T>>,
+        weight: usize,
+        now: impl FnOnce() -> Instant,
+    ) -> Instant {
         let deadline = deadline(now(), self.batch_timeout);
         let slot = self.pending.len();
         if key == DEFAULT_BATCH_KEY {
@@ -137,12 +259,25 @@ impl<T> Accumulator<T> {
         self.pending.push(Pending {
             key,
             messages,
+            weight,
             deadline,
         });
-        (None, Some(deadline))
+        deadline
+    }
+
+    /// Hand over the partial batch of `key` now, if there is one (a message
+    /// in [`BatchMode::Flush`](crate::BatchMode::Flush) joined it).
+    pub fn flush_key(&mut self, key: &str) -> Option<Batch<T>> {
+        let slot = if key == DEFAULT_BATCH_KEY {
+            self.default
+        } else {
+            self.slots.get(key).copied()
+        }?;
+        Some(self.take(slot, BatchTrigger::Flush))
     }
 
     /// The slot of the message's key's partial batch, if there is one.
+    #[inline]
     fn slot_of(&mut self, message: &Message<T>) -> Option<usize> {
         match message.custom_batch_key() {
             None => self.default,
@@ -377,6 +512,65 @@ mod tests {
             }
             seen.sort_unstable();
             prop_assert_eq!(seen, (0..steps.len() as u32).collect::<Vec<_>>());
+        }
+
+        /// With a weight: every message comes out once, in order within its
+        /// batch; a batch weighs at most the limit unless it is one message,
+        /// and holds at most `batch_size`; `len` counts what is held; and
+        /// `flush_key` hands over a key's partial batch at once.
+        #[test]
+        fn weighed_batches_keep_to_the_limit(
+            batch_size in 1usize..8,
+            limit in 1usize..20,
+            steps in proptest::collection::vec((0u8..3, 0usize..25, 0u8..10), 0..80),
+        ) {
+            let weigh = |message: &Message<u32>| (message.data as usize) % 25;
+            let mut acc = Accumulator::new("b".into(), batch_size, TIMEOUT).with_weight(Some(Weight {
+                limit,
+                weigh: Arc::new(weigh),
+            }));
+            let now = Instant::now();
+            let mut out: Vec<Batch<u32>> = Vec::new();
+            let mut held = 0usize;
+            for (n, (key, weight, flush)) in steps.iter().enumerate() {
+                // The data carries its weight: n * 25 + weight.
+                let data = n as u32 * 25 + *weight as u32;
+                let mut message = Message::new(data, Arc::new(NoopAcknowledger));
+                message.put_batch_key(key.to_string());
+                let mut full = Vec::new();
+                acc.push_into(message, || now, &mut full);
+                held += 1;
+                for batch in &full {
+                    prop_assert_eq!(batch.info.trigger, BatchTrigger::Size);
+                    held -= batch.messages.len();
+                }
+                out.extend(full);
+                if *flush == 0 {
+                    if let Some(batch) = acc.flush_key(&key.to_string()) {
+                        prop_assert_eq!(batch.info.trigger, BatchTrigger::Flush);
+                        held -= batch.messages.len();
+                        out.push(batch);
+                    }
+                    prop_assert!(acc.flush_key(&key.to_string()).is_none());
+                }
+                prop_assert_eq!(acc.len(), held);
+            }
+            out.extend(acc.flush());
+            prop_assert_eq!(acc.len(), 0);
+            let mut seen: Vec<u32> = Vec::new();
+            for batch in &out {
+                let total: usize = batch.messages.iter().map(weigh).sum();
+                prop_assert!(!batch.messages.is_empty());
+                prop_assert!(batch.messages.len() <= batch_size);
+                prop_assert!(total <= limit || batch.messages.len() == 1, "{} over {}", total, limit);
+                prop_assert!(batch.messages.iter().all(|m| m.batch_key() == batch.info.batch_key));
+                // In order within a batch.
+                prop_assert!(batch.messages.windows(2).all(|w| w[0].data < w[1].data));
+                seen.extend(batch.messages.iter().map(|m| m.data));
+            }
+            seen.sort_unstable();
+            let all: Vec<u32> = steps.iter().enumerate().map(|(n, (_, w, _))| n as u32 * 25 + *w as u32).collect();
+            prop_assert_eq!(seen, all);
         }
     }
 }

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
-    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Msgs, Noreply, ProducerConsumer,
+    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Infos, Noreply, ProducerConsumer,
     ProducerConsumerContext, StopReason, SubscribeOptions, Subscription,
 };
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::batch::Accumulator;
+use crate::batch::{Accumulator, Weight};
 use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, ack_with_failed_hook, run_handle_batch};
 use crate::message::split;
@@ -22,7 +22,9 @@ use crate::{Batch, Message};
 /// A batcher's stage.
 pub(crate) struct BatcherStage<T> {
     accumulator: Accumulator<T>,
-    batch_size: usize,
+    /// What it asks of each processor at a time (Broadway's batcher
+    /// `max_demand`, `batch_size` by default).
+    max_demand: usize,
     /// Subscriptions to processors still open (manual demand, asked as
     /// gen-stage's automatic demand would): when the last ends (the
     /// processors drained), every partial batch is flushed.
@@ -113,13 +115,14 @@ impl Drop for Timer {
 impl<T> BatcherStage<T> {
     pub fn new(
         name: String,
-        batch_size: usize,
+        (batch_size, weight): (usize, Option<Weight<T>>),
         batch_timeout: Duration,
+        max_demand: usize,
         upstreams: Upstreams,
     ) -> Self {
         Self {
-            accumulator: Accumulator::new(name, batch_size, batch_timeout),
-            batch_size,
+            accumulator: Accumulator::new(name, batch_size, batch_timeout).with_weight(weight),
+            max_demand,
             upstreams,
             timer: Timer::default(),
         }
@@ -136,7 +139,7 @@ impl<T> BatcherStage<T> {
     }
 }
 
-type BatcherMessages = Msgs<(), (), (), Tick>;
+type BatcherMessages = Infos<Tick>;
 
 impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
     type In = Message<T>;
@@ -148,7 +151,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         _options: &SubscribeOptions<Message<T>>,
         ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
-        let max = self.batch_size;
+        let max = self.max_demand;
         let first = self.upstreams.subscribe(subscription.id, max, max / 2);
         ask(&mut self.upstreams, ctx, subscription.id, first);
         Ok(ConsumerDemand::Manual)
@@ -166,12 +169,21 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         // The first deadline a new partial batch set (the later ones are
         // later still).
         let mut first_deadline = None;
+        // The batch keys of messages in flush mode.
+        let mut flush: Vec<String> = Vec::new();
         for message in events {
-            let (batch, deadline) = self.accumulator.push(message, Instant::now);
-            if let Some(batch) = batch {
-                batches.push(batch);
+            if message.flushes() {
+                note_flush(&mut flush, &message);
             }
+            let deadline = self
+                .accumulator
+                .push_into(message, Instant::now, &mut batches);
             first_deadline = first_deadline.or(deadline);
+        }
+        if !flush.is_empty() {
+            for key in flush {
+                batches.extend(self.accumulator.flush_key(&key));
+            }
         }
         if let Some(at) = first_deadline {
             self.timer.set(at, ctx);
@@ -233,12 +245,22 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
             tracing::warn!(messages = failed.len(), %reason, "batcher stopped with partial batches: acked failed");
             for message in &mut failed {
                 message.fail(format!(
-                    "the batcher stopped ({reason}) before the batch was handled"
+                    "the batcher stopped ({reason}: a drain's deadline passed, or the stage was stopped) before the batch was handled"
                 ));
             }
             crate::ack_messages(Vec::new(), failed);
         }
         self.upstreams.counters().set_buffered(0);
+    }
+}
+
+/// A message in [`BatchMode::Flush`](crate::BatchMode::Flush): its batch
+/// key's partial batch is handed over once the group is batched.
+#[cold]
+fn note_flush<T>(flush: &mut Vec<String>, message: &Message<T>) {
+    let key = message.batch_key();
+    if !flush.iter().any(|k| k == key) {
+        flush.push(key.to_owned());
     }
 }
 

@@ -24,20 +24,32 @@ pub enum Error {
         /// The batcher's name.
         batcher: String,
     },
+    /// `processor_min_demand` not below `processor_max_demand`.
+    #[error("processor min_demand ({min_demand}) must be below max_demand ({max_demand})")]
+    InvalidDemand {
+        /// The processors' `max_demand`.
+        max_demand: usize,
+        /// The `min_demand` asked for.
+        min_demand: usize,
+    },
     /// Two batchers with the same name.
     #[error("two batchers are named {batcher:?}")]
     DuplicateBatcher {
         /// The name.
         batcher: String,
     },
-    /// A stage of the pipeline could not be started, subscribed or reached
-    /// (e.g. `push_messages` after the pipeline stopped).
+    /// A stage of the pipeline could not be started, subscribed or reached.
     #[error("a stage of the pipeline could not be started, subscribed or reached")]
     Stage(#[from] gen_stage::Error),
     /// `test_message`, `test_batch` or `push_messages` on a pipeline built
     /// without `test_producer`.
     #[error("the pipeline has no test producer: build it with `test_producer()`")]
     NoTestProducer,
+    /// `push_messages`, `test_message` or `test_batch` on a pipeline that is
+    /// draining or stopped: it takes no new messages (they are acked
+    /// failed).
+    #[error("the pipeline is not running: it takes no new messages")]
+    NotRunning,
     /// `rate_limiting` with 0 messages or a zero interval.
     #[error(
         "rate limiting needs at least 1 message per non-zero interval, got {allowed_messages} per {interval:?}"

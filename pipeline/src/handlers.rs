@@ -8,9 +8,22 @@ use std::sync::Arc;
 use crate::message::{ack_messages, panic_reason};
 use crate::{BatchInfo, Message};
 
+pub(crate) type PrepareMessages<T> = Arc<dyn Fn(&mut [Message<T>]) + Send + Sync>;
 pub(crate) type HandleMessage<T> = Arc<dyn Fn(&mut Message<T>) + Send + Sync>;
 pub(crate) type HandleBatch<T> = Arc<dyn Fn(&mut [Message<T>], &BatchInfo) + Send + Sync>;
 pub(crate) type HandleFailed<T> = Arc<dyn Fn(&mut [Message<T>]) + Send + Sync>;
+
+/// Run `prepare_messages` on a processor's group of messages; a panic
+/// fails every one of them (`handle_message` is then not called on them).
+pub(crate) fn run_prepare_messages<T>(prepare: &PrepareMessages<T>, messages: &mut [Message<T>]) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| prepare(messages))) {
+        let reason = panic_reason(payload.as_ref());
+        tracing::warn!(target: "pipeline", messages = messages.len(), %reason, "prepare_messages panicked: the messages fail");
+        for message in messages {
+            message.fail(reason.clone());
+        }
+    }
+}
 
 /// `handle_message` panicked on `message`: it fails.
 pub(crate) fn fail_panicked<T>(message: &mut Message<T>, payload: &(dyn std::any::Any + Send)) {
@@ -56,11 +69,18 @@ pub(crate) fn ack_with_failed_hook<T: 'static>(
         failed = failed.len(),
     )
     .entered();
-    if let Some(hook) = handle_failed.filter(|_| !failed.is_empty())
-        && let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(&mut failed)))
-    {
-        let reason = panic_reason(payload.as_ref());
-        tracing::warn!(target: "pipeline", %reason, "handle_failed panicked: the messages are acked failed");
+    if let Some(hook) = handle_failed.filter(|_| !failed.is_empty()) {
+        let _span = tracing::debug_span!(
+            target: "pipeline",
+            "handle_failed",
+            stage,
+            messages = failed.len(),
+        )
+        .entered();
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(&mut failed))) {
+            let reason = panic_reason(payload.as_ref());
+            tracing::warn!(target: "pipeline", %reason, "handle_failed panicked: the messages are acked failed");
+        }
     }
     ack_messages(successful, failed);
 }

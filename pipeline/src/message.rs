@@ -1,6 +1,8 @@
 //! Messages and their acknowledgers.
 
+use std::any::Any;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -18,6 +20,20 @@ pub enum Status {
     /// Failed, with why: a handler called [`Message::fail`], panicked, or the
     /// pipeline could not deliver it (unknown batcher, shutdown).
     Failed(String),
+}
+
+/// When a batcher hands over the batch a message is in: Broadway's
+/// `batch_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BatchMode {
+    /// When the batch is full or its timeout passes (the default).
+    #[default]
+    Bulk,
+    /// As soon as the batcher has received the message: the batch is handed
+    /// over with what the batcher received with it (not necessarily alone).
+    /// [`Pipeline::test_message`](crate::Pipeline::test_message) and
+    /// [`test_batch`](crate::Pipeline::test_batch) push their messages so.
+    Flush,
 }
 
 /// Told once for every message whether it was handled: Broadway's
@@ -38,7 +54,40 @@ pub trait Acknowledger<T>: Send + Sync + 'static {
     /// `successful` were handled; `failed` were not (see each one's
     /// [`Message::status`]).
     fn ack(&self, successful: Vec<Message<T>>, failed: Vec<Message<T>>);
+
+    /// Change how `message` will be acked (Broadway's acknowledger
+    /// `configure/3`, reached through [`Message::configure_ack`]): the
+    /// options are the acknowledger's own type (it downcasts them), and it
+    /// usually records them in the message's [`ack data`](Message::put_ack_data).
+    /// By default an acknowledger has nothing to configure.
+    fn configure(
+        &self,
+        _message: &mut Message<T>,
+        _options: &dyn Any,
+    ) -> Result<(), ConfigureAckError> {
+        Err(ConfigureAckError::Unsupported)
+    }
 }
+
+/// Why [`Message::configure_ack`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigureAckError {
+    /// The message's acknowledger has no options.
+    #[error("the message's acknowledger has no options to configure")]
+    Unsupported,
+    /// The acknowledger refused the options.
+    #[error("the acknowledger refused the options: {0}")]
+    Invalid(String),
+}
+
+/// A message's metadata (Broadway's `metadata` map): what the producer
+/// knows about it besides its data (headers, offsets, receipt ids), and
+/// what handlers add.
+pub type Metadata = BTreeMap<String, String>;
+
+/// The metadata of a message without any.
+static NO_METADATA: Metadata = BTreeMap::new();
 
 impl<T, F> Acknowledger<T> for F
 where
@@ -79,13 +128,35 @@ pub struct Message<T> {
 }
 
 /// What a message carries once a handler changed its status, batcher or
-/// batch key.
-#[derive(Debug)]
+/// batch key, or it got metadata or ack data.
+#[derive(Debug, Clone)]
 struct Extra {
     status: Status,
     /// `Cow`: the defaults are borrowed.
     batcher: Cow<'static, str>,
     batch_key: Cow<'static, str>,
+    batch_mode: BatchMode,
+    /// Metadata and ack data, boxed again: most messages that change their
+    /// batcher or status have neither, and a message's drop stays small.
+    source: Option<Box<SourceData>>,
+}
+
+/// What a message's producer (or a handler) attached for later stages and
+/// the acknowledger.
+#[derive(Debug, Clone, Default)]
+struct SourceData {
+    metadata: Metadata,
+    ack_data: Option<AckData>,
+}
+
+/// A message's ack data: anything its acknowledger wants to find again.
+#[derive(Clone)]
+struct AckData(Arc<dyn Any + Send + Sync>);
+
+impl fmt::Debug for AckData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AckData(..)")
+    }
 }
 
 /// The status of a message without [`Extra`].
@@ -108,8 +179,123 @@ impl<T> Message<T> {
                 status: Status::Ok,
                 batcher: Cow::Borrowed(DEFAULT_BATCHER),
                 batch_key: Cow::Borrowed(DEFAULT_BATCH_KEY),
+                batch_mode: BatchMode::Bulk,
+                source: None,
             })
         })
+    }
+
+    fn source_mut(&mut self) -> &mut SourceData {
+        self.extra_mut().source.get_or_insert_default()
+    }
+
+    fn source(&self) -> Option<&SourceData> {
+        self.extra
+            .as_ref()
+            .and_then(|extra| extra.source.as_deref())
+    }
+
+    /// A message with `data` and `metadata` (Broadway's `metadata` field).
+    pub fn with_metadata(
+        data: T,
+        acknowledger: Arc<dyn Acknowledger<T>>,
+        metadata: Metadata,
+    ) -> Self {
+        let mut message = Self::new(data, acknowledger);
+        if !metadata.is_empty() {
+            message.source_mut().metadata = metadata;
+        }
+        message
+    }
+
+    /// The message's metadata (empty unless a producer or handler put
+    /// some).
+    pub fn metadata(&self) -> &Metadata {
+        self.source()
+            .map_or(&NO_METADATA, |source| &source.metadata)
+    }
+
+    /// The message's metadata, to change.
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.source_mut().metadata
+    }
+
+    /// Attach `data` for the acknowledger (Broadway's `ack_data`, the third
+    /// element of its acknowledger tuple): a receipt handle, a delivery
+    /// tag, how to ack on failure. Replaces any ack data it had.
+    pub fn put_ack_data<D: Any + Send + Sync>(&mut self, data: D) {
+        self.source_mut().ack_data = Some(AckData(Arc::new(data)));
+    }
+
+    /// The ack data, if it is a `D`.
+    pub fn ack_data<D: Any>(&self) -> Option<&D> {
+        self.source()
+            .and_then(|source| source.ack_data.as_ref())
+            .and_then(|AckData(data)| data.downcast_ref())
+    }
+
+    /// Configure how the message will be acked (Broadway's
+    /// `configure_ack`): hands `options` to the acknowledger's
+    /// [`configure`](Acknowledger::configure).
+    pub fn configure_ack(&mut self, options: &dyn Any) -> Result<(), ConfigureAckError>
+    where
+        T: 'static,
+    {
+        let acknowledger = self.acknowledger.clone();
+        acknowledger.configure(self, options)
+    }
+
+    /// Ack the message now, with its status so far (Broadway's
+    /// `ack_immediately`): a copy of it goes to its acknowledger at once,
+    /// and the message goes on through the pipeline with a no-op
+    /// acknowledger in its place, so it is not acked again. `handle_failed`
+    /// does not see a message acked this way. For sources that must confirm
+    /// receipt before the work is done.
+    pub fn ack_immediately(&mut self)
+    where
+        T: Clone + 'static,
+    {
+        let copy = Message {
+            data: self.data.clone(),
+            acknowledger: self.acknowledger.clone(),
+            extra: self.extra.clone(),
+            batcher_index: self.batcher_index,
+        };
+        let acknowledger = std::mem::replace(&mut self.acknowledger, Arc::new(NoopAcknowledger));
+        if copy.is_ok() {
+            ack_group(&acknowledger, vec![copy], Vec::new());
+        } else {
+            ack_group(&acknowledger, Vec::new(), vec![copy]);
+        }
+    }
+
+    /// When the batcher hands over the message's batch (Broadway's
+    /// `put_batch_mode`): [`BatchMode::Flush`] at once, without waiting
+    /// for the batch to fill or time out.
+    pub fn put_batch_mode(&mut self, mode: BatchMode) {
+        if mode != self.batch_mode() {
+            self.extra_mut().batch_mode = mode;
+        }
+    }
+
+    /// In [`BatchMode::Flush`] (one look at the box of changes, for the
+    /// batcher's per-message path).
+    #[inline]
+    pub(crate) fn flushes(&self) -> bool {
+        matches!(
+            self.extra.as_deref(),
+            Some(Extra {
+                batch_mode: BatchMode::Flush,
+                ..
+            })
+        )
+    }
+
+    /// The message's batch mode.
+    pub fn batch_mode(&self) -> BatchMode {
+        self.extra
+            .as_ref()
+            .map_or(BatchMode::Bulk, |extra| extra.batch_mode)
     }
 
     /// Mark the message failed: it goes to no batcher, and is acked failed
@@ -195,6 +381,8 @@ impl<T: fmt::Debug> fmt::Debug for Message<T> {
             .field("status", self.status())
             .field("batcher", &self.batcher())
             .field("batch_key", &self.batch_key())
+            .field("batch_mode", &self.batch_mode())
+            .field("metadata", self.metadata())
             .finish_non_exhaustive()
     }
 }

@@ -3,28 +3,36 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gen_stage::{
-    AnyStage, AsProducer, CancelMode, ConsumerRef, DemandDispatcher, Dispatcher, Drain,
-    DrainReport, Map, PartitionDispatcher, Producer, ProducerConsumerOptions, ProducerHandle,
-    ProducerOptions, ProducerRef, StageId, SubscribeOptions,
+    AnyStage, AsProducer, BufferSize, CancelMode, ConsumerRef, DemandDispatcher, DemandMode,
+    Dispatcher, Drain, DrainReport, FilterMap, Map, PartitionDispatcher, Producer,
+    ProducerConsumerOptions, ProducerHandle, ProducerOptions, ProducerRef, StageId,
+    SubscribeOptions,
 };
 use tokio::sync::mpsc;
 
+use crate::batch::Weight;
 use crate::batcher::{BatchProcessor, BatcherStage};
 use crate::demand::Upstreams;
-use crate::handlers::{HandleBatch, HandleFailed, HandleMessage};
+use crate::handlers::{HandleBatch, HandleFailed, HandleMessage, PrepareMessages};
+use crate::message::panic_reason;
 use crate::metrics::{Counters, PipelineMetrics, StageRole};
 use crate::processor::{
     BatcherRoute, PartitionBy, Processor, ProcessorSink, ProcessorStage, ProcessorState, Routes,
     partition_of,
 };
 use crate::rate_limit::{RateLimiter, RateLimiting, run_intervals};
-use crate::test_producer::{CallerAcknowledger, PushProducer, PushProducerMessages};
-use crate::{Acknowledger, BatchInfo, Error, Message};
+use crate::test_producer::{
+    CallerAcknowledger, Flush, Inlet, NOT_RUNNING, PushProducer, PushProducerMessages, Pushed,
+    Wake, ack_failed,
+};
+use crate::topology::Topology;
+use crate::{Acknowledger, BatchInfo, BatchMode, Error, Message};
 
 /// A batcher: its name, batch size and timeout, how many batch processors
 /// run `handle_batch`, and `handle_batch` itself (Broadway's `batchers:`
@@ -36,6 +44,8 @@ pub struct Batcher<T> {
     concurrency: usize,
     handle_batch: HandleBatch<T>,
     partition_by: Option<PartitionBy<T>>,
+    weight: Option<Weight<T>>,
+    max_demand: Option<usize>,
 }
 
 impl<T> std::fmt::Debug for Batcher<T> {
@@ -46,6 +56,8 @@ impl<T> std::fmt::Debug for Batcher<T> {
             .field("batch_timeout", &self.batch_timeout)
             .field("concurrency", &self.concurrency)
             .field("partition_by", &self.partition_by.is_some())
+            .field("batch_weight_limit", &self.weight.as_ref().map(|w| w.limit))
+            .field("max_demand", &self.max_demand)
             .finish_non_exhaustive()
     }
 }
@@ -70,7 +82,47 @@ impl<T> Batcher<T> {
             concurrency: 1,
             handle_batch: Arc::new(handle_batch),
             partition_by: None,
+            weight: None,
+            max_demand: None,
         }
+    }
+
+    /// Batches measured by what their messages weigh, not only by count
+    /// (Broadway's `batch_size: {initial_acc, splitter}`, e.g. size in
+    /// bytes): a batch is handed over when its messages weigh `limit`, or
+    /// when the next message would take it over `limit` (that message
+    /// begins the next batch), or at `batch_size` messages, whichever comes
+    /// first. A message that weighs `limit` or more is a batch on its own.
+    /// `weigh` runs in the batcher; a panic there counts as `limit` (and
+    /// is logged).
+    ///
+    /// ```
+    /// use pipeline::{Batcher, Message};
+    ///
+    /// // Batches of at most 64 KiB of text.
+    /// let batcher = Batcher::new("default", |_: &mut [Message<String>], _| {})
+    ///     .batch_size(10_000)
+    ///     .batch_size_by(64 * 1024, |message: &Message<String>| message.data.len());
+    /// # let _ = batcher;
+    /// ```
+    pub fn batch_size_by(
+        mut self,
+        limit: usize,
+        weigh: impl Fn(&Message<T>) -> usize + Send + Sync + 'static,
+    ) -> Self {
+        self.weight = Some(Weight {
+            limit,
+            weigh: Arc::new(weigh),
+        });
+        self
+    }
+
+    /// How many messages the batcher asks of each processor at a time
+    /// (Broadway's batcher `max_demand`; default `batch_size`); it asks
+    /// again when half of that is handled.
+    pub fn max_demand(mut self, max_demand: usize) -> Self {
+        self.max_demand = Some(max_demand.max(1));
+        self
     }
 
     /// The most messages in a batch; a batch this big is handed over at once.
@@ -109,7 +161,9 @@ impl<T> Batcher<T> {
 
 enum Source<T> {
     Messages(ProducerRef<Message<T>>),
-    Data(ProducerRef<T>, Arc<dyn Acknowledger<T>>),
+    /// A producer of anything, and the stage in front of it that turns its
+    /// events into messages (`producer_of`, `producer_with`).
+    Transformed(StartTransform<T>),
     /// Producers the pipeline starts itself, with its dispatcher (`producers`).
     Start(Vec<StartProducer<T>>),
     Test,
@@ -127,6 +181,32 @@ type StartProducer<T> = Box<
             >,
         > + Send,
 >;
+
+/// Starts the stage that turns a producer's events into messages (with the
+/// pipeline's dispatcher, asking `front_demand` of the producer), holding
+/// the producer's demand until every processor subscribed.
+type StartTransform<T> = Box<
+    dyn FnOnce(
+            Box<dyn Dispatcher<Message<T>>>,
+            usize,
+        ) -> Pin<Box<dyn Future<Output = Result<Transformed<T>, Error>> + Send>>
+        + Send,
+>;
+
+/// A transforming stage in front of a producer, started.
+struct Transformed<T> {
+    /// The producer.
+    source: AnyStage,
+    /// The stage in front of it.
+    front: AnyStage,
+    /// What the processors subscribe to: the stage in front.
+    input: ProducerRef<Message<T>>,
+    /// Lets the producer's demand flow, if the pipeline held it.
+    held: Option<Release>,
+}
+
+/// Puts a producer the pipeline held back in forward mode.
+type Release = Pin<Box<dyn Future<Output = Result<(), gen_stage::Error>> + Send>>;
 
 /// Stages never stop because a subscription ended (`Temporary`): the
 /// pipeline stops them with a drain, upstream first, so that nothing held
@@ -147,7 +227,9 @@ fn with_demand<E>(max_demand: usize) -> SubscribeOptions<E> {
 pub struct PipelineBuilder<T> {
     sources: Vec<Source<T>>,
     processors: Option<(usize, HandleMessage<T>)>,
+    prepare_messages: Option<PrepareMessages<T>>,
     processor_max_demand: usize,
+    processor_min_demand: Option<usize>,
     batchers: Vec<Batcher<T>>,
     handle_failed: Option<HandleFailed<T>>,
     shutdown_timeout: Duration,
@@ -198,9 +280,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 let producer = make(index);
                 let start: StartProducer<T> = Box::new(move |dispatcher| {
                     Box::pin(async move {
+                        // Held until every processor has subscribed.
                         let stage = gen_stage::start_producer_with(
                             producer,
-                            ProducerOptions::new().boxed_dispatcher(dispatcher),
+                            ProducerOptions::new()
+                                .boxed_dispatcher(dispatcher)
+                                .demand(DemandMode::Accumulate),
                         )
                         .await?;
                         Ok((stage.producer(), AnyStage::from(&stage)))
@@ -216,12 +301,84 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     /// A producer of plain data: each event becomes a message acked by
     /// `acknowledger` (a `map` stage in front of the processors).
     pub fn producer_of(
-        mut self,
+        self,
         producer: &impl AsProducer<T>,
         acknowledger: Arc<dyn Acknowledger<T>>,
     ) -> Self {
-        self.sources
-            .push(Source::Data(producer.producer_ref(), acknowledger));
+        self.producer_with(producer, move |data: T| {
+            Message::new(data, acknowledger.clone())
+        })
+    }
+
+    /// A producer of any events, each turned into a message by
+    /// `transformer` (Broadway's producer `transformer`): it chooses the
+    /// message's acknowledger, metadata and ack data. It runs in a stage of
+    /// the pipeline in front of the producer. A panic in it drops that event
+    /// (there is no message to fail): it is logged as an error, and the
+    /// source, which never got an ack for it, may redeliver it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pipeline::{Message, Metadata, NoopAcknowledger, Pipeline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), pipeline::Error> {
+    /// // (offset, line) pairs from a reader: the offset goes to metadata.
+    /// let lines = gen_stage::from_iter([(0u64, "a".to_owned()), (2, "b".to_owned())]).await?;
+    /// let pipeline = Pipeline::builder()
+    ///     .producer_with(&lines, |(offset, line): (u64, String)| {
+    ///         let metadata = Metadata::from([("offset".to_owned(), offset.to_string())]);
+    ///         Message::with_metadata(line, Arc::new(NoopAcknowledger), metadata)
+    ///     })
+    ///     .processors(1, |message: &mut Message<String>| {
+    ///         assert!(message.metadata().contains_key("offset"));
+    ///     })
+    ///     .start()
+    ///     .await?;
+    /// pipeline.stopped().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn producer_with<E: Send + 'static>(
+        mut self,
+        producer: &impl AsProducer<E>,
+        transformer: impl Fn(E) -> Message<T> + Send + Sync + 'static,
+    ) -> Self {
+        let producer = producer.producer_ref();
+        let start: StartTransform<T> = Box::new(move |dispatcher, front_demand| {
+            Box::pin(async move {
+                let held = hold(&producer).await?;
+                let front = gen_stage::start_producer_consumer_with(
+                    FilterMap::new(move |event: E| {
+                        match catch_unwind(AssertUnwindSafe(|| transformer(event))) {
+                            Ok(message) => Some(message),
+                            Err(payload) => {
+                                let reason = panic_reason(payload.as_ref());
+                                tracing::error!(target: "pipeline", %reason, "the transformer panicked: the event is dropped, unacked");
+                                None
+                            }
+                        }
+                    }),
+                    ProducerConsumerOptions::new().boxed_dispatcher(dispatcher),
+                )
+                .await?;
+                front
+                    .subscribe(&producer, with_demand(front_demand))
+                    .await?;
+                let release: Option<Release> = held.then(|| {
+                    let producer = producer.clone();
+                    Box::pin(async move { producer.set_demand_mode(DemandMode::Forward).await })
+                        as Release
+                });
+                Ok(Transformed {
+                    source: AnyStage::from(&producer),
+                    front: AnyStage::from(&front),
+                    input: front.producer(),
+                    held: release,
+                })
+            })
+        });
+        self.sources.push(Source::Transformed(start));
         self
     }
 
@@ -248,10 +405,33 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Runs in each processor on every group of messages it receives,
+    /// before `handle_message` runs on each (Broadway's `prepare_messages`):
+    /// e.g. one database query for the whole group, its results put in the
+    /// messages. It may change the messages' data and fail some (failed
+    /// messages skip `handle_message`); it cannot add or drop messages. A
+    /// panic fails the whole group. The group is what the processor received
+    /// at once: at most `processor_max_demand` messages.
+    pub fn prepare_messages(
+        mut self,
+        prepare_messages: impl Fn(&mut [Message<T>]) + Send + Sync + 'static,
+    ) -> Self {
+        self.prepare_messages = Some(Arc::new(prepare_messages));
+        self
+    }
+
     /// How many messages each processor asks of each producer at a time
     /// (Broadway's processor `max_demand`, default 10).
     pub fn processor_max_demand(mut self, max_demand: usize) -> Self {
         self.processor_max_demand = max_demand.max(1);
+        self
+    }
+
+    /// Each processor asks its producers again once its outstanding demand
+    /// falls to `min_demand` (Broadway's processor `min_demand`; default
+    /// half of `max_demand`). At least 0, below `max_demand`.
+    pub fn processor_min_demand(mut self, min_demand: usize) -> Self {
+        self.processor_min_demand = Some(min_demand);
         self
     }
 
@@ -340,7 +520,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         };
         let mut names = HashMap::new();
         for (index, batcher) in self.batchers.iter().enumerate() {
-            if batcher.batch_size == 0 {
+            if batcher.batch_size == 0 || batcher.weight.as_ref().is_some_and(|w| w.limit == 0) {
                 return Err(Error::ZeroBatchSize {
                     batcher: batcher.name.clone(),
                 });
@@ -382,10 +562,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             ));
             for partition in 0..stages {
                 let counters = Arc::new(Counters::default());
+                let max_demand = batcher.max_demand.unwrap_or(batcher.batch_size);
                 let stage = gen_stage::start_producer_consumer(BatcherStage::<T>::new(
                     batcher.name.clone(),
-                    batcher.batch_size,
+                    (batcher.batch_size, batcher.weight.clone()),
                     batcher.batch_timeout,
+                    max_demand,
                     Upstreams::new(counters.clone()),
                 ))
                 .await?;
@@ -421,20 +603,32 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                         .await?;
                     downstream.push(AnyStage::from(&processor));
                 }
-                batcher_stages.push((stage, batcher.batch_size));
+                batcher_stages.push((stage, max_demand));
             }
         }
 
         // Processors, each subscribed to by every batcher stage (one
         // partition each).
         let max_demand = self.processor_max_demand;
+        let min_demand = match self.processor_min_demand {
+            None => max_demand / 2,
+            Some(min) if min < max_demand => min,
+            Some(min) => {
+                return Err(Error::InvalidDemand {
+                    max_demand,
+                    min_demand: min,
+                });
+            }
+        };
         let processor = Processor {
             name: name.clone(),
+            prepare_messages: self.prepare_messages.clone(),
             handle_message,
             handle_failed: self.handle_failed.clone(),
             batchers: (!batcher_stages.is_empty()).then(|| Arc::new(Routes::new(routes))),
             limiter: limiter.clone(),
             max_demand,
+            min_demand,
         };
         let mut processors: Vec<ConsumerRef<Message<T>>> = Vec::with_capacity(concurrency);
         let mut processor_stages: Vec<AnyStage> = Vec::with_capacity(concurrency);
@@ -468,8 +662,8 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             )
             .await?;
             metrics.push((StageRole::Processor { index }, stage.id(), counters));
-            for (index, (batcher, batch_size)) in batcher_stages.iter().enumerate() {
-                let mut options = with_demand(*batch_size);
+            for (index, (batcher, batcher_demand)) in batcher_stages.iter().enumerate() {
+                let mut options = with_demand(*batcher_demand);
                 if batcher_stages.len() > 1 {
                     options = options.partition(index);
                 }
@@ -513,7 +707,19 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let mut test_producer = None;
         let mut started = Vec::new();
         let mut inputs: Vec<ProducerRef<Message<T>>> = Vec::new();
+        // Producers whose demand the pipeline holds until every processor
+        // has subscribed (so that a finite producer cannot finish, and
+        // stop, before the last processor subscribes to it).
+        let mut held: Vec<Release> = Vec::new();
         for source in self.sources {
+            if let Source::Messages(producer) = &source
+                && hold(producer).await?
+            {
+                let producer = producer.clone();
+                held.push(Box::pin(async move {
+                    producer.set_demand_mode(DemandMode::Forward).await
+                }));
+            }
             match source {
                 Source::Messages(producer) if partition_by.is_some() => {
                     let route = gen_stage::start_producer_consumer_with(
@@ -532,34 +738,39 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                     sources.push(AnyStage::from(&producer));
                     inputs.push(producer);
                 }
-                Source::Data(producer, acknowledger) => {
-                    let wrap = gen_stage::start_producer_consumer_with(
-                        Map::new(move |data: T| Message::new(data, acknowledger.clone())),
-                        ProducerConsumerOptions::new().boxed_dispatcher(dispatcher()),
-                    )
-                    .await?;
-                    wrap.subscribe(&producer, with_demand(front_demand)).await?;
-                    sources.push(AnyStage::from(&producer));
-                    front.push(AnyStage::from(&wrap));
-                    inputs.push(wrap.producer());
+                Source::Transformed(start) => {
+                    let transformed = start(dispatcher(), front_demand).await?;
+                    sources.push(transformed.source);
+                    front.push(transformed.front);
+                    inputs.push(transformed.input);
+                    held.extend(transformed.held);
                 }
                 Source::Start(start) => {
                     for start in start {
                         let (producer, stage) = start(dispatcher()).await?;
                         sources.push(stage);
                         started.push(producer.clone());
+                        let release = producer.clone();
+                        held.push(Box::pin(async move {
+                            release.set_demand_mode(DemandMode::Forward).await
+                        }));
                         inputs.push(producer);
                     }
                 }
                 Source::Test => {
+                    let inlet = Arc::new(Inlet::new());
+                    // Unbounded: what a drain flushes waits there for the
+                    // processors' demand.
                     let push = gen_stage::start_producer_with(
-                        PushProducer::<T>::new(),
-                        ProducerOptions::new().boxed_dispatcher(dispatcher()),
+                        PushProducer::<T>::new(inlet.clone()),
+                        ProducerOptions::new()
+                            .boxed_dispatcher(dispatcher())
+                            .buffer_size(BufferSize::Infinity),
                     )
                     .await?;
                     sources.push(AnyStage::from(&push));
                     inputs.push(push.producer());
-                    test_producer = Some(push);
+                    test_producer = Some(TestProducer { inlet, stage: push });
                 }
             }
         }
@@ -571,6 +782,10 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 }
                 processor.subscribe(input, options).await?;
             }
+        }
+        // Every subscription is up: let demand flow.
+        for release in held {
+            release.await?;
         }
 
         if let Some(limiter) = &limiter {
@@ -585,7 +800,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let mut stages = front;
         stages.extend(middle);
         stages.extend(downstream);
+        crate::topology::register(
+            name.clone(),
+            sources.iter().chain(&stages).cloned().collect(),
+        );
         let pipeline = Pipeline {
+            name,
             sources,
             producers: started,
             stages,
@@ -598,16 +818,38 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     }
 }
 
+/// The test producer and the inlet its messages are pushed into.
+struct TestProducer<T: Send + 'static> {
+    inlet: Arc<Inlet<T>>,
+    stage: ProducerHandle<PushProducer<T>, PushProducerMessages>,
+}
+
+/// Hold `producer`'s demand (accumulate mode) while the pipeline
+/// subscribes to it, if it forwards demand now: `true` if it is held
+/// (release it). A producer already accumulating is the caller's to
+/// release; a producer_consumer cannot accumulate and is left as it is.
+async fn hold<E: Send + 'static>(producer: &ProducerRef<E>) -> Result<bool, Error> {
+    if producer.demand_mode().await? != DemandMode::Forward {
+        return Ok(false);
+    }
+    match producer.set_demand_mode(DemandMode::Accumulate).await {
+        Ok(()) => Ok(true),
+        Err(gen_stage::Error::WrongKind { .. }) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// A running pipeline: producers, processors, batchers and batch
 /// processors, each a gen-stage stage. See the [crate documentation](crate).
 pub struct Pipeline<T: Send + 'static> {
+    name: Arc<str>,
     /// The producers given to the builder (and the test producer).
     sources: Vec<AnyStage>,
     /// The producers it started (`producers`).
     producers: Vec<ProducerRef<Message<T>>>,
     /// Every other stage, upstream first.
     stages: Vec<AnyStage>,
-    test_producer: Option<ProducerHandle<PushProducer<T>, PushProducerMessages<T>>>,
+    test_producer: Option<TestProducer<T>>,
     /// Every stage's counters (processors, then batchers and their batch
     /// processors).
     metrics: Vec<(StageRole, StageId, Arc<Counters>)>,
@@ -631,7 +873,9 @@ impl<T: Send + 'static> Pipeline<T> {
         PipelineBuilder {
             sources: Vec::new(),
             processors: None,
+            prepare_messages: None,
             processor_max_demand: 10,
+            processor_min_demand: None,
             batchers: Vec::new(),
             handle_failed: None,
             shutdown_timeout: Duration::from_secs(30),
@@ -645,6 +889,32 @@ impl<T: Send + 'static> Pipeline<T> {
     /// [`PipelineBuilder::producers`], in the order they were made.
     pub fn producers(&self) -> &[ProducerRef<Message<T>>] {
         &self.producers
+    }
+
+    /// The pipeline's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pipeline's stages by role (Broadway's `topology/1`): its
+    /// producers, processors and batchers, with their stage ids (see
+    /// [`stages`](Self::stages) and [`metrics`](Self::metrics)).
+    pub fn topology(&self) -> Topology {
+        Topology::new(
+            &self.name,
+            &self.sources,
+            self.metrics.iter().map(|(role, stage, _)| (role, *stage)),
+        )
+    }
+
+    /// The names of its producers, `{name}.Producer_{index}` (Broadway's
+    /// `producer_names/1`), as in [`topology`](Self::topology).
+    pub fn producer_names(&self) -> Vec<String> {
+        self.topology()
+            .producers
+            .into_iter()
+            .map(|producer| producer.name)
+            .collect()
     }
 
     /// Every stage's counters now (cheap: a few atomic loads per stage, no
@@ -681,6 +951,18 @@ impl<T: Send + 'static> Pipeline<T> {
         Ok(())
     }
 
+    /// Start a new rate-limiting interval now, with its full budget (demand
+    /// held for the next interval is granted at once), and count the
+    /// intervals from now on: e.g. after the limit was raised with
+    /// [`update_rate_limiting`](Self::update_rate_limiting), to apply it
+    /// without waiting for the current interval to end. Errors if the
+    /// pipeline was built without `rate_limiting`.
+    pub fn reset_rate_limiting(&self) -> Result<(), Error> {
+        let limiter = self.limiter.as_ref().ok_or(Error::NoRateLimiting)?;
+        limiter.reset();
+        Ok(())
+    }
+
     /// Once every producer has stopped on its own (e.g. its iterator
     /// ended), drain the rest: partial batches are flushed and acked.
     fn finish_when_producers_finish(&self, timeout: Duration) {
@@ -706,7 +988,16 @@ impl<T: Send + 'static> Pipeline<T> {
     /// first, the stages stop anyway and the report says what they still
     /// held (see the crate documentation for what is acked then).
     pub async fn drain(&self, deadline: Duration) -> DrainReport {
-        Drain::new(deadline)
+        let started = tokio::time::Instant::now();
+        if let Some(test) = &self.test_producer {
+            // Broadway's `prepare_for_draining`: no new pushes, and what was
+            // pushed goes into the producer's buffer, which the drain
+            // empties as the processors ask (a stopped producer already
+            // acked its queue failed).
+            test.inlet.close();
+            let _ = test.stage.call(Flush, deadline).await;
+        }
+        Drain::new(deadline.saturating_sub(started.elapsed()))
             .stages(self.sources.iter())
             .stages(self.stages.iter())
             .run()
@@ -728,16 +1019,38 @@ impl<T: Send + 'static> Pipeline<T> {
 
     /// Push messages into the test producer (Broadway's `push_messages`):
     /// they flow through the pipeline like any other.
+    ///
+    /// Once the pipeline is draining or stopped it takes no new messages:
+    /// the call returns [`Error::NotRunning`] and the messages are acked
+    /// failed (so their source learns of them either way); without a test
+    /// producer it returns [`Error::NoTestProducer`], and acks them failed
+    /// too.
     pub fn push_messages(&self, messages: Vec<Message<T>>) -> Result<(), Error> {
-        let producer = self.test_producer.as_ref().ok_or(Error::NoTestProducer)?;
-        producer.cast(messages)?;
-        Ok(())
+        let Some(test) = self.test_producer.as_ref() else {
+            ack_failed(messages, "the pipeline has no test producer");
+            return Err(Error::NoTestProducer);
+        };
+        match test.inlet.push(messages) {
+            Pushed::Queued { wake } => {
+                // The producer is running, or stopping and will ack the
+                // queue failed: either way the messages are in its hands.
+                if wake {
+                    let _ = test.stage.cast(Wake);
+                }
+                Ok(())
+            }
+            Pushed::Refused(messages) => {
+                ack_failed(messages, NOT_RUNNING);
+                Err(Error::NotRunning)
+            }
+        }
     }
 
     /// Push one message with `data` through the pipeline (Broadway's
-    /// `test_message`). It is pushed now; the future resolves with the
-    /// message as acked: [`Message::status`] says whether successful or
-    /// failed.
+    /// `test_message`). It is pushed now, in [`BatchMode::Flush`]: its
+    /// batcher hands its batch over as soon as it arrives, without waiting
+    /// for `batch_timeout`. The future resolves with the message as acked:
+    /// [`Message::status`] says whether successful or failed.
     pub fn test_message(
         &self,
         data: T,
@@ -753,18 +1066,34 @@ impl<T: Send + 'static> Pipeline<T> {
     }
 
     /// Push messages with `data` through the pipeline together (Broadway's
-    /// `test_batch`); the future resolves once every one of them was acked,
-    /// with the messages in the order they were acked.
+    /// `test_batch`), in [`BatchMode::Flush`] (their batches are handed over
+    /// as the batchers receive them); the future resolves once every one of
+    /// them was acked, with the messages in the order they were acked.
     pub fn test_batch(
         &self,
         data: Vec<T>,
+    ) -> impl Future<Output = Result<Vec<Message<T>>, Error>> + Send + 'static {
+        self.test_batch_with(data, BatchMode::Flush)
+    }
+
+    /// [`test_batch`](Self::test_batch) with the messages in `batch_mode`:
+    /// [`BatchMode::Bulk`] batches them as any other message (by size and
+    /// timeout), Broadway's `test_batch(.., batch_mode: :bulk)`.
+    pub fn test_batch_with(
+        &self,
+        data: Vec<T>,
+        batch_mode: BatchMode,
     ) -> impl Future<Output = Result<Vec<Message<T>>, Error>> + Send + 'static {
         let expected = data.len();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let acknowledger: Arc<dyn Acknowledger<T>> = Arc::new(CallerAcknowledger { tx });
         let messages = data
             .into_iter()
-            .map(|data| Message::new(data, acknowledger.clone()))
+            .map(|data| {
+                let mut message = Message::new(data, acknowledger.clone());
+                message.put_batch_mode(batch_mode);
+                message
+            })
             .collect();
         // Only the messages hold the acknowledger now: once each is acked or
         // dropped, the channel closes.

@@ -17,7 +17,10 @@ use gen_stage::{
 
 use crate::Message;
 use crate::demand::Upstreams;
-use crate::handlers::{HandleFailed, HandleMessage, ack_with_failed_hook, fail_panicked};
+use crate::handlers::{
+    HandleFailed, HandleMessage, PrepareMessages, ack_with_failed_hook, fail_panicked,
+    run_prepare_messages,
+};
 use crate::message::panic_reason;
 use crate::rate_limit::{Grant, RateLimiter};
 
@@ -100,23 +103,27 @@ impl<T> Routes<T> {
 /// What every processor of a pipeline shares.
 pub(crate) struct Processor<T> {
     pub name: Arc<str>,
+    pub prepare_messages: Option<PrepareMessages<T>>,
     pub handle_message: HandleMessage<T>,
     pub handle_failed: Option<HandleFailed<T>>,
     /// Batcher name to route; `None`: no batchers, ack here.
     pub batchers: Option<Arc<Routes<T>>>,
     pub limiter: Option<Arc<RateLimiter>>,
     pub max_demand: usize,
+    pub min_demand: usize,
 }
 
 impl<T> Clone for Processor<T> {
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
+            prepare_messages: self.prepare_messages.clone(),
             handle_message: self.handle_message.clone(),
             handle_failed: self.handle_failed.clone(),
             batchers: self.batchers.clone(),
             limiter: self.limiter.clone(),
             max_demand: self.max_demand,
+            min_demand: self.min_demand,
         }
     }
 }
@@ -158,6 +165,9 @@ impl<T: 'static> ProcessorState<T> {
         .entered();
         let counters = self.upstreams.counters();
         counters.processed(messages.len());
+        if let Some(prepare) = &self.shared.prepare_messages {
+            run_prepare_messages(prepare, &mut messages);
+        }
         // One look at the level for the whole group: a `handle_message`
         // span per message only when a subscriber may want trace spans.
         let trace = tracing::level_enabled!(tracing::Level::TRACE);
@@ -327,7 +337,7 @@ fn sink_grant<T: Send + 'static>(
 pub(crate) struct ProcessorStage<T>(pub ProcessorState<T>);
 
 /// What a processor's stages are sent: the rate limiter's grants, as infos.
-pub(crate) type ProcessorMessages = gen_stage::Msgs<(), (), (), Granted>;
+pub(crate) type ProcessorMessages = gen_stage::Infos<Granted>;
 
 impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T> {
     type In = Message<T>;
@@ -338,8 +348,8 @@ impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T
         _options: &SubscribeOptions<Message<T>>,
         ctx: &mut ProducerConsumerContext<'_, Self, ProcessorMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
-        let max = self.0.shared.max_demand;
-        let first = self.0.upstreams.subscribe(subscription.id, max, max / 2);
+        let (max, min) = (self.0.shared.max_demand, self.0.shared.min_demand);
+        let first = self.0.upstreams.subscribe(subscription.id, max, min);
         want!(self.0, ctx, subscription.id, first, stage_grant);
         Ok(ConsumerDemand::Manual)
     }
@@ -396,8 +406,8 @@ impl<T: Send + 'static> Consumer<ProcessorMessages> for ProcessorSink<T> {
         _options: &SubscribeOptions<Message<T>>,
         ctx: &mut ConsumerContext<'_, Self, ProcessorMessages>,
     ) -> Result<ConsumerDemand, StopReason> {
-        let max = self.0.shared.max_demand;
-        let first = self.0.upstreams.subscribe(subscription.id, max, max / 2);
+        let (max, min) = (self.0.shared.max_demand, self.0.shared.min_demand);
+        let first = self.0.upstreams.subscribe(subscription.id, max, min);
         want!(self.0, ctx, subscription.id, first, sink_grant);
         Ok(ConsumerDemand::Manual)
     }

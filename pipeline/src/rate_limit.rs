@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use gen_stage::SubscriptionId;
+use tokio::sync::Notify;
 
 use crate::Error;
 
@@ -66,6 +67,8 @@ struct State {
 /// The shared budget.
 pub(crate) struct RateLimiter {
     state: Mutex<State>,
+    /// Wakes the interval task to start a new interval now.
+    reset: Arc<Notify>,
 }
 
 impl std::fmt::Debug for RateLimiter {
@@ -98,7 +101,20 @@ impl RateLimiter {
                 remaining: limit.allowed_messages,
                 held: VecDeque::new(),
             }),
+            reset: Arc::new(Notify::new()),
         }
+    }
+
+    /// Start a new interval now (its full budget, handed first to the
+    /// demand held), instead of at the end of the current one; the
+    /// intervals go on from now.
+    pub fn reset(&self) {
+        self.reset.notify_one();
+    }
+
+    /// What wakes the interval task for [`reset`](Self::reset).
+    pub fn reset_signal(&self) -> Arc<Notify> {
+        self.reset.clone()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -205,20 +221,24 @@ impl RateLimiter {
 /// Starts a new interval every interval until `stopped` resolves (every
 /// processor stopped) or the limiter is gone.
 pub(crate) async fn run_intervals(limiter: Weak<RateLimiter>, stopped: impl Future<Output = ()>) {
-    let Some(first) = limiter.upgrade().map(|limiter| limiter.limit().interval) else {
+    let Some((first, reset)) = limiter
+        .upgrade()
+        .map(|limiter| (limiter.limit().interval, limiter.reset_signal()))
+    else {
         return;
     };
     let mut next = tokio::time::Instant::now() + first;
     tokio::pin!(stopped);
     loop {
-        tokio::select! {
-            () = tokio::time::sleep_until(next) => {}
+        let started = tokio::select! {
+            () = tokio::time::sleep_until(next) => next,
+            () = reset.notified() => tokio::time::Instant::now(),
             () = &mut stopped => return,
-        }
+        };
         let Some(limiter) = limiter.upgrade() else {
             return;
         };
-        next += limiter.next_interval();
+        next = started + limiter.next_interval();
     }
 }
 

@@ -4,7 +4,23 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pipeline::{BatchInfo, BatchTrigger, Batcher, Error, Message, Pipeline};
+use std::future::Future;
+
+use pipeline::{BatchInfo, BatchMode, BatchTrigger, Batcher, Error, Message, Pipeline};
+
+/// One message in bulk mode: its batch waits to fill or time out.
+fn bulk_message(
+    pipeline: &Pipeline<u32>,
+    data: u32,
+) -> impl Future<Output = Result<Message<u32>, Error>> + Send + 'static {
+    let acked = pipeline.test_batch_with(vec![data], BatchMode::Bulk);
+    async move {
+        acked.await?.pop().ok_or(Error::NotAcked {
+            acked: 0,
+            expected: 1,
+        })
+    }
+}
 
 type Seen = Arc<Mutex<Vec<(BatchInfo, Vec<u32>)>>>;
 
@@ -67,7 +83,9 @@ async fn a_partial_batch_is_handed_over_when_batch_timeout_passes() -> Result<()
         .start()
         .await?;
     let start = tokio::time::Instant::now();
-    let acked = pipeline.test_batch(vec![1, 2, 3]).await?;
+    let acked = pipeline
+        .test_batch_with(vec![1, 2, 3], BatchMode::Bulk)
+        .await?;
     assert_eq!(acked.len(), 3);
     // The paused clock only moves when every task waits: the batch was
     // handed over by its timer, not before.
@@ -81,7 +99,7 @@ async fn a_partial_batch_is_handed_over_when_batch_timeout_passes() -> Result<()
     );
     // A new partial batch gets a timer of its own.
     let again = tokio::time::Instant::now();
-    pipeline.test_message(4).await?;
+    bulk_message(&pipeline, 4).await?;
     assert!(again.elapsed() >= Duration::from_secs(5));
     let all = batches(&seen_log);
     assert_eq!(all.len(), 2);
@@ -108,7 +126,9 @@ async fn messages_of_different_batch_keys_are_batched_apart() -> Result<(), Erro
         .batcher(recording("default", &seen).batch_size(2))
         .start()
         .await?;
-    pipeline.test_batch(vec![1, 2, 3, 4]).await?;
+    pipeline
+        .test_batch_with(vec![1, 2, 3, 4], BatchMode::Bulk)
+        .await?;
     let mut seen = batches(&seen);
     seen.sort_by(|a, b| a.0.batch_key.cmp(&b.0.batch_key));
     let keys: Vec<(&str, Vec<u32>)> = seen
@@ -175,10 +195,10 @@ async fn each_partial_batch_times_out_after_its_own_first_message() -> Result<()
     assert_eq!(full.await?.len(), 2);
     assert!(start.elapsed() < Duration::from_secs(1));
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let a = tokio::spawn(pipeline.test_message(3));
+    let a = tokio::spawn(bulk_message(&pipeline, 3));
     // Key b: a partial batch started at 3 s.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let b = tokio::spawn(pipeline.test_message(10));
+    let b = tokio::spawn(bulk_message(&pipeline, 10));
     let (a, b) = (a.await.expect("no panic")?, b.await.expect("no panic")?);
     assert_eq!((a.data, b.data), (3, 10));
     let seen = batches(&seen);

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pipeline::{BatchSizes, Batcher, Error, Message, Pipeline, StageRole};
+use pipeline::{BatchMode, BatchSizes, Batcher, Error, Message, Pipeline, StageRole};
 
 #[tokio::test(start_paused = true)]
 async fn metrics_count_each_stage() -> Result<(), Error> {
@@ -25,7 +25,10 @@ async fn metrics_count_each_stage() -> Result<(), Error> {
         .await?;
     // 1..=20: 4 multiples of 5 fail in the processors; 16 are batched in 4
     // batches of 4, each failing its first message.
-    let acked = pipeline.test_batch((1..=20).collect()).await?;
+    // In bulk mode, as a producer's messages: batches fill.
+    let acked = pipeline
+        .test_batch_with((1..=20).collect(), BatchMode::Bulk)
+        .await?;
     assert_eq!(acked.iter().filter(|m| m.is_ok()).count(), 12);
 
     let metrics = pipeline.metrics();
@@ -92,7 +95,7 @@ async fn a_partial_batch_is_buffered_until_its_timeout() -> Result<(), Error> {
         )
         .start()
         .await?;
-    let acked = pipeline.test_batch(vec![1, 2, 3]);
+    let acked = pipeline.test_batch_with(vec![1, 2, 3], BatchMode::Bulk);
     let buffered = || {
         pipeline
             .metrics()

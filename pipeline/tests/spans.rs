@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use pipeline::{Batcher, Error, Message, Pipeline};
+use pipeline::{BatchMode, Batcher, Error, Message, Pipeline};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -77,9 +77,12 @@ async fn spans_carry_broadways_fields() -> Result<(), Error> {
             }
         })
         .batcher(Batcher::new("default", |_: &mut [Message<u32>], _| {}).batch_size(3))
+        .handle_failed(|_: &mut [Message<u32>]| {})
         .start()
         .await?;
-    let acked = pipeline.test_batch(vec![0, 1, 2, 3, 4]).await?;
+    let acked = pipeline
+        .test_batch_with(vec![0, 1, 2, 3, 4], BatchMode::Bulk)
+        .await?;
     assert_eq!(acked.len(), 5);
 
     let messages = spans.named("handle_message");
@@ -135,5 +138,17 @@ async fn spans_carry_broadways_fields() -> Result<(), Error> {
         acks.contains(&("batch_processor".into(), "1".into(), "0".into())),
         "{acks:?}"
     );
+    // handle_failed ran once, in the processor, on the one failed message.
+    let failed: Vec<(String, String)> = spans
+        .named("handle_failed")
+        .iter()
+        .map(|f| {
+            (
+                field(f, "stage").to_owned(),
+                field(f, "messages").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(failed, [("processor".to_owned(), "1".to_owned())]);
     Ok(())
 }
