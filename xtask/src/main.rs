@@ -6,6 +6,11 @@ mod image;
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Every cargo step this run took, with its wall time and outcome, printed at the end.
+static STEPS: Mutex<Vec<(String, Duration, bool)>> = Mutex::new(Vec::new());
 
 const HELP: &str = "\
 cargo xtask <TASK> [ARGS...]
@@ -42,6 +47,7 @@ fn main() -> ExitCode {
         }
         other => Err(format!("unknown task `{other}`\n\n{HELP}")),
     };
+    print_steps();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -49,6 +55,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The time of each cargo step, on stderr, when there was more than one.
+fn print_steps() {
+    let steps = STEPS.lock().map(|s| s.clone()).unwrap_or_default();
+    if steps.len() < 2 {
+        return;
+    }
+    let total: Duration = steps.iter().map(|(_, d, _)| *d).sum();
+    eprintln!("xtask: time per step");
+    for (step, took, ok) in &steps {
+        let secs = took.as_secs();
+        eprintln!(
+            "xtask:   {:>3}:{:02}  {}  cargo {step}",
+            secs / 60,
+            secs % 60,
+            if *ok { "ok    " } else { "FAILED" }
+        );
+    }
+    let secs = total.as_secs();
+    eprintln!("xtask:   {:>3}:{:02}  total", secs / 60, secs % 60);
 }
 
 fn root() -> PathBuf {
@@ -69,12 +96,16 @@ fn cargo_with_env(args: &[&str], envs: &[(String, String)]) -> Result<(), String
         eprintln!("xtask: {key}={value}");
     }
     eprintln!("xtask: cargo {}", args.join(" "));
+    let started = Instant::now();
     let status = Command::new(&cargo)
         .args(args)
         .envs(envs.iter().map(|(key, value)| (key, value)))
         .current_dir(root())
         .status()
         .map_err(|e| format!("could not run {cargo}: {e}"))?;
+    if let Ok(mut steps) = STEPS.lock() {
+        steps.push((args.join(" "), started.elapsed(), status.success()));
+    }
     if status.success() {
         Ok(())
     } else {
