@@ -26,6 +26,15 @@ pub enum EngineError {
         /// DataFusion's message.
         message: String,
     },
+    /// A query step nests its expressions deeper than the engine plans ([`crate::check_query_depth`]).
+    #[error("{}{source}", step_prefix(step.as_deref()))]
+    QueryTooDeep {
+        /// Alias of the query step, when it has one.
+        step: Option<String>,
+        /// Where and how deep.
+        #[source]
+        source: crate::query_depth::QueryTooDeep,
+    },
     /// The transform has no query at all.
     #[error("the transform has no query")]
     NoQuery,
@@ -33,6 +42,20 @@ pub enum EngineError {
     #[error("unsupported temporal join: {reason}")]
     UnsupportedTemporalJoin {
         /// What is not supported, and what to write instead.
+        reason: String,
+    },
+    /// A stream-to-stream join not in the supported interval join form.
+    #[error("unsupported interval join: {reason}")]
+    UnsupportedIntervalJoin {
+        /// What is not supported, and what to write instead.
+        reason: String,
+    },
+    /// MigrateQuery cannot carry this state over to the next query.
+    #[error(
+        "MigrateQuery cannot change this query: {reason}; recompute the dataset from its inputs instead (`weir pull --recompute`)"
+    )]
+    MigrationUnsupported {
+        /// Why not.
         reason: String,
     },
     /// Two inputs or steps use the same name.
@@ -232,8 +255,11 @@ impl EngineError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::Sql { .. }
+            | Self::QueryTooDeep { .. }
             | Self::NoQuery
             | Self::UnsupportedTemporalJoin { .. }
+            | Self::UnsupportedIntervalJoin { .. }
+            | Self::MigrationUnsupported { .. }
             | Self::DuplicateAlias { .. }
             | Self::SystemColumnInOutput { .. }
             | Self::ReservedColumnInOutput { .. }
@@ -264,7 +290,7 @@ impl EngineError {
     /// Alias of the query step the error is in, when known.
     pub fn query_step(&self) -> Option<&str> {
         match self {
-            Self::Sql { step, .. } => step.as_deref(),
+            Self::Sql { step, .. } | Self::QueryTooDeep { step, .. } => step.as_deref(),
             _ => None,
         }
     }

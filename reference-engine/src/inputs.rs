@@ -101,6 +101,9 @@ pub(crate) struct RegisteredInput {
     pub has_operation_type: bool,
     /// The primary key, when the transform declares this input a temporal table.
     pub temporal: Option<Vec<String>>,
+    /// Whether this input is the side of a stream-to-stream interval join whose records add columns to
+    /// the other side's (the right side once bound, see `interval::query`).
+    pub interval_joined: bool,
 }
 
 impl RegisteredInput {
@@ -182,6 +185,7 @@ async fn register_input(
         scan_name: scan_name.clone(),
         has_operation_type,
         temporal: None,
+        interval_joined: false,
     };
     let mut builder = LogicalPlanBuilder::scan(
         TableReference::bare(scan_name),

@@ -80,16 +80,19 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod changelog;
+mod checkpoint_parts;
 mod engine;
 mod error;
 mod exchange;
 mod execute;
 mod inputs;
+pub mod interval;
 mod migrate;
 mod output;
 mod prepare;
 mod progress;
 mod provenance;
+mod query_depth;
 mod raw_query;
 pub mod request;
 mod server;
@@ -105,6 +108,7 @@ pub use engine::ReferenceEngine;
 pub use engine_conformance::ParquetFixtures;
 pub use error::{EngineError, ErrorKind};
 pub use progress::{NoProgress, Phase, Progress, ProgressSink};
+pub use query_depth::{MAX_EXPRESSION_DEPTH, QueryTooDeep, check_query_depth};
 pub use request::{
     DatasetId, DatasetVocabulary, DeriveProvenanceRequest, DeriveProvenanceSuccess,
     InputProvenance, MigrateQueryRequest, MigrateQuerySuccess, OffsetInterval, OutputColumn,

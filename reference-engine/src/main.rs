@@ -58,6 +58,10 @@ fn parse_host(text: &str) -> Result<IpAddr, String> {
         .map_err(|_| format!("`{text}` is not an IP address (host names are not resolved)"))
 }
 
+/// Stack size of the engine's threads (8 MiB, the main thread's usual size, is not enough for a
+/// query at `MAX_EXPRESSION_DEPTH` in a debug build; the default 2 MiB of tokio's threads even less).
+const ENGINE_THREAD_STACK: usize = 64 * 1024 * 1024;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(error) = tracing_subscriber::fmt()
@@ -87,8 +91,12 @@ fn main() -> ExitCode {
             }
         }
     }
+    // DataFusion plans expressions by recursion: queries are bounded to `MAX_EXPRESSION_DEPTH` levels
+    // (`check_query_depth`), and the threads get a stack that holds that depth with a wide margin in any
+    // build (only the pages used are committed).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(ENGINE_THREAD_STACK)
         .build()
     {
         Ok(runtime) => runtime,

@@ -103,6 +103,24 @@ pub(crate) async fn migrate_query(
     let inputs = register_inputs(&ctx, &sources).await?;
     let next = prepare(&ctx, &request.next_transform, &inputs, &request.vocab).await?;
 
+    if matches!(next.shape, QueryShape::Interval(_)) {
+        return Err(EngineError::MigrationUnsupported {
+            reason: "the next query is an interval join, whose state (the records of both sides \
+                     that records still to come may match) cannot be rebuilt from the previous \
+                     query's"
+                .to_owned(),
+        });
+    }
+    if let Some(path) = &request.prev_checkpoint_path
+        && checkpoint::kind_of(Path::new(path))?.kind == crate::interval::checkpoint::KIND
+    {
+        return Err(EngineError::MigrationUnsupported {
+            reason: "the previous query is an interval join, whose kept records would need the \
+                     new query's matches"
+                .to_owned(),
+        });
+    }
+
     reporter.report(Phase::Finalising, None, None);
     let mut closed_through_ms = None;
     let mut rows = 0;
@@ -162,7 +180,7 @@ pub(crate) async fn migrate_query(
             )?;
             true
         }
-        QueryShape::MapFilter { .. } => false,
+        QueryShape::MapFilter { .. } | QueryShape::Interval(_) => false,
     };
     let new_watermark = closed_through_ms.and_then(DateTime::<Utc>::from_timestamp_millis);
     tracing::info!(rows, new_checkpoint_written, "migration finished");

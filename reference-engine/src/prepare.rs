@@ -7,12 +7,13 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Column;
 use datafusion::execution::context::SessionContext;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, SortExpr};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::changelog::lineage::{carry_lineage, carry_lineage_with_time};
 use crate::error::EngineError;
 use crate::inputs::RegisteredInput;
+use crate::interval::query::{IntervalQuery, recognise as recognise_interval};
 use crate::output::layout::OutputLayout;
 use crate::request::{DatasetVocabulary, Transform, sql};
 use crate::steps::plan_steps;
@@ -32,6 +33,8 @@ pub(crate) enum QueryShape {
     Window(Box<WindowQuery>),
     /// A stream joined with temporal tables as of its records' event time.
     Temporal(Box<TemporalQuery>),
+    /// Two streams joined within a bound in event time.
+    Interval(Box<IntervalQuery>),
 }
 
 /// A planned query, ready to execute.
@@ -82,13 +85,17 @@ pub(crate) async fn prepare(
     let names: Vec<String> = inputs.iter().map(|i| i.query_alias.clone()).collect();
     let inputs = &mark_temporal(inputs, sql(transform))?;
     let planned = plan_steps(ctx, sql(transform), &names).await?;
-    let plan = planned.plan;
+    let (plan, order) = split_order_by(planned.plan)?;
     let fingerprint = transform_fingerprint(transform);
 
     if let Some(temporal) = recognise_temporal(&plan, inputs, &planned.temporal)? {
+        refuse_order_by(
+            &order,
+            "a temporal join's output follows its stream records' event time",
+        )?;
         let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
         // Planned over the inputs as they are, for the checks; each transaction binds it to its records.
-        let (physical, _) = lineage_plan(ctx, &plan, inputs, true).await?;
+        let (physical, _) = lineage_plan(ctx, &plan, inputs, true, &[]).await?;
         return Ok(PreparedQuery {
             shape: QueryShape::Temporal(Box::new(temporal)),
             physical,
@@ -97,7 +104,41 @@ pub(crate) async fn prepare(
         });
     }
 
+    if let Some(interval) = recognise_interval(&plan, inputs)? {
+        refuse_order_by(
+            &order,
+            "an interval join emits matches as their second record arrives",
+        )?;
+        let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
+        // Planned bound to no records, for the checks (a RIGHT join is bound as the swapped LEFT
+        // join); each transaction binds it to its records.
+        let mut empty = Vec::new();
+        for input in [interval.preserved, interval.other] {
+            let schema = crate::temporal::run::input_schema(ctx, &interval.inputs[input]).await?;
+            empty.push(datafusion::arrow::array::RecordBatch::new_empty(schema));
+        }
+        let other = empty.pop().ok_or(EngineError::NoQuery)?;
+        let preserved = empty.pop().ok_or(EngineError::NoQuery)?;
+        let bound = crate::interval::query::bind(
+            &interval,
+            preserved,
+            other,
+            crate::interval::query::Binding::Unmatched,
+        )?;
+        let (physical, _) = lineage_plan(ctx, &bound, &interval.inputs, false, &[]).await?;
+        return Ok(PreparedQuery {
+            shape: QueryShape::Interval(Box::new(interval)),
+            physical,
+            layout,
+            fingerprint,
+        });
+    }
+
     if let Some(window) = recognise(&plan, inputs)? {
+        refuse_order_by(
+            &order,
+            "a window aggregation emits each window once it closes, in window then key order",
+        )?;
         let layout = OutputLayout::new(&window.result_schema, vocab)?;
         let physical =
             physical_plan(ctx, window.pre_aggregation.clone(), Partitions::Session).await?;
@@ -110,7 +151,7 @@ pub(crate) async fn prepare(
     }
 
     let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
-    let (physical, query_columns) = lineage_plan(ctx, &plan, inputs, false).await?;
+    let (physical, query_columns) = lineage_plan(ctx, &plan, inputs, false, &order).await?;
     Ok(PreparedQuery {
         shape: QueryShape::MapFilter { query_columns },
         physical,
@@ -119,14 +160,56 @@ pub(crate) async fn prepare(
     })
 }
 
+/// A top-level `ORDER BY` of the last step taken off `plan`: the plan below it and its sort keys (none
+/// without one). `ORDER BY` with `LIMIT` is refused, and so is one naming columns the query does not
+/// output (DataFusion plans it below a projection).
+fn split_order_by(plan: LogicalPlan) -> Result<(LogicalPlan, Vec<SortExpr>), EngineError> {
+    match plan {
+        LogicalPlan::Sort(sort) if sort.fetch.is_none() => {
+            Ok((Arc::unwrap_or_clone(sort.input), sort.expr))
+        }
+        LogicalPlan::Sort(_) => Err(EngineError::ChangelogUnsafe {
+            explanation:
+                "ORDER BY ... LIMIT keeps a number of records that depends on how the input is \
+                 split into transactions; filter with WHERE instead"
+                    .to_owned(),
+        }),
+        LogicalPlan::Projection(projection)
+            if matches!(projection.input.as_ref(), LogicalPlan::Sort(_)) =>
+        {
+            Err(EngineError::ChangelogUnsafe {
+                explanation:
+                    "ORDER BY at the top of a query may only name columns the query outputs \
+                     (or their positions)"
+                        .to_owned(),
+            })
+        }
+        other => Ok((other, Vec::new())),
+    }
+}
+
+/// Refuses a top-level `ORDER BY` on a stateful query, whose output order is `fixed`.
+fn refuse_order_by(order: &[SortExpr], fixed: &str) -> Result<(), EngineError> {
+    if order.is_empty() {
+        return Ok(());
+    }
+    Err(EngineError::ChangelogUnsafe {
+        explanation: format!(
+            "ORDER BY at the top of this query has no meaning: {fixed}; remove ORDER BY"
+        ),
+    })
+}
+
 /// The physical plan of a map/filter plan (or a bound temporal join) carrying lineage: the query's
 /// columns, then the operation type, offset and input carriers (and the event time with `time`), in
-/// output order. Returns it and the number of the query's own columns.
+/// output order: by `leading` (a top-level `ORDER BY`) first, when given, then by input offset.
+/// Returns it and the number of the query's own columns.
 pub(crate) async fn lineage_plan(
     ctx: &SessionContext,
     plan: &LogicalPlan,
     inputs: &[RegisteredInput],
     time: bool,
+    leading: &[SortExpr],
 ) -> Result<(Arc<dyn ExecutionPlan>, usize), EngineError> {
     let carried = if time {
         carry_lineage_with_time(plan, inputs)?
@@ -138,7 +221,8 @@ pub(crate) async fn lineage_plan(
         .map(|i| Expr::Column(Column::from(carried.plan.schema().qualified_field(i))))
         .collect();
     exprs.extend(carried.carrier_exprs());
-    let order = carried.order();
+    let mut order = leading.to_vec();
+    order.extend(carried.order());
     let ordered = LogicalPlanBuilder::from(carried.plan)
         .project(exprs)
         .and_then(|b| b.sort(order))

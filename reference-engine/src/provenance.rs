@@ -41,6 +41,13 @@ pub(crate) async fn derive_provenance(
                     .to_owned(),
             });
         }
+        QueryShape::Interval(_) => {
+            return Err(EngineError::ProvenanceUnsupported {
+                reason: "provenance of interval joins is not supported yet; it is derived for \
+                         map/filter queries only"
+                    .to_owned(),
+            });
+        }
         QueryShape::Window(_) => {
             return Err(EngineError::ProvenanceUnsupported {
                 reason:

@@ -10,7 +10,10 @@ use datafusion::execution::session_state::SessionState;
 use crate::error::EngineError;
 
 /// A fresh session: identifiers are case-sensitive (no normalisation), as in the reference engines;
-/// strings are read as `Utf8`.
+/// strings are read as `Utf8`; the JSON functions kamu's DataFusion sessions offer are registered
+/// (`json_get_str`, `json_get_int`, `json_get_float`, `json_get_bool`, `json_get_json`,
+/// `json_get_array`, `json_as_text`, `json_contains`, `json_length`, `json_object_keys`, and the
+/// `->` / `->>` operators).
 pub(crate) fn new_session() -> SessionContext {
     let mut config = SessionConfig::new()
         .with_information_schema(false)
@@ -22,7 +25,13 @@ pub(crate) fn new_session() -> SessionContext {
         .execution
         .parquet
         .schema_force_view_types = false;
-    SessionContext::new_with_config(config)
+    let mut ctx = SessionContext::new_with_config(config);
+    if let Err(error) = datafusion_functions_json::register_all(&mut ctx) {
+        // Registering into a fresh session cannot conflict; should it fail, the functions are missing
+        // and a query using them gets DataFusion's "invalid function" message.
+        tracing::error!(%error, "cannot register the JSON functions");
+    }
+    ctx
 }
 
 /// Turns the engine's own session state into the one stateless work is planned and run in.

@@ -10,6 +10,7 @@ use datafusion::execution::context::{SQLOptions, SessionContext};
 use datafusion::logical_expr::LogicalPlan;
 
 use crate::error::EngineError;
+use crate::query_depth::check_query_depth;
 use crate::request::TransformSql;
 use crate::temporal::syntax::{TemporalReference, rewrite};
 
@@ -64,12 +65,27 @@ pub(crate) async fn plan_steps(
     Ok(PlannedSteps { plan, temporal })
 }
 
-/// `sql` without its `FOR SYSTEM_TIME AS OF` clauses, which are added to `found`.
+/// `sql` checked for depth, with its window syntax rewritten onto `date_bin` and without its
+/// `FOR SYSTEM_TIME AS OF` clauses, which are added to `found`.
 fn without_temporal_clauses(
     step: Option<&str>,
     sql: &str,
     found: &mut Vec<TemporalReference>,
 ) -> Result<String, EngineError> {
+    // First of all: nothing may parse a query that nests too deep to plan.
+    check_query_depth(sql).map_err(|source| EngineError::QueryTooDeep {
+        step: step.map(str::to_owned),
+        source,
+    })?;
+    // Flink's and RisingWave's window syntax onto date_bin.
+    let sql = &crate::window::syntax::rewrite(sql).map_err(|reason| {
+        EngineError::UnsupportedWindowAggregation {
+            reason: match step {
+                Some(alias) => format!("in query step `{alias}`: {reason}"),
+                None => reason,
+            },
+        }
+    })?;
     let rewritten = rewrite(sql).map_err(|reason| EngineError::UnsupportedTemporalJoin {
         reason: match step {
             Some(alias) => format!("in query step `{alias}`: {reason}"),

@@ -263,11 +263,12 @@ fn carry(
             .to_owned()),
         LogicalPlan::Join(join) => {
             if !is_temporal_join(join, registered) {
-                return Err("it joins two streams of records, and the engine keeps no state of earlier \
-                     records to join retractions and corrections against. To enrich a stream with \
-                     another input's state as of each record's event time, declare that input in \
-                     `temporal_tables` with its primary key and join it `FOR SYSTEM_TIME AS OF \
-                     <stream>.event_time`; otherwise transform each input separately"
+                return Err("it joins two streams of records without a bound in event time, so every \
+                     record would have to be kept forever. Bound the join in time (an interval join: \
+                     `ON a.k = b.k AND b.event_time BETWEEN a.event_time AND a.event_time + INTERVAL '1' DAY`), \
+                     or, to enrich a stream with another input's state as of each record's event time, \
+                     declare that input in `temporal_tables` with its primary key and join it \
+                     `FOR SYSTEM_TIME AS OF <stream>.event_time`"
                     .to_owned());
             }
             // The stream (left) side carries lineage; the table side adds columns to each record.
@@ -286,8 +287,8 @@ fn carry(
             .map_err(|e| e.strip_backtrace())?;
             Ok(Carried { plan, ..inner })
         }
-        LogicalPlan::Sort(_) => Err("ORDER BY reorders the changelog (a retraction could move before the \
-             record it retracts); output records always follow input offset order, so remove ORDER BY"
+        LogicalPlan::Sort(_) => Err("ORDER BY here has no meaning for a changelog (SQL does not keep a \
+             subquery's order); order the output with ORDER BY at the end of the last step"
             .to_owned()),
         LogicalPlan::Limit(_) => Err("LIMIT/OFFSET keeps a number of records that depends on how the input \
              is split into transactions; filter with WHERE instead"
@@ -307,10 +308,14 @@ fn carry(
 
 /// Whether `join` joins a temporal table (its right side) as of the left side's records: an inner or
 /// left join whose right side is a temporal table input, as `temporal::query` recognised it.
+///
+/// A bound stream-to-stream interval join (`interval::query`) is carried the same way: its right side
+/// is marked `interval_joined`.
 fn is_temporal_join(join: &Join, registered: &[RegisteredInput]) -> bool {
     matches!(join.join_type, JoinType::Inner | JoinType::Left)
-        && input_relation(&join.right, registered)
-            .is_some_and(|(input, _)| registered[input].temporal.is_some())
+        && input_relation(&join.right, registered).is_some_and(|(input, _)| {
+            registered[input].temporal.is_some() || registered[input].interval_joined
+        })
 }
 
 /// The input a relation reads when it is an input as registered (its view: aliases over the scan,

@@ -8,29 +8,21 @@
 //! query fingerprint, and per input its alias, system column names and watermark — so MigrateQuery can
 //! finalise the state without the inputs that wrote it. Window checkpoints (format 1) are unchanged.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Int32Array, RecordBatch, StructArray, new_null_array,
-};
-use datafusion::arrow::compute::{concat, concat_batches, filter};
-use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use datafusion::parquet::file::metadata::KeyValue;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint_parts::{read_parts, write_parts};
 use crate::error::EngineError;
-use crate::output::writer::write_parquet_file;
 use crate::request::DatasetVocabulary;
-use crate::window::checkpoint::{HEADER_KEY, metadata_value};
 
 /// Format version of temporal join checkpoints.
 pub(crate) const FORMAT: u32 = 2;
 /// Kind of temporal join checkpoints.
 pub(crate) const KIND: &str = "temporal_join";
-const PART_COLUMN: &str = "__weir_part";
 const STREAM_COLUMN: &str = "__weir_stream";
 
 /// The system column names of an input.
@@ -118,61 +110,22 @@ fn part_column(i: usize) -> String {
     }
 }
 
-fn nullable(schema: &Schema) -> Fields {
-    schema
-        .fields()
-        .iter()
-        .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
-        .collect()
-}
-
 /// Writes a checkpoint.
 pub(crate) fn write(
     path: &Path,
     header: &TemporalHeader,
     records: &TemporalRecords,
 ) -> Result<(), EngineError> {
-    let failed = |reason: String| EngineError::CheckpointWrite {
-        path: path.to_path_buf(),
-        reason,
-    };
     let parts: Vec<&RecordBatch> = std::iter::once(&records.stream)
         .chain(&records.tables)
         .collect();
+    let names: Vec<String> = (0..parts.len()).map(part_column).collect();
+    let json = serde_json::to_string(header).map_err(|e| EngineError::CheckpointWrite {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    write_parts(path, &json, &names, &parts)?;
     let total: usize = parts.iter().map(|b| b.num_rows()).sum();
-    let mut fields = vec![Field::new(PART_COLUMN, DataType::Int32, false)];
-    let mut columns: Vec<ArrayRef> = vec![Arc::new(Int32Array::from_iter_values(
-        parts
-            .iter()
-            .enumerate()
-            .flat_map(|(i, b)| std::iter::repeat_n(i as i32, b.num_rows())),
-    ))];
-    let mut before = 0;
-    for (i, part) in parts.iter().enumerate() {
-        let children = nullable(&part.schema());
-        let struct_type = DataType::Struct(children.clone());
-        let values = StructArray::try_new(children, part.columns().to_vec(), None)?;
-        let rows = part.num_rows();
-        let pieces: Vec<ArrayRef> = vec![
-            new_null_array(&struct_type, before),
-            Arc::new(values),
-            new_null_array(&struct_type, total - before - rows),
-        ];
-        let refs: Vec<&dyn Array> = pieces.iter().map(|a| a.as_ref()).collect();
-        columns.push(concat(&refs)?);
-        fields.push(Field::new(part_column(i), struct_type, true));
-        before += rows;
-    }
-    let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
-    let header = serde_json::to_string(header).map_err(|e| failed(e.to_string()))?;
-    write_parquet_file(
-        path,
-        schema,
-        &[batch],
-        vec![KeyValue::new(HEADER_KEY.to_owned(), header)],
-    )
-    .map_err(failed)?;
     tracing::debug!(
         path = %path.display(),
         waiting = records.stream.num_rows(),
@@ -188,46 +141,21 @@ pub(crate) fn read(path: &Path) -> Result<(TemporalHeader, TemporalRecords), Eng
         path: path.to_path_buf(),
         reason,
     };
-    let file = File::open(path).map_err(|e| failed(e.to_string()))?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| failed(e.to_string()))?;
-    let header: TemporalHeader =
-        serde_json::from_str(&metadata_value(&builder, HEADER_KEY).map_err(failed)?)
-            .map_err(|e| failed(e.to_string()))?;
+    let (json, mut parts) = read_parts(path, |json| {
+        let tables = serde_json::from_str::<TemporalHeader>(json).map_or(0, |h| h.tables.len());
+        (0..=tables).map(part_column).collect()
+    })?;
+    let header: TemporalHeader = serde_json::from_str(&json).map_err(|e| failed(e.to_string()))?;
     if header.format != FORMAT || header.kind != KIND {
         return Err(failed(format!(
             "format {} of kind `{}` is not a temporal join checkpoint (format {FORMAT} `{KIND}`)",
             header.format, header.kind
         )));
     }
-    let schema: SchemaRef = Arc::clone(builder.schema());
-    let reader = builder.build().map_err(|e| failed(e.to_string()))?;
-    let batches = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| failed(e.to_string()))?;
-    let all = concat_batches(&schema, &batches)?;
-    let parts = all
-        .column_by_name(PART_COLUMN)
-        .and_then(|c| c.as_any().downcast_ref::<Int32Array>())
-        .ok_or_else(|| failed(format!("it has no `{PART_COLUMN}` column")))?
-        .clone();
-    let part = |i: usize| -> Result<RecordBatch, EngineError> {
-        let name = part_column(i);
-        let column = all
-            .column_by_name(&name)
-            .ok_or_else(|| failed(format!("it has no `{name}` column")))?;
-        let keep: BooleanArray = parts.iter().map(|p| Some(p == Some(i as i32))).collect();
-        let kept = filter(column.as_ref(), &keep)?;
-        let values = kept
-            .as_any()
-            .downcast_ref::<StructArray>()
-            .ok_or_else(|| failed(format!("`{name}` is not a struct column")))?;
-        Ok(RecordBatch::from(values))
-    };
-    let stream = part(0)?;
-    let tables = (0..header.tables.len())
-        .map(|i| part(i + 1))
-        .collect::<Result<Vec<_>, _>>()?;
+    let tables = parts.split_off(1);
+    let stream = parts
+        .pop()
+        .ok_or_else(|| failed("it has no stream part".to_owned()))?;
     Ok((header, TemporalRecords { stream, tables }))
 }
 

@@ -245,7 +245,7 @@ fn read_checked(path: &Path) -> Result<(TemporalHeader, TemporalRecords), Engine
 }
 
 /// The columns of an input as the session reads it.
-async fn input_schema(
+pub(crate) async fn input_schema(
     ctx: &SessionContext,
     input: &RegisteredInput,
 ) -> Result<SchemaRef, EngineError> {
@@ -260,7 +260,7 @@ async fn input_schema(
 /// records. Such an input is registered through its `schema_file`, which a coordinator may stage as one
 /// of the input's data slices (kamu's and Weir's do): its records were read in an earlier transaction
 /// and must not be pushed or applied again.
-async fn read_input(
+pub(crate) async fn read_input(
     ctx: &SessionContext,
     request: &TransformRequest,
     input: &RegisteredInput,
@@ -312,7 +312,7 @@ pub(crate) async fn emit(
         .collect::<Result<Vec<_>, EngineError>>()?;
     let bound = bind(emit.query, ready, versions)?;
     let (physical, query_columns) =
-        lineage_plan(emit.ctx, &bound, &emit.query.inputs, true).await?;
+        lineage_plan(emit.ctx, &bound, &emit.query.inputs, true, &[]).await?;
     let prepared = PreparedQuery {
         shape: QueryShape::MapFilter { query_columns },
         physical,
@@ -463,6 +463,7 @@ pub(crate) fn register_from_checkpoint(
             vocab,
             scan_name,
             temporal: None,
+            interval_joined: false,
         });
     }
     Ok(inputs)

@@ -67,6 +67,19 @@ pub(crate) async fn execute_transform(
             new_watermark = watermark;
             rows
         }
+        QueryShape::Interval(query) => {
+            let (rows, watermark) = crate::interval::run::run_transform(
+                &ctx,
+                request,
+                &prepared,
+                query,
+                first_offset,
+                &mut reporter,
+            )
+            .await?;
+            new_watermark = watermark;
+            rows
+        }
         QueryShape::MapFilter { query_columns, .. } => {
             refuse_window_checkpoint(request)?;
             let mut output = create_output(new_data_path, &prepared.layout)?;
@@ -126,6 +139,7 @@ fn refuse_window_checkpoint(request: &TransformRequest) -> Result<(), EngineErro
         let state = match kind.kind.as_str() {
             "tumbling_window" => "window aggregation",
             "temporal_join" => "temporal join",
+            "interval_join" => "interval join",
             other => other,
         };
         return Err(EngineError::CheckpointMismatch {

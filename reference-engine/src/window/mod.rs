@@ -26,5 +26,6 @@ pub(crate) mod checkpoint;
 pub(crate) mod future;
 pub(crate) mod query;
 pub mod state;
+pub(crate) mod syntax;
 
 pub use state::{AggregateKind, OutputSource, WindowSpec, WindowState};

@@ -2,11 +2,13 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::IntervalMonthDayNano;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, ScalarValue};
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{
-    Aggregate, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Projection,
+    Aggregate, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Operator, Projection,
 };
 
 use super::state::{AggregateKind, OutputSource, WindowSpec};
@@ -59,8 +61,11 @@ pub(crate) fn recognise(
     };
     let event_time = &input.vocab.event_time_column;
 
-    // GROUP BY: exactly one date_bin over event time, the rest are keys.
-    let mut window = None;
+    // GROUP BY: one tumbling window over event time (`date_bin`, seen through the subqueries below the
+    // aggregation, possibly shifted by constant intervals: window_start, window_end, TUMBLE_END, ...);
+    // every other expression is a key.
+    let mut window: Option<(usize, i64, i64, Expr)> = None;
+    let mut shifts: Vec<Option<i64>> = Vec::with_capacity(aggregate.group_expr.len());
     let mut keys = Vec::new();
     for (index, expr) in aggregate.group_expr.iter().enumerate() {
         if matches!(expr, Expr::GroupingSet(_)) {
@@ -68,21 +73,30 @@ pub(crate) fn recognise(
                 "GROUPING SETS, CUBE and ROLLUP are not supported",
             ));
         }
-        if let Some(width_ms) = date_bin_width(expr, event_time)? {
-            if window.is_some() {
-                return Err(unsupported("GROUP BY has more than one date_bin window"));
+        let resolved = inline_columns(expr, &aggregate.input);
+        if let Some((width_ms, shift_ms)) = window_term(&resolved, event_time)? {
+            match &window {
+                Some((_, width, _, _)) if *width != width_ms => {
+                    return Err(unsupported(
+                        "GROUP BY has windows of different widths; group by one window",
+                    ));
+                }
+                Some(_) => {}
+                None => window = Some((index, width_ms, shift_ms, expr.clone())),
             }
-            window = Some((index, width_ms, expr.clone()));
+            shifts.push(Some(shift_ms));
         } else {
+            shifts.push(None);
             keys.push((index, expr.clone()));
         }
     }
-    let Some((window_index, width_ms, window_expr)) = window else {
+    let Some((_, width_ms, window_shift_ms, window_expr)) = window else {
         return Err(EngineError::ChangelogUnsafe {
             explanation: format!(
                 "it aggregates records without a tumbling window over `{event_time}`, and a retraction or \
                  correction of an aggregated record would need the previous aggregate. Group by a window: \
-                 `GROUP BY date_bin(INTERVAL '1 hour', {event_time}), <keys>`"
+                 `GROUP BY date_bin(INTERVAL '1 hour', {event_time}), <keys>` (or Flink's \
+                 `GROUP BY TUMBLE({event_time}, INTERVAL '1' HOUR)`)"
             ),
         });
     };
@@ -100,21 +114,30 @@ pub(crate) fn recognise(
     let groups = aggregate.group_expr.len();
     let mut outputs = Vec::new();
     for expr in &top.expr {
-        let column = match strip_alias(expr) {
-            Expr::Column(column) => column,
-            other => {
-                return Err(unsupported(format!(
-                    "the output column `{other}` must be a GROUP BY key or an aggregate as it is \
-                     (compute on the input below the GROUP BY instead)"
-                )));
-            }
+        let not_a_column = || {
+            unsupported(format!(
+                "the output column `{expr}` must be a GROUP BY key, an aggregate or the window \
+                 (its start or end, possibly plus or minus a constant interval) as it is \
+                 (compute on the input below the GROUP BY instead)"
+            ))
+        };
+        // `<window> +/- INTERVAL ... +/- ...` over a window group.
+        let Some((column, extra_shift)) = shifted_column(expr)? else {
+            return Err(not_a_column());
         };
         let index = aggregate
             .schema
             .index_of_column(column)
             .map_err(|e| unsupported(e.strip_backtrace()))?;
-        outputs.push(if index == window_index {
-            OutputSource::Window
+        let window_shift = shifts.get(index).copied().flatten();
+        if extra_shift != 0 && window_shift.is_none() {
+            return Err(not_a_column());
+        }
+        outputs.push(if let Some(shift) = window_shift {
+            match shift.saturating_add(extra_shift) {
+                0 => OutputSource::Window,
+                shift => OutputSource::ShiftedWindow(shift),
+            }
         } else if index < groups {
             let key = keys
                 .iter()
@@ -127,21 +150,36 @@ pub(crate) fn recognise(
     }
     let result_schema: SchemaRef = Arc::new(top.schema.as_arrow().clone());
     for (field, source) in result_schema.fields().iter().zip(&outputs) {
-        if field.name() == event_time && *source != OutputSource::Window {
+        if field.name() == event_time
+            && !matches!(
+                source,
+                OutputSource::Window | OutputSource::ShiftedWindow(_)
+            )
+        {
             return Err(unsupported(format!(
-                "`{event_time}` must be the window start: `date_bin(...) AS {event_time}`"
+                "`{event_time}` must be the window (its start, or its end): \
+                 `date_bin(...) AS {event_time}`, `TUMBLE_START(...) AS {event_time}` or `window_start AS {event_time}`"
             )));
         }
     }
 
     // Pre-aggregation plan: window start, keys and arguments per input record, in offset order.
     let window_type = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
-    let mut exprs = vec![
-        window_expr
-            .cast_to(&window_type, aggregate.input.schema())
-            .map_err(|e| unsupported(e.strip_backtrace()))?
-            .alias(WINDOW_COLUMN),
-    ];
+    let mut window_start = window_expr
+        .cast_to(&window_type, aggregate.input.schema())
+        .map_err(|e| unsupported(e.strip_backtrace()))?;
+    if window_shift_ms != 0 {
+        window_start = window_start
+            - Expr::Literal(
+                ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(
+                    0,
+                    0,
+                    window_shift_ms.saturating_mul(1_000_000),
+                ))),
+                None,
+            );
+    }
+    let mut exprs = vec![window_start.alias(WINDOW_COLUMN)];
     exprs.extend(
         keys.iter()
             .enumerate()
@@ -174,6 +212,95 @@ pub(crate) fn recognise(
     }))
 }
 
+/// The column under `expr` and the constant intervals added to it (`col`, `col + INTERVAL ..`, ...).
+fn shifted_column(expr: &Expr) -> Result<Option<(&Column, i64)>, EngineError> {
+    match strip_alias(expr) {
+        Expr::Column(column) => Ok(Some((column, 0))),
+        Expr::Cast(cast) => shifted_column(&cast.expr),
+        Expr::BinaryExpr(binary) if matches!(binary.op, Operator::Plus | Operator::Minus) => {
+            let Some((column, shift)) = shifted_column(&binary.left)? else {
+                return Ok(None);
+            };
+            let Some(ms) = interval_ms(&binary.right)? else {
+                return Ok(None);
+            };
+            let ms = if binary.op == Operator::Minus {
+                -ms
+            } else {
+                ms
+            };
+            Ok(Some((column, shift.saturating_add(ms))))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// `expr` with the columns it reads replaced by the expressions that compute them in the projections
+/// of `plan` (through subquery aliases and filters), as far as projections go.
+fn inline_columns(expr: &Expr, plan: &LogicalPlan) -> Expr {
+    let mut expr = expr.clone();
+    let mut plan = plan;
+    loop {
+        match plan {
+            LogicalPlan::Projection(projection) => {
+                let inlined = expr.clone().transform_up(|e| match &e {
+                    Expr::Column(column) => match projection.schema.index_of_column(column) {
+                        Ok(i) => Ok(Transformed::yes(strip_alias(&projection.expr[i]).clone())),
+                        Err(_) => Ok(Transformed::no(e)),
+                    },
+                    _ => Ok(Transformed::no(e)),
+                });
+                match inlined {
+                    Ok(inlined) => expr = inlined.data,
+                    Err(_) => return expr,
+                }
+                plan = &projection.input;
+            }
+            LogicalPlan::SubqueryAlias(alias) => {
+                // Columns qualified by the alias are the input's columns at the same positions.
+                let inlined = expr.clone().transform_up(|e| match &e {
+                    Expr::Column(column) => match alias.schema.index_of_column(column) {
+                        Ok(i) => Ok(Transformed::yes(Expr::Column(Column::from(
+                            alias.input.schema().qualified_field(i),
+                        )))),
+                        Err(_) => Ok(Transformed::no(e)),
+                    },
+                    _ => Ok(Transformed::no(e)),
+                });
+                match inlined {
+                    Ok(inlined) => expr = inlined.data,
+                    Err(_) => return expr,
+                }
+                plan = &alias.input;
+            }
+            LogicalPlan::Filter(filter) => plan = &filter.input,
+            _ => return expr,
+        }
+    }
+}
+
+/// `(width, shift)` in milliseconds when `expr` is `date_bin(<interval>, <event time>[, origin])`, plus or
+/// minus constant intervals (`shift`).
+fn window_term(expr: &Expr, event_time: &str) -> Result<Option<(i64, i64)>, EngineError> {
+    match strip_cast(expr) {
+        Expr::BinaryExpr(binary) if matches!(binary.op, Operator::Plus | Operator::Minus) => {
+            let Some((width, shift)) = window_term(&binary.left, event_time)? else {
+                return Ok(None);
+            };
+            let Some(ms) = interval_ms(&binary.right)? else {
+                return Ok(None);
+            };
+            let ms = if binary.op == Operator::Minus {
+                -ms
+            } else {
+                ms
+            };
+            Ok(Some((width, shift.saturating_add(ms))))
+        }
+        other => Ok(date_bin_width(other, event_time)?.map(|width| (width, 0))),
+    }
+}
+
 /// The width in milliseconds when `expr` is `date_bin(<interval>, <event time>[, origin])`.
 fn date_bin_width(expr: &Expr, event_time: &str) -> Result<Option<i64>, EngineError> {
     let Expr::ScalarFunction(function) = strip_alias(expr) else {
@@ -188,38 +315,49 @@ fn date_bin_width(expr: &Expr, event_time: &str) -> Result<Option<i64>, EngineEr
             "the window must bin `{event_time}`: date_bin(INTERVAL '...', {event_time})"
         )));
     }
-    let width_ns: i128 = match function.args.first().map(strip_cast) {
-        Some(Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _)) => {
-            if v.months != 0 {
-                return Err(unsupported(
-                    "a window of months has no fixed width; use days or less",
-                ));
-            }
-            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds)
-        }
-        Some(Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _)) => {
-            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000
-        }
-        Some(Expr::Literal(ScalarValue::DurationMillisecond(Some(v)), _)) => {
-            i128::from(*v) * 1_000_000
-        }
-        Some(Expr::Literal(ScalarValue::DurationSecond(Some(v)), _)) => {
-            i128::from(*v) * 1_000_000_000
-        }
-        _ => {
-            return Err(unsupported(
-                "the window width must be a constant interval, e.g. INTERVAL '1 hour'",
-            ));
-        }
-    };
-    if width_ns <= 0 || width_ns % 1_000_000 != 0 {
+    let width_ms = function
+        .args
+        .first()
+        .map(interval_ms)
+        .transpose()?
+        .flatten()
+        .ok_or_else(|| {
+            unsupported("the window width must be a constant interval, e.g. INTERVAL '1 hour'")
+        })?;
+    if width_ms <= 0 {
         return Err(unsupported(
             "the window width must be a positive whole number of milliseconds",
         ));
     }
-    i64::try_from(width_ns / 1_000_000)
+    Ok(Some(width_ms))
+}
+
+/// The length in milliseconds of a constant interval, `None` when `expr` is no interval literal.
+pub(crate) fn interval_ms(expr: &Expr) -> Result<Option<i64>, EngineError> {
+    let ns: i128 = match strip_cast(expr) {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => {
+            if v.months != 0 {
+                return Err(unsupported(
+                    "an interval of months has no fixed length; use days or less",
+                ));
+            }
+            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds)
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            i128::from(v.days) * 86_400_000_000_000 + i128::from(v.milliseconds) * 1_000_000
+        }
+        Expr::Literal(ScalarValue::DurationMillisecond(Some(v)), _) => i128::from(*v) * 1_000_000,
+        Expr::Literal(ScalarValue::DurationSecond(Some(v)), _) => i128::from(*v) * 1_000_000_000,
+        _ => return Ok(None),
+    };
+    if ns % 1_000_000 != 0 {
+        return Err(unsupported(
+            "window widths and shifts must be whole numbers of milliseconds",
+        ));
+    }
+    i64::try_from(ns / 1_000_000)
         .map(Some)
-        .map_err(|_| unsupported("the window width is too large"))
+        .map_err(|_| unsupported("the interval is too large"))
 }
 
 /// The kind and argument of one aggregate call.

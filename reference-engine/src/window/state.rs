@@ -45,6 +45,9 @@ pub enum AggregateKind {
 pub enum OutputSource {
     /// The window start.
     Window,
+    /// The window start shifted by this many milliseconds: `TUMBLE_END`, `window_end`,
+    /// `window_end - INTERVAL '1' SECOND`, ...
+    ShiftedWindow(i64),
     /// The n-th GROUP BY key (besides the window).
     Key(usize),
     /// The n-th aggregate.
@@ -302,6 +305,15 @@ impl WindowState {
         for (field, source) in self.result_schema.fields().iter().zip(&self.spec.outputs) {
             let column = match *source {
                 OutputSource::Window => take(records.column(0).as_ref(), &indices, None)?,
+                OutputSource::ShiftedWindow(shift_ms) => {
+                    let starts = take(records.column(0).as_ref(), &indices, None)?;
+                    let starts = downcast::<TimestampMillisecondArray>(&starts)?;
+                    let shifted: TimestampMillisecondArray = starts
+                        .iter()
+                        .map(|start| start.map(|s| s.saturating_add(shift_ms)))
+                        .collect();
+                    Arc::new(shifted.with_timezone_opt(starts.timezone()))
+                }
                 OutputSource::Key(k) => take(records.column(1 + k).as_ref(), &indices, None)?,
                 OutputSource::Aggregate(a) => {
                     let values: Vec<Value> = live
