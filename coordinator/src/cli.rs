@@ -173,13 +173,10 @@ pub enum Command {
 /// `weir sql ...`
 #[derive(Debug, Subcommand)]
 pub enum SqlCommand {
-    /// Serve Arrow Flight SQL over the datasets on 127.0.0.1 until SIGINT or SIGTERM; prints its URL
-    /// (`grpc://127.0.0.1:PORT`) on the first line of standard output.
-    Server {
-        /// The port (0: a free one).
-        #[arg(long, default_value_t = 50050)]
-        port: u16,
-    },
+    /// Serve Arrow Flight SQL over the datasets on 127.0.0.1 (or `--address`, with authentication) until
+    /// SIGINT or SIGTERM; prints its URL (`grpc://127.0.0.1:PORT`) on the first line of standard output.
+    /// Every query reads the datasets' current heads.
+    Server(crate::commands::sql::ServerArgs),
 }
 
 impl Command {

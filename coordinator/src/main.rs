@@ -66,14 +66,25 @@ fn main() -> ExitCode {
         }
     };
     let ended = runtime.block_on(async {
-        // `weir sql server` stops itself on SIGINT / SIGTERM, letting calls under way finish.
-        if matches!(
+        // `weir sql server` stops itself on SIGINT / SIGTERM, letting calls under way finish; the `weir sql`
+        // shell on a terminal takes Ctrl-C to cancel a statement, not to stop.
+        let sql_shell = matches!(
             cli.command,
             Command::Sql {
-                server: Some(_),
+                query: None,
+                server: None,
                 ..
             }
-        ) {
+        ) && std::io::IsTerminal::is_terminal(&std::io::stdin());
+        if sql_shell
+            || matches!(
+                cli.command,
+                Command::Sql {
+                    server: Some(_),
+                    ..
+                }
+            )
+        {
             return Ended::Finished(run(&cli).await);
         }
         tokio::select! {
@@ -286,9 +297,9 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         }
         Command::Conformance { engine } => commands::conformance::run(&ctx, engine).await,
         Command::Sql {
-            server: Some(SqlCommand::Server { port }),
+            server: Some(SqlCommand::Server(args)),
             ..
-        } => commands::sql::server(&ctx, *port).await,
+        } => commands::sql::server(&ctx, args).await,
         Command::Sql {
             query: Some(sql),
             output_format,

@@ -80,11 +80,34 @@ pub enum SqlError {
         #[source]
         source: datafusion::arrow::error::ArrowError,
     },
-    /// The Flight SQL server was asked to listen on an address other than loopback.
-    #[error("the Flight SQL server listens on loopback only, not on {addr}")]
+    /// The statement's parameters do not fit it: none bound where it has placeholders, too few or too many,
+    /// a value of a type its placeholder cannot take, `?` mixed with `$n`.
+    #[error("parameters: {message}")]
+    Parameters {
+        /// What does not fit.
+        message: String,
+    },
+    /// The caller's [`TableSource`](crate::TableSource) could not say what the datasets are now (a head or a
+    /// chain could not be read).
+    #[error("reading the datasets' current state: {source}")]
+    Source {
+        /// The source's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The Flight SQL server was asked to listen on an address other than loopback without authentication.
+    #[error(
+        "the Flight SQL server listens on {addr}, which is not a loopback address, only with authentication: configure users or bearer tokens (anonymous access alone is not authentication), or listen on 127.0.0.1"
+    )]
     NotLoopback {
         /// The address asked for.
         addr: SocketAddr,
+    },
+    /// The server's authentication or TLS configuration is unusable.
+    #[error("Flight SQL server configuration: {message}")]
+    Config {
+        /// What is wrong, naming the file or setting.
+        message: String,
     },
     /// Binding, accepting or serving failed.
     #[error("Flight SQL server: {message}")]
@@ -107,6 +130,7 @@ impl SqlError {
                 | SqlError::NoData { .. }
                 | SqlError::StatementCount { .. }
                 | SqlError::Unsupported { .. }
+                | SqlError::Parameters { .. }
         )
     }
 

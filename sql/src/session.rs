@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::TableReference;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::dataframe::DataFrame;
@@ -25,6 +25,8 @@ use datafusion::sql::sqlparser::ast::{Ident, ObjectName, ObjectNamePart, visit_r
 use futures::{Stream, StreamExt};
 
 use crate::error::SqlError;
+use crate::live::{OpenedTable, OpenedTables};
+use crate::parameters::{self, Parameters};
 use crate::tables::Table;
 
 /// The catalog the tables are in.
@@ -53,52 +55,81 @@ impl std::fmt::Debug for SqlSession {
     }
 }
 
+/// A DataFusion context configured as every session's: catalog `weir`, schema `public`, information
+/// schema on, identifiers case-sensitive, strings as `Utf8`.
+fn new_context() -> SessionContext {
+    let mut config = SessionConfig::new()
+        .with_default_catalog_and_schema(CATALOG, SCHEMA)
+        .with_create_default_catalog_and_schema(true)
+        // `SHOW TABLES`, `SHOW COLUMNS FROM t`, `information_schema.*`.
+        .with_information_schema(true);
+    // Identifiers are case-sensitive, as in the reference engine: columns and datasets are named as they
+    // are spelled.
+    config.options_mut().sql_parser.enable_ident_normalization = false;
+    // Strings as Utf8, the type every Arrow client reads.
+    config
+        .options_mut()
+        .execution
+        .parquet
+        .schema_force_view_types = false;
+    SessionContext::new_with_config(config)
+}
+
 impl SqlSession {
     /// Opens a session over `tables`: reads the footers of their files (their schemas), nothing else.
     pub async fn new(tables: impl IntoIterator<Item = Table>) -> Result<Self, SqlError> {
-        let mut config = SessionConfig::new()
-            .with_default_catalog_and_schema(CATALOG, SCHEMA)
-            .with_create_default_catalog_and_schema(true)
-            // `SHOW TABLES`, `SHOW COLUMNS FROM t`, `information_schema.*`.
-            .with_information_schema(true);
-        // Identifiers are case-sensitive, as in the reference engine: columns and datasets are named as
-        // they are spelled.
-        config.options_mut().sql_parser.enable_ident_normalization = false;
-        // Strings as Utf8, the type every Arrow client reads.
-        config
-            .options_mut()
-            .execution
-            .parquet
-            .schema_force_view_types = false;
-        let ctx = SessionContext::new_with_config(config);
+        Ok(Self::open(tables, &OpenedTables::new()).await?.0)
+    }
 
+    /// Opens a session over `tables`, reusing the tables of `before` whose files and schema are the same;
+    /// returns the session and its tables (for the next snapshot to reuse).
+    pub(crate) async fn open(
+        tables: impl IntoIterator<Item = Table>,
+        before: &OpenedTables,
+    ) -> Result<(Self, OpenedTables), SqlError> {
+        let ctx = new_context();
         let mut names = BTreeSet::new();
         let mut no_data = BTreeSet::new();
+        let mut opened = OpenedTables::new();
         for table in tables {
             if names.contains(&table.name) || no_data.contains(&table.name) {
                 return Err(SqlError::DuplicateTable { table: table.name });
             }
+            let reused = before
+                .get(&table.name)
+                .filter(|o| o.files == table.files && o.schema == table.schema)
+                .map(|o| o.provider.clone());
             let provider: Arc<dyn datafusion::catalog::TableProvider> =
-                match (table.files.is_empty(), table.schema) {
-                    (false, _) => open_parquet(&ctx, &table.name, &table.files).await?,
-                    (true, Some(schema)) => Arc::new(EmptyTable::new(schema)),
-                    (true, None) => {
+                match (reused, table.files.is_empty(), &table.schema) {
+                    (Some(provider), _, _) => provider,
+                    (None, false, _) => open_parquet(&ctx, &table.name, &table.files).await?,
+                    (None, true, Some(schema)) => Arc::new(EmptyTable::new(schema.clone())),
+                    (None, true, None) => {
                         no_data.insert(table.name);
                         continue;
                     }
                 };
-            ctx.register_table(TableReference::bare(table.name.clone()), provider)
+            ctx.register_table(TableReference::bare(table.name.clone()), provider.clone())
                 .map_err(|source| SqlError::OpenTable {
                     table: table.name.clone(),
                     source,
                 })?;
-            names.insert(table.name);
+            names.insert(table.name.clone());
+            opened.insert(
+                table.name,
+                OpenedTable {
+                    files: table.files,
+                    schema: table.schema,
+                    provider,
+                },
+            );
         }
-        Ok(Self {
+        let session = Self {
             ctx,
             tables: Arc::new(names),
             no_data: Arc::new(no_data),
-        })
+        };
+        Ok((session, opened))
     }
 
     /// Runs one query and collects its rows.
@@ -126,6 +157,7 @@ impl SqlSession {
         };
         refuse_extensions(&statement)?;
         self.quote_dotted_names(&mut statement);
+        parameters::number_question_marks(&mut statement)?;
         let state = self.ctx.state();
         let references = state
             .resolve_table_references(&statement)
@@ -144,9 +176,15 @@ impl SqlSession {
             .await
             .map_err(SqlError::from_datafusion)?;
         refuse_writes(&plan, &described)?;
-        tracing::debug!(sql, "query planned");
+        let parameters = Parameters::new(
+            plan.get_parameter_types()
+                .map_err(SqlError::from_datafusion)?,
+        );
+        tracing::debug!(sql, parameters = parameters.len(), "query planned");
         Ok(PreparedQuery {
             frame: DataFrame::new(state, plan),
+            parameters,
+            bound: false,
         })
     }
 
@@ -296,10 +334,12 @@ async fn open_parquet(
     Ok(Arc::new(ListingTable::try_new(config).map_err(open_err)?))
 }
 
-/// A planned query, ready to run.
-#[derive(Debug)]
+/// A planned query, ready to run (once its parameters, if any, are bound).
+#[derive(Debug, Clone)]
 pub struct PreparedQuery {
     frame: DataFrame,
+    parameters: Parameters,
+    bound: bool,
 }
 
 impl PreparedQuery {
@@ -308,8 +348,71 @@ impl PreparedQuery {
         self.frame.schema().inner().clone()
     }
 
+    /// The query's parameters, one field per placeholder (`$1`, `$2`, …, a `?` counting as the next
+    /// number), typed where DataFusion infers a type from the placeholder's use (`WHERE city = $1`: the
+    /// column's type) and `Null` otherwise. Empty without placeholders.
+    pub fn parameter_schema(&self) -> Schema {
+        self.parameters.schema()
+    }
+
+    /// Whether the query has placeholders still to bind.
+    pub fn needs_parameters(&self) -> bool {
+        !self.bound && !self.parameters.is_empty()
+    }
+
+    /// The query with its placeholders replaced by the values in row `row` of `values` (column `i` is
+    /// parameter `i + 1`; named placeholders take the column of their name).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use weir_sql::arrow::array::{Int64Array, RecordBatch};
+    /// # use weir_sql::arrow::datatypes::{DataType, Field, Schema};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let session = weir_sql::SqlSession::new(Vec::new()).await?;
+    /// let query = session.prepare("SELECT ? + 1 AS n").await?;
+    /// let values = RecordBatch::try_new(
+    ///     Arc::new(Schema::new(vec![Field::new("p", DataType::Int64, false)])),
+    ///     vec![Arc::new(Int64Array::from(vec![41]))],
+    /// )?;
+    /// let rows = query.bind(&values, 0)?.collect().await?;
+    /// assert_eq!(rows[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0), 42);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn bind(self, values: &RecordBatch, row: usize) -> Result<PreparedQuery, SqlError> {
+        if row >= values.num_rows() {
+            return Err(SqlError::Parameters {
+                message: format!(
+                    "parameter row {row} is not bound ({} row(s) bound)",
+                    values.num_rows()
+                ),
+            });
+        }
+        let params = self.parameters.values(values, row)?;
+        let frame = self
+            .frame
+            .with_param_values(params)
+            .map_err(|e| SqlError::Parameters {
+                message: e.to_string(),
+            })?;
+        Ok(PreparedQuery {
+            frame,
+            parameters: self.parameters,
+            bound: true,
+        })
+    }
+
     /// Runs it, its rows as a stream.
     pub async fn execute(self) -> Result<RecordBatchStream, SqlError> {
+        if self.needs_parameters() {
+            return Err(SqlError::Parameters {
+                message: format!(
+                    "the statement has {} parameter(s) and none are bound",
+                    self.parameters.len()
+                ),
+            });
+        }
         let inner = self
             .frame
             .execute_stream()
