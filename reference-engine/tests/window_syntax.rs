@@ -86,6 +86,7 @@ fn changelog() -> Vec<Record> {
     records
 }
 
+#[allow(clippy::too_many_arguments)]
 fn request(
     fx: &Fixture,
     query: &str,
