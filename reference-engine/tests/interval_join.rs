@@ -380,6 +380,38 @@ async fn kamus_overdue_shipments_join_step_runs_as_written() {
     assert_eq!(strings(&out, "order_id"), ["1", "1", "2"]);
     assert_eq!(ints(&out, "shipped_quantity"), [4, 6, 100]);
     assert_eq!(ints(&out, "shipped_time"), [DAY_MS; 3]);
+
+    // The whole transform (join, then a daily window over its output, then a filter) is refused:
+    // stateful steps cannot be chained yet.
+    let mut whole = request.clone();
+    whole.transform = reference_engine::Transform::Sql(reference_engine::TransformSql {
+        queries: Some(vec![
+            reference_engine::SqlQueryStep {
+                alias: Some("order_shipments".into()),
+                query: ORDER_SHIPMENTS.into(),
+            },
+            reference_engine::SqlQueryStep {
+                alias: Some("order_shipments_agg".into()),
+                query: "SELECT TUMBLE_START(order_time, INTERVAL '1' DAY) as order_time, order_id, \
+                        count(*) as num_shipments, min(shipped_time) as first_shipment, \
+                        max(shipped_time) as last_shipment, max(order_quantity) as order_quantity, \
+                        sum(shipped_quantity) as shipped_quantity_total \
+                        FROM order_shipments GROUP BY TUMBLE(order_time, INTERVAL '1' DAY), order_id"
+                    .into(),
+            },
+            reference_engine::SqlQueryStep {
+                alias: None,
+                query: "SELECT * FROM order_shipments_agg WHERE order_quantity <> shipped_quantity_total"
+                    .into(),
+            },
+        ]),
+        ..reference_engine::TransformSql::new("datafusion", "")
+    });
+    let message = transform(&whole).await.0.invalid_query();
+    assert!(
+        message.contains("steps chained after a window are not supported yet"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
