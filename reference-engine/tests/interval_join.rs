@@ -380,6 +380,38 @@ async fn kamus_overdue_shipments_join_step_runs_as_written() {
     assert_eq!(strings(&out, "order_id"), ["1", "1", "2"]);
     assert_eq!(ints(&out, "shipped_quantity"), [4, 6, 100]);
     assert_eq!(ints(&out, "shipped_time"), [DAY_MS; 3]);
+
+    // The whole transform (join, then a daily window over its output, then a filter) is refused:
+    // stateful steps cannot be chained yet.
+    let mut whole = request.clone();
+    whole.transform = reference_engine::Transform::Sql(reference_engine::TransformSql {
+        queries: Some(vec![
+            reference_engine::SqlQueryStep {
+                alias: Some("order_shipments".into()),
+                query: ORDER_SHIPMENTS.into(),
+            },
+            reference_engine::SqlQueryStep {
+                alias: Some("order_shipments_agg".into()),
+                query: "SELECT TUMBLE_START(order_time, INTERVAL '1' DAY) as order_time, order_id, \
+                        count(*) as num_shipments, min(shipped_time) as first_shipment, \
+                        max(shipped_time) as last_shipment, max(order_quantity) as order_quantity, \
+                        sum(shipped_quantity) as shipped_quantity_total \
+                        FROM order_shipments GROUP BY TUMBLE(order_time, INTERVAL '1' DAY), order_id"
+                    .into(),
+            },
+            reference_engine::SqlQueryStep {
+                alias: None,
+                query: "SELECT * FROM order_shipments_agg WHERE order_quantity <> shipped_quantity_total"
+                    .into(),
+            },
+        ]),
+        ..reference_engine::TransformSql::new("datafusion", "")
+    });
+    let message = transform(&whole).await.0.invalid_query();
+    assert!(
+        message.contains("steps chained after a window are not supported yet"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -630,4 +662,81 @@ proptest! {
             Ok::<(), TestCaseError>(())
         })?;
     }
+}
+
+#[tokio::test]
+async fn migrate_query_to_or_from_an_interval_join_is_refused_naming_recompute_and_other_checkpoints_are_refused()
+ {
+    let fx = Fixture::new();
+    let orders = write_events(&fx, "orders", &[event(0, 0, "A", 1)]);
+    let shipments = write_events(&fx, "shipments", &[event(0, 0, "A", 1)]);
+    let first = join_request(
+        &fx,
+        LEFT_JOIN,
+        input(&fx, "orders", vec![orders.clone()], Some((0, 0)), Some(0)),
+        input(
+            &fx,
+            "shipments",
+            vec![shipments.clone()],
+            Some((0, 0)),
+            Some(0),
+        ),
+        0,
+        None,
+        "t1",
+    );
+    transform_ok(&first).await;
+    let inputs = || {
+        vec![
+            input(&fx, "orders", vec![], None, None),
+            input(&fx, "shipments", vec![], None, None),
+        ]
+    };
+    let stateless = "SELECT event_time AS order_time, order_id FROM orders";
+    for (prev, next, checkpoint) in [
+        (
+            LEFT_JOIN,
+            stateless,
+            Some(first.new_checkpoint_path.clone()),
+        ),
+        (stateless, LEFT_JOIN, None),
+    ] {
+        let request = reference_engine::MigrateQueryRequest {
+            dataset_id: reference_engine::DatasetId::from_key([9; 32]),
+            dataset_alias: "bar".into(),
+            system_time: system_time(),
+            vocab: order_time_vocab(),
+            prev_transform: sql(prev),
+            next_transform: sql(next),
+            query_inputs: inputs(),
+            next_offset: 1,
+            prev_checkpoint_path: checkpoint,
+            new_checkpoint_path: fx.path("migrate/checkpoint").display().to_string(),
+            new_data_path: fx.path("migrate/data").display().to_string(),
+        };
+        let message = terminal(
+            reference_engine::ReferenceEngine::new()
+                .migrate_query(&request, &reference_engine::NoProgress)
+                .await,
+        )
+        .invalid_query();
+        assert!(
+            message.contains("interval join") && message.contains("weir pull --recompute"),
+            "{message}"
+        );
+    }
+
+    // Another query's checkpoint (a different bound) is refused, pointing to MigrateQuery.
+    let other_query = LEFT_JOIN.replace("INTERVAL '2' DAY", "INTERVAL '3' DAY");
+    let second = join_request(
+        &fx,
+        &other_query,
+        input(&fx, "orders", vec![], None, Some(0)),
+        input(&fx, "shipments", vec![], None, Some(0)),
+        1,
+        Some(first.new_checkpoint_path.clone()),
+        "t2",
+    );
+    let message = transform(&second).await.0.invalid_query();
+    assert!(message.contains("MigrateQuery"), "{message}");
 }

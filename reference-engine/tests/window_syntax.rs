@@ -86,6 +86,7 @@ fn changelog() -> Vec<Record> {
     records
 }
 
+#[allow(clippy::too_many_arguments)]
 fn request(
     fx: &Fixture,
     query: &str,
@@ -334,14 +335,14 @@ async fn kamus_canada_daily_cases_risingwave_transform_runs_as_written() {
 }
 
 #[tokio::test]
-async fn hopping_and_session_windows_are_refused_naming_the_tumbling_form() {
+async fn session_and_cumulating_windows_and_uneven_hops_are_refused_naming_what_to_write() {
     let fx = Fixture::new();
     let slice = fx.slice(&appends(0, &[("A", 1)]), SystemTypes::Compatible);
     for (query, expected) in [
         (
-            "SELECT HOP_START(event_time, INTERVAL '1' HOUR, INTERVAL '2' HOUR) AS event_time, count(*) AS n \
-             FROM foo GROUP BY HOP(event_time, INTERVAL '1' HOUR, INTERVAL '2' HOUR)",
-            "hopping windows",
+            "SELECT HOP_START(event_time, INTERVAL '40' MINUTE, INTERVAL '1' HOUR) AS event_time, count(*) AS n \
+             FROM foo GROUP BY HOP(event_time, INTERVAL '40' MINUTE, INTERVAL '1' HOUR)",
+            "whole multiple of its slide",
         ),
         (
             "SELECT SESSION_START(event_time, INTERVAL '1' HOUR) AS event_time, count(*) AS n \
@@ -368,5 +369,67 @@ async fn hopping_and_session_windows_are_refused_naming_the_tumbling_form() {
         let request = request(&fx, query, &slice, (0, 0), HOUR_MS, 0, None, "refused");
         let message = transform(&request).await.0.invalid_query();
         assert!(message.contains(expected), "{query}: {message}");
+    }
+}
+
+const HOP_GROUP: &str = "SELECT HOP_START(event_time, INTERVAL '30' MINUTE, INTERVAL '1' HOUR) AS event_time, \
+    HOP_END(event_time, INTERVAL '30' MINUTE, INTERVAL '1' HOUR) AS window_end, city, \
+    count(*) AS n, sum(population) AS total \
+    FROM foo GROUP BY HOP(event_time, INTERVAL '30' MINUTE, INTERVAL '1' HOUR), city";
+
+#[tokio::test]
+async fn hopping_windows_hold_each_record_in_every_window_that_covers_it() {
+    let fx = Fixture::new();
+    let records = vec![
+        record(0, APPEND, 10 * 60_000, "A", 5),
+        record(1, APPEND, 70 * 60_000, "A", 3),
+        record(2, APPEND, 40 * 60_000, "B", 7),
+        record(3, APPEND, 150 * 60_000, "B", 1),
+    ];
+    let slice = fx.slice(&records, SystemTypes::Compatible);
+    let request = request(&fx, HOP_GROUP, &slice, (0, 3), 2 * HOUR_MS, 0, None, "t");
+    transform_ok(&request).await;
+    let out = read_parquet(&request.new_data_path);
+    let half = HOUR_MS / 2;
+    // Windows of an hour every 30 minutes closed by 02:00 (the last starts at 01:00); B at 02:30 waits.
+    assert_eq!(
+        ints(&out, "event_time"),
+        [-half, 0, 0, half, half, 2 * half]
+    );
+    assert_eq!(
+        millis(&out, "window_end"),
+        [half, 2 * half, 2 * half, 3 * half, 3 * half, 4 * half]
+    );
+    assert_eq!(strings(&out, "city"), ["A", "A", "B", "A", "B", "A"]);
+    assert_eq!(ints(&out, "n"), [1; 6]);
+    assert_eq!(ints(&out, "total"), [5, 5, 7, 3, 7, 3]);
+}
+
+#[tokio::test]
+async fn every_hopping_window_syntax_gives_the_same_output_in_one_or_seven_transactions() {
+    let fx = Fixture::new();
+    let expected = run_split(&fx, HOP_GROUP, 1, "hop-group").await;
+    assert!(expected.num_rows() >= 40, "{} rows", expected.num_rows());
+    let tvf = "SELECT window_start AS event_time, window_end, city, count(*) AS n, sum(population) AS total \
+        FROM TABLE(HOP(TABLE foo, DESCRIPTOR(event_time), INTERVAL '30' MINUTE, INTERVAL '1' HOUR)) \
+        GROUP BY window_start, window_end, city";
+    let risingwave = "select window_start as event_time, window_end, city, count(*) as n, sum(population) as total \
+        from hop(foo, event_time, interval '30' minute, interval '1' hour) \
+        group by window_start, window_end, city emit on window close";
+    for (name, query) in [
+        ("group", HOP_GROUP),
+        ("tvf", tvf),
+        ("risingwave", risingwave),
+    ] {
+        for transactions in [1, 7] {
+            let output = run_split(
+                &fx,
+                query,
+                transactions,
+                &format!("hop-{name}-{transactions}"),
+            )
+            .await;
+            assert_eq!(output, expected, "{name} in {transactions} transactions");
+        }
     }
 }

@@ -252,7 +252,8 @@ fn carry(
         LogicalPlan::Aggregate(_) => Err("it aggregates records, and a retraction or correction of an \
              aggregated record would need the previous aggregate. Aggregate with the stateful tumbling-window \
              form instead: `SELECT date_bin(INTERVAL '1 hour', event_time) AS event_time, <keys>, <count/sum/avg/min/max>(...) \
-             FROM <input> GROUP BY 1, <keys>`"
+             FROM <input> GROUP BY 1, <keys>`. A window aggregation must be the last query step, with \
+             no step or filter over its output (steps chained after a window are not supported yet)"
             .to_owned()),
         LogicalPlan::Distinct(_) => Err("DISTINCT (or UNION without ALL) merges records, so a later \
              retraction of one of them could not be applied; remove DISTINCT or use UNION ALL"
@@ -263,12 +264,14 @@ fn carry(
             .to_owned()),
         LogicalPlan::Join(join) => {
             if !is_temporal_join(join, registered) {
-                return Err("it joins two streams of records without a bound in event time, so every \
-                     record would have to be kept forever. Bound the join in time (an interval join: \
-                     `ON a.k = b.k AND b.event_time BETWEEN a.event_time AND a.event_time + INTERVAL '1' DAY`), \
-                     or, to enrich a stream with another input's state as of each record's event time, \
-                     declare that input in `temporal_tables` with its primary key and join it \
-                     `FOR SYSTEM_TIME AS OF <stream>.event_time`"
+                return Err("it joins two streams of records where the engine cannot keep their state: \
+                     a join of two streams is supported at the top of a query (under projections and \
+                     filters) when bounded in event time (an interval join: `ON a.k = b.k AND \
+                     b.event_time BETWEEN a.event_time AND a.event_time + INTERVAL '1' DAY`); a window \
+                     or a join over a join's output is not supported yet. To enrich a stream with another \
+                     input's state as of each record's event time, declare that input in \
+                     `temporal_tables` with its primary key and join it `FOR SYSTEM_TIME AS OF \
+                     <stream>.event_time`"
                     .to_owned());
             }
             // The stream (left) side carries lineage; the table side adds columns to each record.

@@ -178,6 +178,9 @@ struct Sides<'a> {
     other: (&'a TableReference, &'a str),
 }
 
+/// A lower and an upper bound on `other - preserved`, in milliseconds, each when stated.
+type Bound = (Option<i64>, Option<i64>);
+
 /// Which side's event time a term reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -218,7 +221,7 @@ impl Sides<'_> {
     }
 
     /// The bounds (lower, upper) on `other - preserved` a conjunct states, if any.
-    fn bounds(&self, conjunct: &Expr) -> Result<Vec<(Option<i64>, Option<i64>)>, EngineError> {
+    fn bounds(&self, conjunct: &Expr) -> Result<Vec<Bound>, EngineError> {
         match strip(conjunct) {
             Expr::Between(Between {
                 expr,
@@ -242,12 +245,7 @@ impl Sides<'_> {
     }
 
     /// `x op y` as a bound on `other - preserved`.
-    fn comparison(
-        &self,
-        x: &Expr,
-        op: Operator,
-        y: &Expr,
-    ) -> Result<(Option<i64>, Option<i64>), EngineError> {
+    fn comparison(&self, x: &Expr, op: Operator, y: &Expr) -> Result<Bound, EngineError> {
         let (Some((x_side, x_shift)), Some((y_side, y_shift))) = (self.term(x)?, self.term(y)?)
         else {
             return Ok((None, None));

@@ -24,6 +24,7 @@
 
 pub(crate) mod checkpoint;
 pub(crate) mod future;
+pub(crate) mod hop;
 pub(crate) mod query;
 pub mod state;
 pub(crate) mod syntax;

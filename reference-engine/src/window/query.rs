@@ -64,7 +64,7 @@ pub(crate) fn recognise(
     // GROUP BY: one tumbling window over event time (`date_bin`, seen through the subqueries below the
     // aggregation, possibly shifted by constant intervals: window_start, window_end, TUMBLE_END, ...);
     // every other expression is a key.
-    let mut window: Option<(usize, i64, i64, Expr)> = None;
+    let mut window: Option<(usize, WindowShape, i64, Expr)> = None;
     let mut shifts: Vec<Option<i64>> = Vec::with_capacity(aggregate.group_expr.len());
     let mut keys = Vec::new();
     for (index, expr) in aggregate.group_expr.iter().enumerate() {
@@ -74,15 +74,15 @@ pub(crate) fn recognise(
             ));
         }
         let resolved = inline_columns(expr, &aggregate.input);
-        if let Some((width_ms, shift_ms)) = window_term(&resolved, event_time)? {
+        if let Some((shape, shift_ms)) = window_term(&resolved, event_time)? {
             match &window {
-                Some((_, width, _, _)) if *width != width_ms => {
+                Some((_, other, _, _)) if *other != shape => {
                     return Err(unsupported(
                         "GROUP BY has windows of different widths; group by one window",
                     ));
                 }
                 Some(_) => {}
-                None => window = Some((index, width_ms, shift_ms, expr.clone())),
+                None => window = Some((index, shape, shift_ms, expr.clone())),
             }
             shifts.push(Some(shift_ms));
         } else {
@@ -90,7 +90,7 @@ pub(crate) fn recognise(
             keys.push((index, expr.clone()));
         }
     }
-    let Some((_, width_ms, window_shift_ms, window_expr)) = window else {
+    let Some((_, WindowShape { width_ms, slide_ms }, window_shift_ms, window_expr)) = window else {
         return Err(EngineError::ChangelogUnsafe {
             explanation: format!(
                 "it aggregates records without a tumbling window over `{event_time}`, and a retraction or \
@@ -206,6 +206,7 @@ pub(crate) fn recognise(
             keys: keys.len(),
             aggregates,
             outputs,
+            slide_ms,
         },
         pre_aggregation,
         result_schema,
@@ -279,9 +280,16 @@ fn inline_columns(expr: &Expr, plan: &LogicalPlan) -> Expr {
     }
 }
 
-/// `(width, shift)` in milliseconds when `expr` is `date_bin(<interval>, <event time>[, origin])`, plus or
-/// minus constant intervals (`shift`).
-fn window_term(expr: &Expr, event_time: &str) -> Result<Option<(i64, i64)>, EngineError> {
+/// A window's width, and its slide when it is a hopping window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WindowShape {
+    width_ms: i64,
+    slide_ms: Option<i64>,
+}
+
+/// The window and a shift in milliseconds when `expr` is `date_bin(<interval>, <event time>[, origin])`
+/// (or a hopping window's start) plus or minus constant intervals (`shift`).
+fn window_term(expr: &Expr, event_time: &str) -> Result<Option<(WindowShape, i64)>, EngineError> {
     match strip_cast(expr) {
         Expr::BinaryExpr(binary) if matches!(binary.op, Operator::Plus | Operator::Minus) => {
             let Some((width, shift)) = window_term(&binary.left, event_time)? else {
@@ -297,15 +305,48 @@ fn window_term(expr: &Expr, event_time: &str) -> Result<Option<(i64, i64)>, Engi
             };
             Ok(Some((width, shift.saturating_add(ms))))
         }
-        other => Ok(date_bin_width(other, event_time)?.map(|width| (width, 0))),
+        other => Ok(date_bin_width(other, event_time)?.map(|shape| (shape, 0))),
     }
 }
 
-/// The width in milliseconds when `expr` is `date_bin(<interval>, <event time>[, origin])`.
-fn date_bin_width(expr: &Expr, event_time: &str) -> Result<Option<i64>, EngineError> {
+/// The window when `expr` is `date_bin(<interval>, <event time>[, origin])` or
+/// `hop_window_start(<slide>, <size>, <event time>)`.
+fn date_bin_width(expr: &Expr, event_time: &str) -> Result<Option<WindowShape>, EngineError> {
     let Expr::ScalarFunction(function) = strip_alias(expr) else {
         return Ok(None);
     };
+    if function.func.name() == super::hop::HOP_FUNCTION {
+        let on_event_time = matches!(function.args.get(2).map(strip_cast), Some(Expr::Column(c)) if c.name == event_time);
+        if !on_event_time {
+            return Err(unsupported(format!(
+                "the hopping window must be over `{event_time}`: HOP({event_time}, <slide>, <size>)"
+            )));
+        }
+        let constant = |i: usize| -> Result<i64, EngineError> {
+            function
+                .args
+                .get(i)
+                .map(interval_ms)
+                .transpose()?
+                .flatten()
+                .filter(|ms| *ms > 0)
+                .ok_or_else(|| {
+                    unsupported(
+                        "a hopping window's slide and size must be positive constant intervals",
+                    )
+                })
+        };
+        let (slide_ms, width_ms) = (constant(0)?, constant(1)?);
+        if width_ms % slide_ms != 0 {
+            return Err(unsupported(
+                "a hopping window's size must be a whole multiple of its slide",
+            ));
+        }
+        return Ok(Some(WindowShape {
+            width_ms,
+            slide_ms: (slide_ms != width_ms).then_some(slide_ms),
+        }));
+    }
     if function.func.name() != "date_bin" {
         return Ok(None);
     }
@@ -329,7 +370,10 @@ fn date_bin_width(expr: &Expr, event_time: &str) -> Result<Option<i64>, EngineEr
             "the window width must be a positive whole number of milliseconds",
         ));
     }
-    Ok(Some(width_ms))
+    Ok(Some(WindowShape {
+        width_ms,
+        slide_ms: None,
+    }))
 }
 
 /// The length in milliseconds of a constant interval, `None` when `expr` is no interval literal.

@@ -65,6 +65,9 @@ pub struct WindowSpec {
     pub aggregates: Vec<AggregateKind>,
     /// Source of each result column, in SELECT order.
     pub outputs: Vec<OutputSource>,
+    /// For hopping windows: a window of `width_ms` starts every `slide_ms` (a divisor of the width).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slide_ms: Option<i64>,
 }
 
 /// Buffered records of open windows, and how far windows have been closed.
@@ -152,6 +155,14 @@ impl WindowState {
     /// operation type, offset and input index (the last three columns). Records of windows already
     /// emitted are late and dropped.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), EngineError> {
+        let copies;
+        let batch = match self.spec.slide_ms {
+            Some(slide) => {
+                copies = super::hop::hop_copies(batch, self.spec.width_ms, slide)?;
+                &copies
+            }
+            None => batch,
+        };
         let columns = batch.num_columns();
         if columns < 4 || columns - 2 != self.buffered_schema.fields().len() {
             return Err(EngineError::MalformedRequest {
@@ -592,6 +603,7 @@ mod tests {
                 OutputSource::Aggregate(3),
                 OutputSource::Aggregate(4),
             ],
+            slide_ms: None,
         };
         let buffered = Arc::new(Schema::new(vec![
             Field::new("__weir_window", ts(), true),

@@ -10,7 +10,10 @@
 //! - RisingWave's `EMIT ON WINDOW CLOSE` is dropped: the window operator always emits a window once,
 //!   when the watermark closes it.
 //!
-//! Hopping, cumulating and session windows, and window offsets, are refused with an explanation.
+//! Hopping windows (`HOP(ts, slide, size)`, `TABLE(HOP(TABLE t, DESCRIPTOR(ts), slide, size))`,
+//! RisingWave's `hop(t, ts, slide, size)`) start at `hop_window_start(slide, size, ts)`
+//! ([`super::hop`]). Cumulating and session windows, and window offsets, are refused with an
+//! explanation.
 //!
 //! The rewrite works on sqlparser's tokens (words inside strings, quoted names and comments never match)
 //! and renders them back, so everything else of the query is left as written.
@@ -241,25 +244,24 @@ fn has_alias(tokens: &[Token], at: usize) -> bool {
     }
 }
 
-/// A tumbling window over a table, as a table function of either syntax.
+/// A tumbling or hopping window over a table, as a table function of either syntax.
 struct TableWindow {
     table: Vec<Token>,
     time: Vec<Token>,
     size: Vec<Token>,
+    /// A hopping window's slide.
+    slide: Option<Vec<Token>>,
 }
 
 impl TableWindow {
     /// `(SELECT *, <start> AS window_start, <end> AS window_end[, <end - 1 ms> AS window_time] FROM t) [AS t]`.
     fn subquery(&self, window_time: bool, aliased: bool) -> Vec<Token> {
-        let start = date_bin(&self.size, &self.time);
-        let mut sql = format!(
-            "(SELECT *, {start} AS window_start, {start} + {size} AS window_end",
-            size = render(&self.size)
-        );
+        let start = window_start(self.slide.as_deref(), &self.size, &self.time);
+        let size = render(&self.size);
+        let mut sql = format!("(SELECT *, {start} AS window_start, {start} + {size} AS window_end");
         if window_time {
             sql.push_str(&format!(
-                ", {start} + {size} - INTERVAL '1' MILLISECOND AS window_time",
-                size = render(&self.size)
+                ", {start} + {size} - INTERVAL '1' MILLISECOND AS window_time"
             ));
         }
         sql.push_str(&format!(" FROM {})", render(&self.table)));
@@ -273,39 +275,41 @@ impl TableWindow {
 fn unsupported_kind(kind: &str) -> String {
     let base = kind.split('_').next().unwrap_or(kind);
     match base {
-        "HOP" => {
-            "hopping windows (HOP) are not supported: use a tumbling window (TUMBLE)".to_owned()
-        }
         "SESSION" => {
-            "session windows (SESSION) are not supported: use a tumbling window (TUMBLE)".to_owned()
+            "session windows (SESSION) are not supported: use a tumbling (TUMBLE) or hopping (HOP) window"
+                .to_owned()
         }
         "CUMULATE" => {
-            "cumulating windows (CUMULATE) are not supported: use a tumbling window (TUMBLE)"
+            "cumulating windows (CUMULATE) are not supported: use a tumbling (TUMBLE) or hopping (HOP) window"
                 .to_owned()
         }
         _ => format!("{kind} is not supported"),
     }
 }
 
-/// `TUMBLE(TABLE t, DESCRIPTOR(ts), size)` (Flink's window table function).
+/// `TUMBLE(TABLE t, DESCRIPTOR(ts), size)` or `HOP(TABLE t, DESCRIPTOR(ts), slide, size)` (Flink's
+/// window table functions).
 fn flink_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWindow, String> {
-    const FORM: &str = "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL ...))";
-    if kind != "TUMBLE" {
-        return Err(unsupported_kind(kind));
-    }
+    const FORM: &str = "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL ...)) or \
+        TABLE(HOP(TABLE t, DESCRIPTOR(ts), <slide>, <size>))";
+    let expected = match kind {
+        "TUMBLE" => 3,
+        "HOP" => 4,
+        _ => return Err(unsupported_kind(kind)),
+    };
     if args.iter().flatten().any(|t| *t == Token::RArrow) {
         return Err(format!(
             "named arguments (=>) are not supported: write {FORM}"
         ));
     }
-    let [table, descriptor, size] = args else {
-        return Err(if args.len() > 3 {
+    if args.len() != expected {
+        return Err(if args.len() > expected {
             format!("window offsets are not supported: write {FORM}")
         } else {
-            format!("TUMBLE takes a table, a time column and a size: {FORM}")
+            format!("{kind} takes a table, a time column and its sizes: {FORM}")
         });
-    };
-    let table = match table.split_first() {
+    }
+    let table = match args[0].split_first() {
         Some((first, rest)) if is_keyword(first, Keyword::TABLE) => rest
             .iter()
             .filter(|t| !is_space(t))
@@ -313,11 +317,11 @@ fn flink_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWindow, 
             .collect::<Vec<_>>(),
         _ => {
             return Err(format!(
-                "the first argument of TUMBLE must be `TABLE <name>`: {FORM}"
+                "the first argument of {kind} must be `TABLE <name>`: {FORM}"
             ));
         }
     };
-    let time = match descriptor.as_slice() {
+    let time = match args[1].as_slice() {
         [word, rest @ ..] if is_word(word, "DESCRIPTOR") => {
             let inner: Vec<Token> = rest.iter().filter(|t| !is_space(t)).cloned().collect();
             match inner.as_slice() {
@@ -329,59 +333,102 @@ fn flink_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWindow, 
         }
         _ => {
             return Err(format!(
-                "the second argument of TUMBLE must be `DESCRIPTOR(<time column>)`: {FORM}"
+                "the second argument of {kind} must be `DESCRIPTOR(<time column>)`: {FORM}"
             ));
         }
+    };
+    let (slide, size) = if kind == "HOP" {
+        (Some(args[2].clone()), args[3].clone())
+    } else {
+        (None, args[2].clone())
     };
     Ok(TableWindow {
         table,
         time,
-        size: size.clone(),
+        size,
+        slide,
     })
 }
 
-/// `tumble(t, ts, size)` (RisingWave's window table function).
+/// `tumble(t, ts, size)` or `hop(t, ts, slide, size)` (RisingWave's window table functions).
 fn risingwave_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWindow, String> {
-    const FORM: &str = "tumble(<table>, <time column>, INTERVAL ...)";
-    if kind != "TUMBLE" {
-        return Err(unsupported_kind(kind));
-    }
-    match args {
-        [table, time, size] => Ok(TableWindow {
+    const FORM: &str = "tumble(<table>, <time column>, INTERVAL ...) or hop(<table>, <time column>, <slide>, <size>)";
+    match (kind, args) {
+        ("TUMBLE", [table, time, size]) => Ok(TableWindow {
             table: table.clone(),
             time: time.clone(),
             size: size.clone(),
+            slide: None,
         }),
-        _ if args.len() > 3 => Err(format!("window offsets are not supported: write {FORM}")),
-        _ => Err(format!(
-            "tumble in FROM takes a table, a time column and a size: {FORM}"
+        ("HOP", [table, time, slide, size]) => Ok(TableWindow {
+            table: table.clone(),
+            time: time.clone(),
+            size: size.clone(),
+            slide: Some(slide.clone()),
+        }),
+        ("TUMBLE", _) if args.len() > 3 => {
+            Err(format!("window offsets are not supported: write {FORM}"))
+        }
+        ("HOP", _) if args.len() > 4 => {
+            Err(format!("window offsets are not supported: write {FORM}"))
+        }
+        ("TUMBLE" | "HOP", _) => Err(format!(
+            "{} in FROM takes a table, a time column and its sizes: {FORM}",
+            kind.to_ascii_lowercase()
         )),
+        _ => Err(unsupported_kind(kind)),
     }
 }
 
-/// `TUMBLE(ts, size)` and its `_START`, `_END`, `_ROWTIME` (Flink's group window functions).
+/// `TUMBLE(ts, size)` / `HOP(ts, slide, size)` and their `_START`, `_END`, `_ROWTIME` (Flink's group
+/// window functions).
 fn group_window_function(kind: &str, args: &[Vec<Token>]) -> Result<Vec<Token>, String> {
-    const FORM: &str =
-        "GROUP BY TUMBLE(<time column>, INTERVAL ...) with TUMBLE_START / TUMBLE_END in SELECT";
-    if !kind.starts_with("TUMBLE") {
+    const FORM: &str = "GROUP BY TUMBLE(<time column>, INTERVAL ...) with TUMBLE_START / TUMBLE_END in \
+        SELECT, or HOP(<time column>, <slide>, <size>) with HOP_START / HOP_END";
+    let (base, hop) = if kind.starts_with("TUMBLE") {
+        ("TUMBLE", false)
+    } else if kind.starts_with("HOP") {
+        ("HOP", true)
+    } else {
         return Err(unsupported_kind(kind));
-    }
-    let [time, size] = args else {
-        return Err(if args.len() > 2 {
+    };
+    let expected = if hop { 3 } else { 2 };
+    if args.len() != expected {
+        return Err(if args.len() > expected {
             format!("window offsets are not supported: write {FORM}")
         } else {
-            format!("{kind} takes a time column and a size: {FORM}")
+            format!("{kind} takes a time column and its sizes: {FORM}")
         });
+    }
+    let time = &args[0];
+    let (slide, size) = if hop {
+        (Some(args[1].as_slice()), &args[2])
+    } else {
+        (None, &args[1])
     };
-    let start = date_bin(size, time);
+    let start = window_start(slide, size, time);
     let size = render(size);
-    let sql = match kind {
-        "TUMBLE" | "TUMBLE_START" => start,
-        "TUMBLE_END" => format!("({start} + {size})"),
-        "TUMBLE_ROWTIME" => format!("({start} + {size} - INTERVAL '1' MILLISECOND)"),
-        other => return Err(format!("{other} is not supported: {FORM}")),
+    let sql = match kind.strip_prefix(base) {
+        Some("" | "_START") => start,
+        Some("_END") => format!("({start} + {size})"),
+        Some("_ROWTIME") => format!("({start} + {size} - INTERVAL '1' MILLISECOND)"),
+        _ => return Err(format!("{kind} is not supported: {FORM}")),
     };
     Ok(reparse(&sql))
+}
+
+/// A window's start: `date_bin(size, time)`, or a hopping window's latest start holding `time`.
+fn window_start(slide: Option<&[Token]>, size: &[Token], time: &[Token]) -> String {
+    match slide {
+        Some(slide) => format!(
+            "{}({}, {}, {})",
+            super::hop::HOP_FUNCTION,
+            render(slide),
+            render(size),
+            render(time)
+        ),
+        None => date_bin(size, time),
+    }
 }
 
 fn date_bin(size: &[Token], time: &[Token]) -> String {
@@ -484,7 +531,10 @@ mod tests {
         let hop = rewrite(
             "SELECT count(*) FROM t GROUP BY HOP(ts, INTERVAL '1' HOUR, INTERVAL '2' HOUR)",
         );
-        assert!(hop.unwrap_err().contains("hopping windows"));
+        assert!(
+            hop.unwrap()
+                .contains("hop_window_start(INTERVAL '1' HOUR, INTERVAL '2' HOUR, ts)")
+        );
         let session = rewrite("SELECT count(*) FROM t GROUP BY SESSION(ts, INTERVAL '1' HOUR)");
         assert!(session.unwrap_err().contains("session windows"));
         let offset = rewrite(
