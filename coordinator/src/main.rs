@@ -55,8 +55,12 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
+    // Planning a query recurses over its expression tree: the embedded engine bounds the depth
+    // (reference_engine::check_query_depth), and its worker and blocking threads get stacks deep enough
+    // for any query within that bound.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(64 << 20)
         .build()
     {
         Ok(r) => r,
