@@ -199,3 +199,36 @@ fn a_failed_pull_says_each_failure_once_and_stays_structured_in_json() {
     assert_eq!(state("readings.daily")["state"], "skipped");
     assert_eq!(state("readings.daily")["skippedBecause"], "readings.clean");
 }
+
+/// A query nested past the engine's bound is an invalid query at `validate` and `pull`, never a crash; one
+/// within it runs.
+#[test]
+fn a_deeply_nested_query_is_refused_and_one_within_the_bound_runs() {
+    let ws = common::workspace();
+    let file = ws.path().join("datasets/readings.clean.yaml");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let sum = |terms: usize| vec!["1"; terms].join(" + ");
+    std::fs::write(
+        &file,
+        original.replace(
+            "wind_kmh\n",
+            &format!("wind_kmh, {} AS deep\n", sum(300)),
+        ),
+    )
+    .unwrap();
+    for args in [&["validate"][..], &["pull", "--all", "--quiet"]] {
+        let out = common::weir(ws.path()).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {stderr}");
+        assert!(stderr.contains("levels deep"), "{args:?}: {stderr}");
+    }
+    std::fs::write(
+        &file,
+        original.replace(
+            "wind_kmh\n",
+            &format!("wind_kmh, {} AS deep\n", sum(150)),
+        ),
+    )
+    .unwrap();
+    common::ok(ws.path(), &["pull", "--all", "--quiet"]);
+}
