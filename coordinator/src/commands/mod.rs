@@ -23,7 +23,8 @@ use crate::chain::store::Storage;
 use crate::cli::{EngineRuntimeKind, Format};
 use crate::engine::EngineResolver;
 use crate::error::CommandError;
-use crate::manifest::workspace::Workspace;
+use crate::manifest::snapshot::ManifestError;
+use crate::manifest::workspace::{Workspace, WorkspaceError};
 use crate::transaction::Context;
 
 /// What a command prints: text for people, JSON for programs.
@@ -51,7 +52,25 @@ pub fn open(
     runtime: EngineRuntimeKind,
     deadline: Duration,
 ) -> Result<Context, CommandError> {
-    let workspace = Workspace::load(root)?;
+    let workspace = match Workspace::load(root) {
+        Ok(w) => w,
+        Err(WorkspaceError::Manifest(e)) => {
+            // Also what the manifests that parsed ask of the engines, so one run reports everything.
+            let mut all: Vec<ManifestError> = e.all().into_iter().cloned().collect();
+            if let Ok((config, manifests, _)) = Workspace::read(root) {
+                let engines = EngineResolver {
+                    runtime,
+                    config: config.engines.clone(),
+                    deadline,
+                    root: root.to_path_buf(),
+                };
+                let (more, _) = validate::static_problems(&engines, root, &manifests);
+                all.extend(more);
+            }
+            return Err(WorkspaceError::Manifest(ManifestError::from_all(all).unwrap_or(e)).into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let storage = Storage::open(&workspace.storage_location())?;
     let engines = EngineResolver {
         runtime,

@@ -95,6 +95,9 @@ pub async fn next_pending(
                 },
             }))
         }
+        FetchStep::Url(url_step) if super::http::is_http(&url_step.url) => {
+            super::http::fetch(url_step, state, scratch, progress).await
+        }
         FetchStep::Url(url_step) => {
             let url = &url_step.url;
             let err = |message: String| FetchError {

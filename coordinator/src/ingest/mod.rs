@@ -4,9 +4,12 @@
 //! parse as its column's type, an event time that is not a time or is empty, a primary key twice in one file,
 //! a column name twice, columns that differ from the dataset's. Nothing of a refused file is committed.
 pub mod check;
+pub mod ddl;
 pub mod error;
 pub mod fetch;
+pub mod http;
 pub mod merge;
+pub mod prepare;
 pub mod read;
 pub mod schema;
 pub mod write;

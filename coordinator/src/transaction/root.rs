@@ -49,6 +49,18 @@ impl Context {
         let mut records = 0;
         let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
+            let file = ingest::prepare::prepare(
+                src.prepare.as_deref().unwrap_or_default(),
+                &src.read,
+                file,
+                &self.workspace.root,
+                scratch.path(),
+            )
+            .await
+            .map_err(|source| TxError::Prepare {
+                dataset: name.clone(),
+                source,
+            })?;
             info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
             // Every check of the file's data runs before anything is written.
             let schema = ingest::schema::dataset_schema(&store, &chain, &vocab)

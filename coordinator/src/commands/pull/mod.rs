@@ -80,6 +80,9 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         known(ctx, d)?;
     }
     let targets = targets(ctx, opts)?;
+    for warning in crate::commands::validate::static_checks(ctx, &targets)? {
+        tracing::warn!("{warning}");
+    }
     if opts.recompute {
         recompute::recompute(ctx, &targets).await?;
     }
