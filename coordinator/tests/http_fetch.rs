@@ -210,3 +210,57 @@ fn an_https_server_whose_authority_is_not_trusted_is_refused() {
     assert!(err.to_lowercase().contains("certificate"), "{err}");
     assert!(head_and_records(ws.path(), "cities").0.is_null());
 }
+
+#[test]
+fn event_time_from_metadata_is_the_responses_last_modified() {
+    let server = Server::http();
+    server.route(
+        "/readings.csv",
+        Route::Ok {
+            body: b"station,value\nA,1\nB,2\n".to_vec(),
+            etag: None,
+            last_modified: Some("Sat, 01 Jun 2024 10:00:00 GMT".into()),
+        },
+    );
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("datasets")).unwrap();
+    std::fs::write(
+        ws.path().join("datasets/readings.yaml"),
+        format!(
+            "kind: DatasetSnapshot
+version: 1
+content:
+  name: readings
+  kind: Root
+  metadata:
+    - kind: SetPollingSource
+      fetch:
+        kind: Url
+        url: {}
+        eventTime:
+          kind: FromMetadata
+      read:
+        kind: Csv
+        header: true
+      merge:
+        kind: Append
+",
+            server.url("/readings.csv")
+        ),
+    )
+    .unwrap();
+    ok(ws.path(), &["pull", "--all", "--quiet"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(ws.path(), &["--format", "json", "tail", "readings"])).unwrap();
+    let records = v["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    for r in records {
+        assert!(
+            r["event_time"]
+                .as_str()
+                .unwrap()
+                .starts_with("2024-06-01T10:00:00"),
+            "{r}"
+        );
+    }
+}

@@ -653,3 +653,64 @@ fn every_manifest_shape_of_kamus_examples_loads_or_is_refused_with_a_precise_rea
     let v = ok(ws.path(), &["validate"]);
     assert!(v.contains("5 manifest(s) valid"), "{v}");
 }
+
+#[test]
+fn event_time_from_the_file_name_stamps_records_without_an_event_time_column() {
+    let manifest = "\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: sales
+  kind: Root
+  metadata:
+    - kind: SetPollingSource
+      fetch:
+        kind: FilesGlob
+        path: data/sales/*.csv
+        eventTime:
+          kind: fromPath
+          pattern: 'sales-(\\d+-\\d+-\\d+)\\.csv'
+      read:
+        kind: Csv
+        header: true
+        schema:
+          fields:
+            - { name: item, type: String }
+            - { name: amount, type: Int64 }
+      merge:
+        kind: Append
+";
+    let ws = ws(
+        &[("sales", manifest)],
+        &[
+            ("data/sales/sales-2024-06-01.csv", b"item,amount\ntea,3\n"),
+            (
+                "data/sales/sales-2024-06-02.csv",
+                b"item,amount\ncoffee,5\n",
+            ),
+        ],
+    );
+    ok(ws.path(), &["pull", "--all", "--quiet"]);
+    let r = records(ws.path(), "sales");
+    let time = |item: &str| {
+        r.iter().find(|r| r["item"] == item).unwrap()["event_time"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(time("tea").starts_with("2024-06-01T00:00:00"), "{r:?}");
+    assert!(time("coffee").starts_with("2024-06-02T00:00:00"), "{r:?}");
+
+    // A file name the pattern does not match fails the pull, naming the pattern and the file.
+    std::fs::write(
+        ws.path().join("data/sales/sales-june.csv"),
+        "item,amount\nx,1\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(ws.path(), &["pull", "--all", "--quiet"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("does not match the file name `sales-june.csv`"),
+        "{err}"
+    );
+}

@@ -64,7 +64,12 @@ pub fn open(
                     deadline,
                     root: root.to_path_buf(),
                 };
-                let (more, _) = validate::static_problems(&engines, root, &manifests);
+                let (more, _) = validate::static_problems(
+                    &engines,
+                    root,
+                    &manifests,
+                    validate::EngineCheck::AnyRuntime,
+                );
                 all.extend(more);
             }
             return Err(WorkspaceError::Manifest(ManifestError::from_all(all).unwrap_or(e)).into());

@@ -15,15 +15,28 @@ use crate::transaction::Context;
 /// must be served (`weir.yaml`, the runtime); a glob that matches no file is a warning (returned as text).
 /// Every problem of every dataset in `datasets` is reported together; `pull` runs this first, so it never
 /// commits a block for a workspace `validate` refuses.
-pub fn static_checks(ctx: &Context, datasets: &[String]) -> Result<Vec<String>, CommandError> {
+pub fn static_checks(
+    ctx: &Context,
+    datasets: &[String],
+    runtime: EngineCheck,
+) -> Result<Vec<String>, CommandError> {
     let manifests = datasets
         .iter()
         .filter_map(|name| ctx.workspace.datasets.get(name));
-    let (errors, warnings) = static_problems(&ctx.engines, &ctx.workspace.root, manifests);
+    let (errors, warnings) = static_problems(&ctx.engines, &ctx.workspace.root, manifests, runtime);
     match crate::manifest::snapshot::ManifestError::from_all(errors) {
         Some(e) => Err(crate::manifest::workspace::WorkspaceError::Manifest(e).into()),
         None => Ok(warnings),
     }
+}
+
+/// Which engines [`static_checks`] requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineCheck {
+    /// Served by some runtime (`weir validate`: a step another runtime serves is valid).
+    AnyRuntime,
+    /// Served by the runtime this command runs with (`weir pull`).
+    ThisRuntime,
 }
 
 /// The errors and warnings of [`static_checks`] for `manifests`.
@@ -31,12 +44,17 @@ pub fn static_problems<'a>(
     engines: &crate::engine::EngineResolver,
     root: &std::path::Path,
     manifests: impl IntoIterator<Item = &'a crate::manifest::snapshot::DatasetManifest>,
+    runtime: EngineCheck,
 ) -> (Vec<crate::manifest::snapshot::ManifestError>, Vec<String>) {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     for m in manifests {
         let mut engine = |field: String, engine: &str| {
-            if let Err(e) = engines.check_served(engine) {
+            let served = match runtime {
+                EngineCheck::AnyRuntime => engines.check_served_by_any_runtime(engine),
+                EngineCheck::ThisRuntime => engines.check_served(engine),
+            };
+            if let Err(e) = served {
                 errors.push(m.field_error(&field, e.to_string()));
             }
         };
@@ -79,7 +97,7 @@ pub fn static_problems<'a>(
 /// physical hash, size and (for data) logical hash checked.
 pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
     let all: Vec<String> = ctx.workspace.datasets.keys().cloned().collect();
-    let warnings = static_checks(ctx, &all)?;
+    let warnings = static_checks(ctx, &all, EngineCheck::AnyRuntime)?;
     let mut lines = warnings.clone();
     lines.push(format!(
         "{} manifest(s) valid",

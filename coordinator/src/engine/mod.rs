@@ -243,6 +243,22 @@ impl EngineResolver {
         }
     }
 
+    /// Whether some runtime can serve `name`: the embedded engine (directly or through `use:`), or a
+    /// binary or image `weir.yaml` configures for it. `weir validate` checks this (a step whose engine
+    /// another runtime serves is valid); `pull` checks [`EngineResolver::check_served`].
+    pub fn check_served_by_any_runtime(&self, name: &str) -> Result<(), EngineFailure> {
+        let target = self.mapped(name)?.unwrap_or_else(|| name.to_string());
+        let cfg = self.config.get(&target).cloned().unwrap_or_default();
+        if target == EMBEDDED_ENGINE_NAME || cfg.binary.is_some() || cfg.image.is_some() {
+            return Ok(());
+        }
+        Err(EngineFailure::NotConfigured {
+            engine: name.to_string(),
+            runtime: self.runtime_name().into(),
+            hint: not_served_hint(name),
+        })
+    }
+
     /// The engine that serves `name` (through its `use:` mapping, if `weir.yaml` gives one).
     pub fn resolve(&self, name: &str) -> Result<EngineHandle, EngineFailure> {
         if let Some(target) = self.mapped(name)? {

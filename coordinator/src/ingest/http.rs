@@ -329,9 +329,10 @@ async fn attempt_once(
             .map(str::to_string)
     };
     let etag = header(ETAG);
-    let last_modified = header(LAST_MODIFIED)
+    let modified = header(LAST_MODIFIED)
         .and_then(|v| chrono::DateTime::parse_from_rfc2822(&v).ok())
-        .map(|t| t.with_timezone(&chrono::Utc).to_rfc3339());
+        .map(|t| t.with_timezone(&chrono::Utc));
+    let last_modified = modified.map(|t| t.to_rfc3339());
     let total = response.content_length();
     let local = |e: std::io::Error| Failed {
         message: format!("writing {}: {e}", copy.display()),
@@ -360,6 +361,10 @@ async fn attempt_once(
         return Err(transient(format!(
             "the body ended after {size} of its {t} bytes"
         )));
+    }
+    // The copy keeps the resource's modification time (`eventTime: FromMetadata`).
+    if let Some(t) = modified {
+        out.set_modified(t.into()).map_err(local)?;
     }
     out.sync_all().map_err(local)?;
     progress.finish(

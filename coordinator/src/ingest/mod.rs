@@ -6,6 +6,7 @@
 pub mod check;
 pub mod ddl;
 pub mod error;
+pub mod event_time;
 pub mod fetch;
 pub mod http;
 pub mod merge;

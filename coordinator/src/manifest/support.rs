@@ -3,12 +3,13 @@
 //! elsewhere that uses it is refused when pulled, never silently ignored.
 //!
 //! Supported: fetch `Url { url, headers }` (file paths, `http(s)://`, `s3://`) and `FilesGlob { path, order:
-//! ByName }` (files in name order), both with `eventTime: FromSystemTime`; `prepare` steps `Decompress`
+//! ByName }` (files in name order), with `eventTime` `FromSystemTime`, `FromMetadata` (a Url) or `FromPath` (a
+//! FilesGlob); `prepare` steps `Decompress`
 //! (`Gzip`, `Zip` with `subPath`) and `Pipe`; read `Csv` with every option kamu reads (`schema` as an ODF
 //! schema or DDL, `ddlSchema`, `separator`, `header`, `inferSchema`, `nullValue`, `quote`, `escape`,
 //! `encoding: utf8`, `dateFormat` / `timestampFormat: rfc3339`), `NdJson`, `Parquet`; merge `Append`,
 //! `Ledger`, `Snapshot`; `preprocess` and transforms `Sql { engine, query | queries }`. Not supported: fetch
-//! `Container`, `Mqtt`, `EthereumLogs`, `cache`, `eventTime: FromMetadata | FromPath`, `order:
+//! `Container`, `Mqtt`, `EthereumLogs`, `cache`, `order:
 //! ByEventTime`; read `GeoJson`, `EsriShapefile`, `Json`, `NdGeoJson`; merge `ChangelogStream`,
 //! `UpsertStream`; `temporalTables` in a `preprocess` (a transform may declare them: a temporal table join,
 //! see the reference engine's README); and a user-given `version` of a transform, since Weir records the
@@ -101,7 +102,7 @@ pub fn check_polling_source(src: &SetPollingSource) -> Result<(), Vec<Unsupporte
     }
     match &src.fetch {
         FetchStep::Url(u) => {
-            check(check_event_time("fetch", u.event_time.as_ref()));
+            check(check_event_time("fetch", u.event_time.as_ref(), false));
             check(option_with(
                 "fetch",
                 "cache",
@@ -118,7 +119,7 @@ pub fn check_polling_source(src: &SetPollingSource) -> Result<(), Vec<Unsupporte
             }
         }
         FetchStep::FilesGlob(g) => {
-            check(check_event_time("fetch", g.event_time.as_ref()));
+            check(check_event_time("fetch", g.event_time.as_ref(), true));
             check(option_with(
                 "fetch",
                 "cache",
@@ -235,16 +236,32 @@ fn check_prep_step(field: &str, step: &PrepStep) -> Result<(), Unsupported> {
     }
 }
 
-fn check_event_time(field: &str, source: Option<&EventTimeSource>) -> Result<(), Unsupported> {
+fn check_event_time(
+    field: &str,
+    source: Option<&EventTimeSource>,
+    glob: bool,
+) -> Result<(), Unsupported> {
     match source {
         None | Some(EventTimeSource::FromSystemTime) => Ok(()),
+        Some(EventTimeSource::FromMetadata) if !glob => Ok(()),
+        Some(EventTimeSource::FromPath(p)) if glob => match regex::Regex::new(&p.pattern) {
+            Ok(re) if re.captures_len() > 1 => Ok(()),
+            Ok(_) => Err(unsupported(
+                &format!("{field}.eventTime.pattern"),
+                "the pattern needs a group (`(...)`) around the time in the file name",
+            )),
+            Err(e) => Err(unsupported(
+                &format!("{field}.eventTime.pattern"),
+                format!("not a regular expression: {e}"),
+            )),
+        },
         Some(EventTimeSource::FromMetadata) => Err(unsupported(
             &format!("{field}.eventTime"),
-            "`FromMetadata` is not supported by Weir; without `eventTime` (or with `FromSystemTime`) records without an event-time column get the time of ingest, or give the data an event-time column in a `preprocess` query",
+            "`FromMetadata` is for a `Url` source (as in kamu); for files use `FromPath` with a pattern on the file name",
         )),
         Some(EventTimeSource::FromPath(_)) => Err(unsupported(
             &format!("{field}.eventTime"),
-            "`FromPath` is not supported by Weir; give the data an event-time column (a `preprocess` query can add a constant one), or leave `eventTime` out to stamp records with the time of ingest",
+            "`FromPath` is for a `FilesGlob` source (as in kamu); for a `Url` use `FromMetadata` (its Last-Modified)",
         )),
     }
 }
