@@ -110,12 +110,22 @@ fn an_engine_the_runtime_cannot_serve_is_named_with_a_hint() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // Every SQL step that needs the engine is named at its position, before anything is pulled.
+    for at in [
+        "datasets/readings.clean.yaml:13:9: field `content.metadata[0].transform.engine`",
+        "datasets/readings.daily.yaml:15:9: field `content.metadata[0].transform.engine`",
+        "datasets/readings.hot-days.yaml:14:9: field `content.metadata[0].transform.engine`",
+        "datasets/stations.yaml:18:9: field `content.metadata[0].preprocess.engine`",
+    ] {
+        assert!(err.contains(at), "{at}\nin\n{err}");
+    }
     assert!(
-        err.contains("set `engines.datafusion.image` in weir.yaml"),
+        err.contains("set `engines.datafusion.image` (pinned by digest) in weir.yaml"),
         "{err}"
     );
-    // Roots without preprocessing still ingest; everything that needs the engine fails without committing.
-    assert_eq!(head_and_records(ws.path(), "readings").1, 432);
+    // Nothing is committed, not even the roots that need no engine.
+    assert!(head_and_records(ws.path(), "readings").0.is_null());
     assert!(head_and_records(ws.path(), "readings.clean").0.is_null());
 }
 

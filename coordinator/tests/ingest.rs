@@ -84,7 +84,8 @@ fn millis(v: Vec<Option<i64>>) -> ArrayRef {
     Arc::new(TimestampMillisecondArray::from(v).with_timezone("UTC"))
 }
 
-const CSV: &str = "{ kind: Csv, header: true }";
+/// A CSV read with inferred types (kamu's default, without `inferSchema`, reads every column as a string).
+const CSV: &str = "{ kind: Csv, header: true, inferSchema: true }";
 
 #[test]
 fn an_append_root_refuses_a_file_with_an_extra_column() {

@@ -95,6 +95,9 @@ pub async fn next_pending(
                 },
             }))
         }
+        FetchStep::Url(url_step) if super::http::is_http(&url_step.url) => {
+            super::http::fetch(url_step, state, scratch, progress).await
+        }
         FetchStep::Url(url_step) => {
             let url = &url_step.url;
             let err = |message: String| FetchError {
@@ -113,6 +116,8 @@ pub async fn next_pending(
                 Ok(())
             };
             progress.phase(Phase::Fetch);
+            // The source's modification time, kept by the copy (`eventTime: FromMetadata`).
+            let modified: Option<std::time::SystemTime>;
             if url.contains("://") && !url.starts_with("file://") {
                 let parsed = url::Url::parse(url).map_err(|e| err(e.to_string()))?;
                 let opts: Vec<(String, String)> = std::env::vars()
@@ -123,6 +128,7 @@ pub async fn next_pending(
                     object_store::parse_url_opts(&parsed, opts).map_err(|e| err(e.to_string()))?;
                 let r = store.get(&path).await.map_err(|e| err(e.to_string()))?;
                 let total = Some(r.meta.size);
+                modified = Some(r.meta.last_modified.into());
                 let mut stream = r.into_stream();
                 while let Some(chunk) = stream.next().await {
                     write(&chunk.map_err(|e| err(e.to_string()))?, total)?;
@@ -132,7 +138,9 @@ pub async fn next_pending(
                 let mut file = tokio::fs::File::open(root.join(p))
                     .await
                     .map_err(|e| err(e.to_string()))?;
-                let total = file.metadata().await.ok().map(|m| m.len());
+                let meta = file.metadata().await.ok();
+                let total = meta.as_ref().map(std::fs::Metadata::len);
+                modified = meta.and_then(|m| m.modified().ok());
                 let mut buf = vec![0u8; 1 << 20];
                 loop {
                     use tokio::io::AsyncReadExt as _;
@@ -142,6 +150,9 @@ pub async fn next_pending(
                     }
                     write(&buf[..n], total)?;
                 }
+            }
+            if let Some(t) = modified {
+                out.set_modified(t).map_err(|e| err(e.to_string()))?;
             }
             out.sync_all().map_err(|e| err(e.to_string()))?;
             progress.finish(

@@ -10,9 +10,13 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod check;
+pub mod ddl;
 pub mod error;
+pub mod event_time;
 pub mod fetch;
+pub mod http;
 pub mod merge;
+pub mod prepare;
 pub mod read;
 pub mod schema;
 pub mod write;

@@ -86,7 +86,7 @@ impl Read for Counting {
 /// Inferred schemas look at this many records.
 const INFER_RECORDS: usize = 1000;
 
-/// Parses ODF's DDL column list (`["id BIGINT", "name STRING", "at TIMESTAMP"]`).
+/// Parses ODF's DDL column list (`["id BIGINT", "name STRING", "at TIMESTAMP"]`): see [`super::ddl`].
 ///
 /// ```
 /// use weir_ingest::read::parse_ddl;
@@ -94,34 +94,7 @@ const INFER_RECORDS: usize = 1000;
 /// assert_eq!(s.field(0).name(), "id");
 /// ```
 pub fn parse_ddl(columns: &[String]) -> Result<SchemaRef, DataError> {
-    let fields = columns
-        .iter()
-        .map(|c| {
-            let mut parts = c.split_whitespace();
-            let (Some(name), Some(ty), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(DataError::Column { message: format!("DDL column `{c}` is not `name TYPE`") });
-            };
-            let dt = match ty.to_ascii_uppercase().as_str() {
-                "STRING" | "VARCHAR" | "TEXT" => DataType::Utf8,
-                "BIGINT" | "INT64" | "LONG" => DataType::Int64,
-                "INT" | "INTEGER" | "INT32" => DataType::Int32,
-                "DOUBLE" | "FLOAT64" => DataType::Float64,
-                "FLOAT" | "FLOAT32" | "REAL" => DataType::Float32,
-                "BOOLEAN" | "BOOL" => DataType::Boolean,
-                "TIMESTAMP" => utc_millis(),
-                "DATE" => DataType::Date32,
-                other => {
-                    return Err(DataError::Column {
-                        message: format!(
-                            "DDL type `{other}` of `{name}` is not supported (STRING, BIGINT, INT, DOUBLE, FLOAT, BOOLEAN, TIMESTAMP, DATE)"
-                        ),
-                    });
-                }
-            };
-            Ok(Field::new(name, dt, true))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Arc::new(Schema::new(fields)))
+    super::ddl::parse_ddl(columns)
 }
 
 /// A batch of records and the line or row each came from.
@@ -246,8 +219,7 @@ pub fn read_batches(
             source,
             file,
             step.schema.as_deref().unwrap_or_default(),
-            step.separator.as_deref(),
-            step.header.unwrap_or(false),
+            &CsvOptions::of(step)?,
             event_time,
         ),
         ReadStep::NdJson(step) => ndjson(
@@ -285,27 +257,87 @@ pub fn read(step: &ReadStep, source: &Source, file: &str) -> Result<RecordBatch,
     concat_batches(&schema, &all).map_err(schema::arrow("reading records"))
 }
 
+/// How a CSV file is read: kamu's options, with kamu's defaults (no header, no inference: without a read
+/// schema every column is a string, separator `,`, quote `"`, escape `\`, an empty value is null).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvOptions {
+    /// Field separator.
+    pub delimiter: u8,
+    /// Quote character.
+    pub quote: u8,
+    /// Escape character inside quotes; `None` with `escape: ""`.
+    pub escape: Option<u8>,
+    /// Whether the first line names the columns.
+    pub header: bool,
+    /// The text of a null value, besides the empty value.
+    pub null_value: Option<String>,
+    /// Whether, without a read schema, column types are inferred from the data (else they are strings).
+    pub infer_schema: bool,
+}
+
+impl CsvOptions {
+    /// The options a read step gives. Its `encoding` must be UTF-8 and its date and timestamp formats
+    /// `rfc3339` (what kamu reads too); `weir validate` refuses others.
+    pub fn of(step: &odf::ReadStepCsv) -> Result<Self, DataError> {
+        let one_byte = |name: &str, v: Option<&str>, default: Option<u8>| match v {
+            None => Ok(default),
+            Some("") => Ok(None),
+            Some(s) if s.len() == 1 => Ok(Some(s.as_bytes()[0])),
+            Some(s) => Err(DataError::Column {
+                message: format!("CSV {name} {s:?} is not one ASCII character"),
+            }),
+        };
+        let delimiter =
+            one_byte("separator", step.separator.as_deref(), Some(b','))?.unwrap_or(b',');
+        let null_value = step.null_value.clone().filter(|v| !v.is_empty());
+        Ok(Self {
+            delimiter,
+            quote: one_byte("quote", step.quote.as_deref(), Some(b'"'))?.ok_or_else(|| {
+                DataError::Column {
+                    message: "CSV quote \"\" (no quoting) is not supported, as in kamu".into(),
+                }
+            })?,
+            escape: one_byte("escape", step.escape.as_deref(), Some(b'\\'))?,
+            header: step.header.unwrap_or(false),
+            null_value,
+            infer_schema: step.infer_schema.unwrap_or(false),
+        })
+    }
+
+    fn format(&self) -> arrow::csv::reader::Format {
+        let mut f = arrow::csv::reader::Format::default()
+            .with_header(self.header)
+            .with_delimiter(self.delimiter)
+            .with_quote(self.quote);
+        if let Some(e) = self.escape {
+            f = f.with_escape(e);
+        }
+        f
+    }
+
+    fn null_regex(&self) -> Result<Option<regex::Regex>, DataError> {
+        self.null_value
+            .as_ref()
+            .map(|v| {
+                regex::Regex::new(&format!("^(?:{})?$", regex::escape(v))).map_err(|e| {
+                    DataError::Column {
+                        message: format!("CSV nullValue {v:?}: {e}"),
+                    }
+                })
+            })
+            .transpose()
+    }
+}
+
 fn csv(
     source: &Source,
     file: &str,
     ddl: &[String],
-    separator: Option<&str>,
-    header: bool,
+    options: &CsvOptions,
     event_time: Option<&str>,
 ) -> Result<Batches, IngestError> {
-    let delimiter = match separator {
-        None | Some("") => b',',
-        Some(s) if s.len() == 1 => s.as_bytes()[0],
-        Some(s) => {
-            return Err(DataError::Column {
-                message: format!("CSV separator {s:?} is not one byte"),
-            }
-            .into());
-        }
-    };
-    let format = arrow::csv::reader::Format::default()
-        .with_header(header)
-        .with_delimiter(delimiter);
+    let header = options.header;
+    let format = options.format();
     let bytes_read = Arc::new(AtomicU64::new(0));
     // Schema inference reads the file's start again; only the pass that reads records counts.
     let uncounted = || source.open(file, Arc::new(AtomicU64::new(0)));
@@ -315,19 +347,28 @@ fn csv(
             .map_err(|e| csv_error(file, e))?;
         unique_names(&names, file)?;
     }
-    let target = if ddl.is_empty() {
+    let target = if !ddl.is_empty() {
+        event_time_parsed(&parse_ddl(ddl)?, event_time, false)
+    } else if options.infer_schema {
         let (inferred, _) = format
             .infer_schema(uncounted()?, Some(INFER_RECORDS))
             .map_err(|e| csv_error(file, e))?;
         event_time_parsed(&no_null_types(&inferred), event_time, true)
     } else {
-        event_time_parsed(&parse_ddl(ddl)?, event_time, false)
+        // kamu's default: every column a string (the event time is still parsed as a time).
+        let (columns, _) = format
+            .infer_schema(uncounted()?, Some(1))
+            .map_err(|e| csv_error(file, e))?;
+        event_time_parsed(&as_strings(&columns, |_| true), event_time, false)
     };
     let strings = as_strings(&target, |_| true);
-    let reader = arrow::csv::ReaderBuilder::new(strings)
-        .with_header(header)
-        .with_delimiter(delimiter)
-        .with_batch_size(BATCH_ROWS)
+    let mut builder = arrow::csv::ReaderBuilder::new(strings)
+        .with_format(format)
+        .with_batch_size(BATCH_ROWS);
+    if let Some(null) = options.null_regex()? {
+        builder = builder.with_null_regex(null);
+    }
+    let reader = builder
         .build(source.open(file, bytes_read.clone())?)
         .map_err(|e| csv_error(file, e))?;
     let file = file.to_string();
@@ -703,9 +744,33 @@ fn checked_cast(
     places: &Places,
     file: &str,
 ) -> Result<ArrayRef, IngestError> {
-    if c.data_type() == f.data_type() {
-        return Ok(c.clone());
+    let out = if c.data_type() == f.data_type() {
+        c.clone()
+    } else {
+        cast_refusing_nulls(c, f, places, file)?
+    };
+    // A column the read schema declares non-null (an ODF type without `Option`, DDL `NOT NULL`).
+    if !f.is_nullable()
+        && out.null_count() > 0
+        && let Some(i) = (0..out.len()).find(|&i| out.is_null(i))
+    {
+        return Err(BadData::Malformed {
+            file: file.to_string(),
+            place: places.place(i),
+            column: Some(f.name().clone()),
+            message: "the value is empty (null), but the read schema declares the column non-null (in an ODF schema, a type without `kind: Option`)".into(),
+        }
+        .into());
     }
+    Ok(out)
+}
+
+fn cast_refusing_nulls(
+    c: &ArrayRef,
+    f: &Field,
+    places: &Places,
+    file: &str,
+) -> Result<ArrayRef, IngestError> {
     // The safe cast turns what does not convert into NULL: find the first such value.
     let out = cast(c, f.data_type()).map_err(schema::arrow(&format!("reading `{}`", f.name())))?;
     if out.null_count() > c.null_count()
@@ -808,14 +873,17 @@ mod tests {
     }
 
     #[test]
-    fn csv_with_header_is_inferred() {
-        let b = read(
-            &csv_step(&[]),
-            &Bytes::from("id,name\n1,a\n2,b\n").into(),
-            "t.csv",
-        )
-        .unwrap();
+    fn csv_without_a_schema_is_strings_unless_infer_schema_is_set() {
+        let text = Bytes::from("id,name\n1,a\n2,b\n");
+        let b = read(&csv_step(&[]), &text.clone().into(), "t.csv").unwrap();
         assert_eq!(b.num_rows(), 2);
+        assert_eq!(b.schema().field(0).data_type(), &DataType::Utf8);
+        let infer = ReadStep::Csv(odf::ReadStepCsv {
+            header: Some(true),
+            infer_schema: Some(true),
+            ..Default::default()
+        });
+        let b = read(&infer, &text.into(), "t.csv").unwrap();
         assert_eq!(b.schema().field(0).data_type(), &DataType::Int64);
     }
 

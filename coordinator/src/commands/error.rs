@@ -260,7 +260,10 @@ pub fn tx_code(t: &TxError) -> u8 {
         TxError::Engine { source, .. } => engine_code(source),
         TxError::UnknownDataset { .. } => exit::NOT_FOUND,
         TxError::BadData { .. } => exit::BAD_DATA,
-        TxError::Data { .. } | TxError::Fetch { .. } | TxError::Scratch { .. } => exit::FAILURE,
+        TxError::Data { .. }
+        | TxError::Fetch { .. }
+        | TxError::Prepare { .. }
+        | TxError::Scratch { .. } => exit::FAILURE,
         TxError::Unsupported { .. } => exit::INVALID_WORKSPACE,
         TxError::InvalidTransform { .. } => exit::INVALID_QUERY,
         TxError::QueryChange { .. } | TxError::Refused { .. } => exit::REFUSED,

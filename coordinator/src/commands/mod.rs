@@ -24,7 +24,8 @@ use std::time::Duration;
 use crate::commands::error::CommandError;
 use crate::engine::EngineResolver;
 use crate::engine::EngineRuntimeKind;
-use crate::manifest::workspace::Workspace;
+use crate::manifest::snapshot::ManifestError;
+use crate::manifest::workspace::{Workspace, WorkspaceError};
 use crate::transaction::Context;
 use weir_dataset::chain::store::Storage;
 
@@ -53,7 +54,30 @@ pub fn open(
     runtime: EngineRuntimeKind,
     deadline: Duration,
 ) -> Result<Context, CommandError> {
-    let workspace = Workspace::load(root)?;
+    let workspace = match Workspace::load(root) {
+        Ok(w) => w,
+        Err(WorkspaceError::Manifest(e)) => {
+            // Also what the manifests that parsed ask of the engines, so one run reports everything.
+            let mut all: Vec<ManifestError> = e.all().into_iter().cloned().collect();
+            if let Ok((config, manifests, _)) = Workspace::read(root) {
+                let engines = EngineResolver {
+                    runtime,
+                    config: config.engines.clone(),
+                    deadline,
+                    root: root.to_path_buf(),
+                };
+                let (more, _) = validate::static_problems(
+                    &engines,
+                    root,
+                    &manifests,
+                    validate::EngineCheck::AnyRuntime,
+                );
+                all.extend(more);
+            }
+            return Err(WorkspaceError::Manifest(ManifestError::from_all(all).unwrap_or(e)).into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let storage = Storage::open(&workspace.storage_location())?;
     let engines = EngineResolver {
         runtime,

@@ -11,16 +11,99 @@ use weir_dataset::chain::store::StoreError;
 use weir_dataset::chain::validate::check_input_against_chain;
 use weir_dataset::data;
 
+/// What the manifests ask for that this workspace cannot do, found without data: every SQL step's engine
+/// must be served (`weir.yaml`, the runtime); a glob that matches no file is a warning (returned as text).
+/// Every problem of every dataset in `datasets` is reported together; `pull` runs this first, so it never
+/// commits a block for a workspace `validate` refuses.
+pub fn static_checks(
+    ctx: &Context,
+    datasets: &[String],
+    runtime: EngineCheck,
+) -> Result<Vec<String>, CommandError> {
+    let manifests = datasets
+        .iter()
+        .filter_map(|name| ctx.workspace.datasets.get(name));
+    let (errors, warnings) = static_problems(&ctx.engines, &ctx.workspace.root, manifests, runtime);
+    match crate::manifest::snapshot::ManifestError::from_all(errors) {
+        Some(e) => Err(crate::manifest::workspace::WorkspaceError::Manifest(e).into()),
+        None => Ok(warnings),
+    }
+}
+
+/// Which engines [`static_checks`] requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineCheck {
+    /// Served by some runtime (`weir validate`: a step another runtime serves is valid).
+    AnyRuntime,
+    /// Served by the runtime this command runs with (`weir pull`).
+    ThisRuntime,
+}
+
+/// The errors and warnings of [`static_checks`] for `manifests`.
+pub fn static_problems<'a>(
+    engines: &crate::engine::EngineResolver,
+    root: &std::path::Path,
+    manifests: impl IntoIterator<Item = &'a crate::manifest::snapshot::DatasetManifest>,
+    runtime: EngineCheck,
+) -> (Vec<crate::manifest::snapshot::ManifestError>, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    for m in manifests {
+        let mut engine = |field: String, engine: &str| {
+            let served = match runtime {
+                EngineCheck::AnyRuntime => engines.check_served_by_any_runtime(engine),
+                EngineCheck::ThisRuntime => engines.check_served(engine),
+            };
+            if let Err(e) = served {
+                errors.push(m.field_error(&field, e.to_string()));
+            }
+        };
+        if let (Some(t), Some(i)) = (&m.transform, m.transform_index) {
+            engine(
+                format!("content.metadata[{i}].transform.engine"),
+                &t.transform.sql().engine,
+            );
+        }
+        if let (Some(src), Some(i)) = (&m.polling_source, m.polling_source_index) {
+            if let Some(p) = &src.preprocess {
+                engine(
+                    format!("content.metadata[{i}].preprocess.engine"),
+                    &p.sql().engine,
+                );
+            }
+            if let odf::FetchStep::FilesGlob(g) = &src.fetch {
+                let pattern = root.join(&g.path);
+                let any = glob::glob(&pattern.to_string_lossy())
+                    .map(|mut paths| paths.any(|p| p.is_ok_and(|p| p.is_file())))
+                    .unwrap_or(false);
+                if !any {
+                    let at = m.field_error(
+                        &format!("content.metadata[{i}].fetch.path"),
+                        format!(
+                            "`{}` matches no file yet (paths are relative to the workspace folder)",
+                            g.path
+                        ),
+                    );
+                    warnings.push(format!("warning: {at}"));
+                }
+            }
+        }
+    }
+    (errors, warnings)
+}
+
 /// Runs `validate`: every chain is decoded and checked against the chain rules, every `ExecuteTransform`
 /// input against the input's chain, and every data slice and checkpoint it references is read and its
 /// physical hash, size and (for data) logical hash checked.
 pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
-    let mut lines = vec![format!(
+    let all: Vec<String> = ctx.workspace.datasets.keys().cloned().collect();
+    let warnings = static_checks(ctx, &all, EngineCheck::AnyRuntime)?;
+    let mut lines = warnings.clone();
+    lines.push(format!(
         "{} manifest(s) valid",
         ctx.workspace.datasets.len()
-    )];
-    let names: Vec<String> = ctx.workspace.datasets.keys().cloned().collect();
-    ctx.check_inputs_pinned(&names).await?;
+    ));
+    ctx.check_inputs_pinned(&all).await?;
     let mut items = Vec::new();
     let mut chains_by_id: std::collections::HashMap<
         odf::DatasetId,
@@ -92,6 +175,6 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
     }
     Ok(Output {
         text: lines.join("\n"),
-        json: json!({ "valid": true, "datasets": items }),
+        json: json!({ "valid": true, "datasets": items, "warnings": warnings }),
     })
 }

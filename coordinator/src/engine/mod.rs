@@ -173,9 +173,97 @@ pub struct EngineResolver {
 /// The engine name the embedded reference engine serves.
 pub const EMBEDDED_ENGINE_NAME: &str = "datafusion";
 
+/// What would serve an engine name the embedded engine does not: a `use:` mapping to Weir's engine, or the
+/// engine's own image.
+pub fn not_served_hint(name: &str) -> String {
+    format!(
+        "the embedded engine serves `{EMBEDDED_ENGINE_NAME}` only; if the query is also valid DataFusion SQL, map the name to it in weir.yaml (`engines: {{{name}: {{use: {EMBEDDED_ENGINE_NAME}}}}}`), or run an ODF engine image for `{name}` with `--engine docker` (`engines.{name}.image: <repo>@sha256:<digest>` and `port: 2884`)"
+    )
+}
+
 impl EngineResolver {
-    /// The engine that serves `name`.
+    /// The engine `weir.yaml` maps `name` to (`engines.<name>.use`), if any.
+    fn mapped(&self, name: &str) -> Result<Option<String>, EngineFailure> {
+        let Some(target) = self.config.get(name).and_then(|c| c.use_engine.clone()) else {
+            return Ok(None);
+        };
+        let chained = self
+            .config
+            .get(&target)
+            .is_some_and(|c| c.use_engine.is_some());
+        if target == name || chained {
+            return Err(EngineFailure::NotConfigured {
+                engine: name.to_string(),
+                runtime: self.runtime_name().into(),
+                hint: format!(
+                    "`engines.{name}.use: {target}` must name an engine that is not mapped itself (e.g. `use: {EMBEDDED_ENGINE_NAME}`)"
+                ),
+            });
+        }
+        Ok(Some(target))
+    }
+
+    fn runtime_name(&self) -> &'static str {
+        match self.runtime {
+            EngineRuntimeKind::Embedded => "embedded",
+            EngineRuntimeKind::Process => "process",
+            EngineRuntimeKind::Docker => "docker",
+            EngineRuntimeKind::Podman => "podman",
+        }
+    }
+
+    /// Whether `weir.yaml` and the runtime give `name` an engine at all, without starting or hashing it (for
+    /// `weir validate` and before a pull): an error names what would serve it.
+    pub fn check_served(&self, name: &str) -> Result<(), EngineFailure> {
+        let name = match self.mapped(name)? {
+            Some(target) => target,
+            None => name.to_string(),
+        };
+        let cfg = self.config.get(&name).cloned().unwrap_or_default();
+        let missing = |hint: String| EngineFailure::NotConfigured {
+            engine: name.clone(),
+            runtime: self.runtime_name().into(),
+            hint,
+        };
+        match self.runtime {
+            EngineRuntimeKind::Embedded if name != EMBEDDED_ENGINE_NAME => {
+                Err(missing(not_served_hint(&name)))
+            }
+            EngineRuntimeKind::Process if cfg.binary.is_none() => Err(missing(format!(
+                "set `engines.{name}.binary` in weir.yaml, or map the name to another engine (`engines.{name}.use`)"
+            ))),
+            EngineRuntimeKind::Docker | EngineRuntimeKind::Podman if cfg.image.is_none() => {
+                Err(missing(format!(
+                    "set `engines.{name}.image` (pinned by digest) in weir.yaml, or map the name to another engine (`engines.{name}.use`)"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether some runtime can serve `name`: the embedded engine (directly or through `use:`), or a
+    /// binary or image `weir.yaml` configures for it. `weir validate` checks this (a step whose engine
+    /// another runtime serves is valid); `pull` checks [`EngineResolver::check_served`].
+    pub fn check_served_by_any_runtime(&self, name: &str) -> Result<(), EngineFailure> {
+        let target = self.mapped(name)?.unwrap_or_else(|| name.to_string());
+        let cfg = self.config.get(&target).cloned().unwrap_or_default();
+        if target == EMBEDDED_ENGINE_NAME || cfg.binary.is_some() || cfg.image.is_some() {
+            return Ok(());
+        }
+        Err(EngineFailure::NotConfigured {
+            engine: name.to_string(),
+            runtime: self.runtime_name().into(),
+            hint: not_served_hint(name),
+        })
+    }
+
+    /// The engine that serves `name` (through its `use:` mapping, if `weir.yaml` gives one).
     pub fn resolve(&self, name: &str) -> Result<EngineHandle, EngineFailure> {
+        if let Some(target) = self.mapped(name)? {
+            let mut handle = self.resolve(&target)?;
+            handle.identity.name = name.to_string();
+            return Ok(handle);
+        }
         let cfg = self.config.get(name).cloned().unwrap_or_default();
         let missing = |runtime: &str, hint: &str| EngineFailure::NotConfigured {
             engine: name.to_string(),
@@ -280,10 +368,15 @@ impl EngineResolver {
     /// The embedded reference engine for `name`.
     pub fn embedded(&self, name: &str) -> Result<EngineHandle, EngineFailure> {
         if name != EMBEDDED_ENGINE_NAME {
+            if self.mapped(name)?.as_deref() == Some(EMBEDDED_ENGINE_NAME) {
+                let mut handle = self.embedded(EMBEDDED_ENGINE_NAME)?;
+                handle.identity.name = name.to_string();
+                return Ok(handle);
+            }
             return Err(EngineFailure::NotConfigured {
                 engine: name.to_string(),
                 runtime: "embedded".into(),
-                hint: format!("the embedded engine serves `{EMBEDDED_ENGINE_NAME}` only"),
+                hint: not_served_hint(name),
             });
         }
         Ok(EngineHandle::layered(

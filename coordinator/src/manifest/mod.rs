@@ -1,5 +1,6 @@
 //! Dataset manifests (`kind: DatasetSnapshot`) and the workspace that holds them.
 pub mod edit;
+pub mod read_schema;
 pub mod snapshot;
 pub mod support;
 pub mod workspace;

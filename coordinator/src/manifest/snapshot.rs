@@ -32,6 +32,10 @@ pub enum ManifestError {
         /// The parser's message.
         message: String,
     },
+    /// Several errors, each on a line of its own (every error of a manifest, or of a workspace, found in one
+    /// reading).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<ManifestError>),
     /// A field is missing or wrong.
     #[error("{file}:{line}:{column}: field `{field}`: {message}")]
     Field {
@@ -53,6 +57,7 @@ impl ManifestError {
     pub fn field(&self) -> Option<&str> {
         match self {
             ManifestError::Field { field, .. } => Some(field),
+            ManifestError::Several(all) => all.first().and_then(ManifestError::field),
             _ => None,
         }
     }
@@ -61,7 +66,25 @@ impl ManifestError {
     pub fn line(&self) -> Option<usize> {
         match self {
             ManifestError::Syntax { line, .. } | ManifestError::Field { line, .. } => Some(*line),
+            ManifestError::Several(all) => all.first().and_then(ManifestError::line),
             ManifestError::Read { .. } => None,
+        }
+    }
+
+    /// Every single error this holds, in order.
+    pub fn all(&self) -> Vec<&ManifestError> {
+        match self {
+            ManifestError::Several(all) => all.iter().flat_map(ManifestError::all).collect(),
+            one => vec![one],
+        }
+    }
+
+    /// One error for several: `None` for none, the error itself for one.
+    pub fn from_all(mut errors: Vec<ManifestError>) -> Option<ManifestError> {
+        match errors.len() {
+            0 => None,
+            1 => errors.pop(),
+            _ => Some(ManifestError::Several(errors)),
         }
     }
 }
@@ -86,6 +109,10 @@ pub struct DatasetManifest {
     pub info: Vec<MetadataEvent>,
     /// Index of each event in `content.metadata`, for error positions.
     pub transform_index: Option<usize>,
+    /// Index of the `SetPollingSource` in `content.metadata`.
+    pub polling_source_index: Option<usize>,
+    /// Index of the `SetVocab` in `content.metadata`.
+    pub vocab_index: Option<usize>,
     located: Located,
 }
 
@@ -174,121 +201,168 @@ impl DatasetManifest {
             vocab: None,
             info: Vec::new(),
             transform_index: None,
+            polling_source_index: None,
+            vocab_index: None,
             located: located.clone(),
         };
+        let mut errors: Vec<ManifestError> = Vec::new();
         for (i, event) in events.iter().enumerate() {
-            let base = format!("content.metadata[{i}]");
-            let mut body = event.clone();
-            let event_kind = match body.as_object_mut().and_then(|o| o.remove("kind")) {
-                Some(Value::String(k)) => k,
-                _ => return Err(ctx.err(&format!("{base}.kind"), "every event needs a `kind`")),
-            };
-            let dup = |what: &str| ctx.err(&base, format!("{what} is declared twice"));
-            match event_kind.as_str() {
-                "SetPollingSource" => {
-                    if m.polling_source.is_some() {
-                        return Err(dup("SetPollingSource"));
+            let mut step = || -> Result<(), ManifestError> {
+                let base = format!("content.metadata[{i}]");
+                let mut body = event.clone();
+                let event_kind = match body.as_object_mut().and_then(|o| o.remove("kind")) {
+                    // kamu reads kinds in PascalCase and camelCase (`setAttachments`).
+                    Some(Value::String(k)) => event_kind_name(&k),
+                    _ => return Err(ctx.err(&format!("{base}.kind"), "every event needs a `kind`")),
+                };
+                let dup = |what: &str| ctx.err(&base, format!("{what} is declared twice"));
+                match event_kind.as_str() {
+                    "SetPollingSource" => {
+                        if m.polling_source.is_some() {
+                            return Err(dup("SetPollingSource"));
+                        }
+                        if let Some(read) = body.get_mut("read") {
+                            let schema_errors = super::read_schema::normalize_read(read);
+                            if !schema_errors.is_empty() {
+                                return Err(ManifestError::from_all(
+                                    schema_errors
+                                        .into_iter()
+                                        .map(|e| {
+                                            ctx.err(&format!("{base}.read.{}", e.field), e.message)
+                                        })
+                                        .collect(),
+                                )
+                                .unwrap_or_else(|| ctx.err(&base, "invalid read schema")));
+                            }
+                        }
+                        pretype_steps(&ctx, &base, &body)?;
+                        let src: SetPollingSource = ctx.typed(&base, Some(&body))?;
+                        support::check_polling_source(&src).map_err(|all| {
+                            ManifestError::from_all(
+                                all.into_iter().map(|e| ctx.unsupported(&base, e)).collect(),
+                            )
+                            .unwrap_or_else(|| ctx.err(&base, "not supported by Weir"))
+                        })?;
+                        let primary_key = match &src.merge {
+                            MergeStrategy::Ledger(l) => Some(&l.primary_key),
+                            MergeStrategy::Snapshot(s) => Some(&s.primary_key),
+                            _ => None,
+                        };
+                        match primary_key {
+                            Some(primary_key) if primary_key.is_empty() => {
+                                return Err(ctx.err(
+                                    &format!("{base}.merge.primaryKey"),
+                                    "needs at least one column",
+                                ));
+                            }
+                            _ => {}
+                        }
+                        if let Some(t) = &src.preprocess {
+                            check_sql(&ctx, &format!("{base}.preprocess"), t.sql())?;
+                        }
+                        m.polling_source = Some(src);
+                        m.polling_source_index = Some(i);
                     }
-                    let src: SetPollingSource = ctx.typed(&base, Some(&body))?;
-                    support::check_polling_source(&src).map_err(|e| ctx.unsupported(&base, e))?;
-                    let primary_key = match &src.merge {
-                        MergeStrategy::Ledger(l) => Some(&l.primary_key),
-                        MergeStrategy::Snapshot(s) => Some(&s.primary_key),
-                        _ => None,
-                    };
-                    match primary_key {
-                        Some(primary_key) if primary_key.is_empty() => {
+                    "SetTransform" => {
+                        if m.transform.is_some() {
+                            return Err(dup("SetTransform"));
+                        }
+                        let t: SetTransform = ctx.typed(&base, Some(&body))?;
+                        if t.inputs.is_empty() {
                             return Err(ctx.err(
-                                &format!("{base}.merge.primaryKey"),
-                                "needs at least one column",
+                                &format!("{base}.inputs"),
+                                "a transform needs at least one input",
                             ));
                         }
-                        _ => {}
-                    }
-                    if let Some(t) = &src.preprocess {
-                        check_sql(&ctx, &format!("{base}.preprocess"), t.sql())?;
-                    }
-                    m.polling_source = Some(src);
-                }
-                "SetTransform" => {
-                    if m.transform.is_some() {
-                        return Err(dup("SetTransform"));
-                    }
-                    let t: SetTransform = ctx.typed(&base, Some(&body))?;
-                    if t.inputs.is_empty() {
-                        return Err(ctx.err(
-                            &format!("{base}.inputs"),
-                            "a transform needs at least one input",
-                        ));
-                    }
-                    support::check_sql("transform", t.transform.sql())
-                        .map_err(|e| ctx.unsupported(&base, e))?;
-                    for (k, input) in t.inputs.iter().enumerate() {
-                        if input.dataset_ref.parse::<odf::DatasetId>().is_ok() {
-                            return Err(ctx.err(
+                        support::check_sql("transform", t.transform.sql())
+                            .map_err(|e| ctx.unsupported(&base, e))?;
+                        for (k, input) in t.inputs.iter().enumerate() {
+                            if let Some((account, _)) = input.dataset_ref.split_once('/') {
+                                return Err(ctx.err(
+                                &format!("{base}.inputs[{k}].datasetRef"),
+                                format!(
+                                    "`{}` names a dataset of the account `{account}`; a Weir workspace has no accounts: name the input dataset by its name in this workspace (and its table by `alias`)",
+                                    input.dataset_ref
+                                ),
+                            ));
+                            }
+                            if input.dataset_ref.parse::<odf::DatasetId>().is_ok() {
+                                return Err(ctx.err(
                                 &format!("{base}.inputs[{k}].datasetRef"),
                                 "name the input dataset by its name in this workspace; Weir records its id in the chain",
                             ));
+                            }
                         }
-                    }
-                    check_sql(&ctx, &format!("{base}.transform"), t.transform.sql())?;
-                    for (k, table) in t
-                        .transform
-                        .sql()
-                        .temporal_tables
-                        .iter()
-                        .flatten()
-                        .enumerate()
-                    {
-                        let field = format!("{base}.transform.temporalTables[{k}]");
-                        if !t.inputs.iter().any(|i| i.query_alias() == table.name) {
-                            return Err(ctx.err(
+                        check_sql(&ctx, &format!("{base}.transform"), t.transform.sql())?;
+                        for (k, table) in t
+                            .transform
+                            .sql()
+                            .temporal_tables
+                            .iter()
+                            .flatten()
+                            .enumerate()
+                        {
+                            let field = format!("{base}.transform.temporalTables[{k}]");
+                            if !t.inputs.iter().any(|i| i.query_alias() == table.name) {
+                                return Err(ctx.err(
                                 &format!("{field}.name"),
                                 format!(
                                     "`{}` is not an input of this transform (inputs are named by their alias, or their dataset name without one)",
                                     table.name
                                 ),
                             ));
+                            }
+                            if table.primary_key.is_empty() {
+                                return Err(ctx.err(
+                                    &format!("{field}.primaryKey"),
+                                    "a temporal table needs its primary key (at least one column)",
+                                ));
+                            }
                         }
-                        if table.primary_key.is_empty() {
-                            return Err(ctx.err(
-                                &format!("{field}.primaryKey"),
-                                "a temporal table needs its primary key (at least one column)",
-                            ));
+                        m.transform = Some(t);
+                        m.transform_index = Some(i);
+                    }
+                    "SetVocab" => {
+                        if m.vocab.is_some() {
+                            return Err(dup("SetVocab"));
                         }
+                        m.vocab = Some(ctx.typed(&base, Some(&body))?);
+                        m.vocab_index = Some(i);
                     }
-                    m.transform = Some(t);
-                    m.transform_index = Some(i);
-                }
-                "SetVocab" => {
-                    if m.vocab.is_some() {
-                        return Err(dup("SetVocab"));
+                    "SetInfo" | "SetLicense" | "SetAttachments" => {
+                        if m.info.iter().any(|e| e.name() == event_kind) {
+                            return Err(dup(&event_kind));
+                        }
+                        let mut tagged = body.clone();
+                        if let Some(o) = tagged.as_object_mut() {
+                            o.insert("kind".into(), Value::String(event_kind.clone()));
+                        }
+                        m.info.push(ctx.typed(&base, Some(&tagged))?);
                     }
-                    m.vocab = Some(ctx.typed(&base, Some(&body))?);
-                }
-                "SetInfo" | "SetLicense" | "SetAttachments" => {
-                    if m.info.iter().any(|e| e.name() == event_kind) {
-                        return Err(dup(&event_kind));
-                    }
-                    let mut tagged = body.clone();
-                    if let Some(o) = tagged.as_object_mut() {
-                        o.insert("kind".into(), Value::String(event_kind.clone()));
-                    }
-                    m.info.push(ctx.typed(&base, Some(&tagged))?);
-                }
-                "AddPushSource" | "DisablePushSource" | "DisablePollingSource" => {
-                    return Err(ctx.err(
+                    "AddPushSource" | "DisablePushSource" | "DisablePollingSource" => {
+                        return Err(ctx.err(
                         &format!("{base}.kind"),
                         format!("`{event_kind}` is not supported by Weir (it pulls polling sources and transforms only)"),
                     ));
-                }
-                other => {
-                    return Err(ctx.err(
+                    }
+                    other => {
+                        return Err(ctx.err(
                         &format!("{base}.kind"),
                         format!("unsupported event `{other}` (expected SetPollingSource, SetTransform, SetVocab, SetInfo, SetLicense or SetAttachments)"),
                     ));
+                    }
                 }
+                Ok(())
+            };
+            if let Err(e) = step() {
+                errors.push(e);
             }
+        }
+        if let Some(i) = m.polling_source_index {
+            errors.extend(columns_against_read_schema(&ctx, &m, i));
+        }
+        if let Some(e) = ManifestError::from_all(errors) {
+            return Err(e);
         }
         match m.kind {
             DatasetKind::Root if m.polling_source.is_none() => {
@@ -341,6 +415,153 @@ impl DatasetManifest {
         }
         .err(field, message)
     }
+}
+
+/// A root read as it is (no `preprocess`) with a read schema: its primary key and event-time column must be
+/// columns of that schema.
+fn columns_against_read_schema(
+    ctx: &Ctx<'_>,
+    m: &DatasetManifest,
+    index: usize,
+) -> Vec<ManifestError> {
+    let Some(src) = &m.polling_source else {
+        return Vec::new();
+    };
+    if src.preprocess.is_some() {
+        return Vec::new();
+    }
+    let ddl = match &src.read {
+        odf::ReadStep::Csv(c) => c.schema.as_ref(),
+        odf::ReadStep::NdJson(j) => j.schema.as_ref(),
+        odf::ReadStep::Parquet(p) => p.schema.as_ref(),
+        _ => None,
+    };
+    let Some(Ok(schema)) = ddl.map(|d| weir_ingest::ddl::parse_ddl(d)) else {
+        return Vec::new();
+    };
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let listed = names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let base = format!("content.metadata[{index}]");
+    let mut errors = Vec::new();
+    let key = match &src.merge {
+        MergeStrategy::Ledger(l) => Some(&l.primary_key),
+        MergeStrategy::Snapshot(s) => Some(&s.primary_key),
+        _ => None,
+    };
+    for (k, column) in key.into_iter().flatten().enumerate() {
+        if !names.contains(&column.as_str()) {
+            errors.push(ctx.err(
+                &format!("{base}.merge.primaryKey[{k}]"),
+                format!("`{column}` is not a column of the read schema ({listed})"),
+            ));
+        }
+    }
+    if let odf::MergeStrategy::Snapshot(s) = &src.merge {
+        for (k, column) in s.compare_columns.iter().flatten().enumerate() {
+            if !names.contains(&column.as_str()) {
+                errors.push(ctx.err(
+                    &format!("{base}.merge.compareColumns[{k}]"),
+                    format!("`{column}` is not a column of the read schema ({listed})"),
+                ));
+            }
+        }
+    }
+    let vocab = m.vocab.as_ref();
+    let event_time = vocab
+        .and_then(|v| v.event_time_column.clone())
+        .unwrap_or_else(|| "event_time".to_string());
+    let declared = vocab.is_some_and(|v| v.event_time_column.is_some());
+    if !names.contains(&event_time.as_str()) && declared {
+        let at = m
+            .vocab_index
+            .map(|v| format!("content.metadata[{v}].eventTimeColumn"))
+            .unwrap_or_else(|| base.clone());
+        errors.push(ctx.err(
+            &at,
+            format!("`{event_time}` is not a column of the read schema ({listed}); name one of them, or add the column in a `preprocess` query"),
+        ));
+    }
+    errors
+}
+
+/// Types the `fetch`, `read` and `merge` steps of a source on their own, so that a wrong value inside one
+/// is reported at its own field (`read.header`): inside a `kind`-tagged union serde loses the path.
+fn pretype_steps(ctx: &Ctx<'_>, base: &str, body: &Value) -> Result<(), ManifestError> {
+    fn typed_as<T: DeserializeOwned>(
+        ctx: &Ctx<'_>,
+        field: &str,
+        v: &Value,
+    ) -> Result<(), ManifestError> {
+        let mut inner = v.clone();
+        if let Some(o) = inner.as_object_mut() {
+            o.remove("kind");
+        }
+        ctx.typed::<T>(field, Some(&inner)).map(drop)
+    }
+    let kind_of = |step: &str| {
+        body.get(step)
+            .and_then(|v| v.get("kind"))
+            .and_then(Value::as_str)
+            .map(str::to_ascii_lowercase)
+    };
+    let at = |step: &str| format!("{base}.{step}");
+    let Some(get) = body.as_object() else {
+        return Ok(());
+    };
+    if let Some(v) = get.get("fetch") {
+        match kind_of("fetch").as_deref() {
+            Some("url") => typed_as::<odf::FetchStepUrl>(ctx, &at("fetch"), v)?,
+            Some("filesglob") => typed_as::<odf::FetchStepFilesGlob>(ctx, &at("fetch"), v)?,
+            _ => {}
+        }
+    }
+    if let Some(v) = get.get("read") {
+        match kind_of("read").as_deref() {
+            Some("csv") => typed_as::<odf::ReadStepCsv>(ctx, &at("read"), v)?,
+            Some("ndjson") => typed_as::<odf::ReadStepNdJson>(ctx, &at("read"), v)?,
+            Some("parquet") => typed_as::<odf::ReadStepParquet>(ctx, &at("read"), v)?,
+            _ => {}
+        }
+    }
+    if let Some(v) = get.get("merge") {
+        match kind_of("merge").as_deref() {
+            Some("ledger") => typed_as::<odf::MergeStrategyLedger>(ctx, &at("merge"), v)?,
+            Some("snapshot") => typed_as::<odf::MergeStrategySnapshot>(ctx, &at("merge"), v)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The event kinds a manifest may name, as ODF spells them.
+const EVENT_KINDS: [&str; 10] = [
+    "SetPollingSource",
+    "SetTransform",
+    "SetVocab",
+    "SetInfo",
+    "SetLicense",
+    "SetAttachments",
+    "AddPushSource",
+    "DisablePushSource",
+    "DisablePollingSource",
+    "SetDataSchema",
+];
+
+/// An event kind as ODF spells it, for the camelCase form kamu also reads (`setAttachments`); anything
+/// else as written.
+fn event_kind_name(kind: &str) -> String {
+    EVENT_KINDS
+        .iter()
+        .find(|k| {
+            let mut c = k.chars();
+            c.next()
+                .is_some_and(|first| first.to_lowercase().chain(c).collect::<String>() == kind)
+        })
+        .map_or_else(|| kind.to_string(), |k| (*k).to_string())
 }
 
 fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &odf::TransformSql) -> Result<(), ManifestError> {
@@ -419,6 +640,7 @@ impl Ctx<'_> {
             if let Some(name) = message
                 .strip_prefix("unknown field `")
                 .and_then(|r| r.split('`').next())
+                && !field.ends_with(&format!(".{name}"))
             {
                 field = format!("{field}.{name}");
             }
@@ -537,8 +759,12 @@ content:
     #[test]
     fn a_wrong_type_deep_in_an_event_names_the_field_path() {
         let err = parse(&ROOT.replace("header: true", "header: sometimes")).unwrap_err();
-        assert_eq!(err.field(), Some("content.metadata[0].read"), "{err}");
-        assert_eq!(err.line(), Some(11));
+        assert_eq!(
+            err.field(),
+            Some("content.metadata[0].read.header"),
+            "{err}"
+        );
+        assert_eq!(err.line(), Some(13));
     }
 
     #[test]
@@ -587,14 +813,15 @@ content:
                 .contains("`UpsertStream` is not supported by Weir"),
             "{merge}"
         );
-        let quote =
-            parse(&ROOT.replace("header: true", "header: true\n        quote: \"'\"")).unwrap_err();
+        let encoding =
+            parse(&ROOT.replace("header: true", "header: true\n        encoding: latin1"))
+                .unwrap_err();
         assert_eq!(
-            quote.field(),
-            Some("content.metadata[0].read.quote"),
-            "{quote}"
+            encoding.field(),
+            Some("content.metadata[0].read.encoding"),
+            "{encoding}"
         );
-        assert_eq!(quote.line(), Some(14), "{quote}");
+        assert_eq!(encoding.line(), Some(14), "{encoding}");
         let push = parse(&ROOT.replace("kind: SetVocab", "kind: AddPushSource")).unwrap_err();
         assert!(
             push.to_string()

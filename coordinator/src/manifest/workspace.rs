@@ -12,6 +12,12 @@ use super::yaml::Located;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
+    /// Serve this engine name with another engine: `engines: {flink: {use: datafusion}}` runs transforms
+    /// that ask for `flink` on the engine configured for (or embedded as) `datafusion`, so a kamu manifest
+    /// need not be edited. Its SQL must then be that engine's dialect. The chain keeps the name the
+    /// manifest gives; the engine that ran is recorded as for any other step.
+    #[serde(default, rename = "use")]
+    pub use_engine: Option<String>,
     /// OCI image pinned by digest, for `--engine docker|podman` (e.g. an ODF engine image).
     #[serde(default)]
     pub image: Option<String>,
@@ -99,29 +105,12 @@ pub enum WorkspaceError {
 impl Workspace {
     /// Loads `root/weir.yaml` (optional) and every `root/datasets/*.yaml`.
     pub fn load(root: &Path) -> Result<Self, WorkspaceError> {
-        let not_ws = |message: String| WorkspaceError::NotAWorkspace {
-            root: root.to_path_buf(),
-            message,
-        };
-        let dir = root.join("datasets");
-        let config = WorkspaceConfig::load(root)?;
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| not_ws(e.to_string()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-            .collect();
-        files.sort();
+        let (config, manifests, errors) = Self::read(root)?;
+        if let Some(e) = ManifestError::from_all(errors) {
+            return Err(e.into());
+        }
         let mut datasets: BTreeMap<String, DatasetManifest> = BTreeMap::new();
-        for f in files {
-            let display = f
-                .strip_prefix(root)
-                .map(Path::to_path_buf)
-                .unwrap_or(f.clone());
-            let text = std::fs::read_to_string(&f).map_err(|e| ManifestError::Read {
-                file: display.clone(),
-                message: e.to_string(),
-            })?;
-            let m = DatasetManifest::parse(&display, &text)?;
+        for m in manifests {
             if let Some(prev) = datasets.get(&m.name) {
                 return Err(WorkspaceError::DuplicateDataset {
                     name: m.name.clone(),
@@ -139,6 +128,49 @@ impl Workspace {
         ws.check_inputs()?;
         ws.topological_order()?;
         Ok(ws)
+    }
+
+    /// Reads `weir.yaml` and every manifest: the manifests that parse, and the errors of those that do not
+    /// (every error of every manifest). A missing `datasets/` folder or a broken `weir.yaml` is an error.
+    pub fn read(
+        root: &Path,
+    ) -> Result<(WorkspaceConfig, Vec<DatasetManifest>, Vec<ManifestError>), WorkspaceError> {
+        let not_ws = |message: String| WorkspaceError::NotAWorkspace {
+            root: root.to_path_buf(),
+            message,
+        };
+        let dir = root.join("datasets");
+        let config = WorkspaceConfig::load(root)?;
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| not_ws(e.to_string()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        let mut manifests = Vec::new();
+        // Every manifest is read, and every error of every manifest reported together.
+        let mut errors = Vec::new();
+        for f in files {
+            let display = f
+                .strip_prefix(root)
+                .map(Path::to_path_buf)
+                .unwrap_or(f.clone());
+            let parsed = std::fs::read_to_string(&f)
+                .map_err(|e| ManifestError::Read {
+                    file: display.clone(),
+                    message: e.to_string(),
+                })
+                .and_then(|text| DatasetManifest::parse(&display, &text));
+            let m = match parsed {
+                Ok(m) => m,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            };
+            manifests.push(m);
+        }
+        Ok((config, manifests, errors))
     }
 
     fn check_inputs(&self) -> Result<(), WorkspaceError> {

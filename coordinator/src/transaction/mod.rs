@@ -81,6 +81,15 @@ pub enum TxError {
         #[source]
         source: fetch::FetchError,
     },
+    /// A `prepare` step of the source failed.
+    #[error("dataset `{dataset}`: {source}")]
+    Prepare {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        #[source]
+        source: weir_ingest::prepare::PrepareError,
+    },
     /// An engine failed, rejected the query or broke the contract.
     #[error("dataset `{dataset}`: {source}")]
     Engine {

@@ -49,13 +49,34 @@ impl Context {
         let mut records = 0;
         let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
+            // Taken before the prepare steps, from the fetched file itself.
+            let default_event_time = ingest::event_time::for_records_without_one(
+                &src.fetch, &file, now,
+            )
+            .map_err(|source| TxError::Fetch {
+                dataset: name.clone(),
+                source,
+            })?;
+            let file = ingest::prepare::prepare(
+                src.prepare.as_deref().unwrap_or_default(),
+                &src.read,
+                file,
+                &self.workspace.root,
+                scratch.path(),
+            )
+            .await
+            .map_err(|source| TxError::Prepare {
+                dataset: name.clone(),
+                source,
+            })?;
             info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
             // Every check of the file's data runs before anything is written.
             let schema = weir_ingest::schema::dataset_schema(&store, &chain, &vocab)
                 .await
                 .map_err(|e| ingest_err(&name, e))?;
             let dataset_schema = schema.clone();
-            let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
+            let mut checks =
+                Checks::new(&file.name, &vocab, &src.merge, schema, default_event_time);
             let first = chain.summary.last_offset.map_or(0, |o| o + 1);
             let mut slice =
                 SliceWriter::new(&scratch.path().join("slice.parquet"), first, now, &vocab);

@@ -80,6 +80,13 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
         known(ctx, d)?;
     }
     let targets = targets(ctx, opts)?;
+    for warning in crate::commands::validate::static_checks(
+        ctx,
+        &targets,
+        crate::commands::validate::EngineCheck::ThisRuntime,
+    )? {
+        tracing::warn!("{warning}");
+    }
     if opts.recompute {
         recompute::recompute(ctx, &targets).await?;
     }
