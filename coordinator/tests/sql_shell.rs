@@ -138,7 +138,9 @@ fn up_recalls_earlier_statements_also_from_an_earlier_shell() {
     let kept = std::fs::read_to_string(&history).unwrap();
     assert!(kept.contains("SELECT 6 * 7 AS answer;"), "{kept}");
 
+    // Up recalls `\q` first (meta commands are kept too), then the statement.
     let mut p = shell(ws.path(), &history);
+    p.send(UP).unwrap();
     p.send(UP).unwrap();
     p.send("\r").unwrap();
     p.flush().unwrap();

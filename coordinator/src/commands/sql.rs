@@ -285,7 +285,6 @@ async fn interactive(
     live: &LiveSession,
     format: SqlFormat,
 ) -> Result<Output, CommandError> {
-    use futures::FutureExt as _;
     use rustyline::error::ReadlineError;
 
     let config = rustyline::Config::builder()
@@ -309,14 +308,10 @@ async fn interactive(
         eprintln!("weir sql: history {} not loaded: {e}", path.display());
     }
     // Ctrl-C while a statement runs cancels it; at the prompt rustyline reports it (the terminal is raw).
-    let mut interrupts =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("weir sql: Ctrl-C cannot cancel statements here ({e})");
-                None
-            }
-        };
+    let mut interrupts = interrupts();
+    // Statements run on a runtime of their own: one that spins in a long computation cannot keep the
+    // shell from answering Ctrl-C, and a cancelled one is left behind with its runtime.
+    let mut queries = QueryRuntime::new()?;
     let names: Vec<&str> = first.table_names().collect();
     println!(
         "weir sql: {} table(s): {}. Statements end with `;`. \\dt lists tables, \\d TABLE describes one, \\? helps, \\q quits.",
@@ -360,21 +355,23 @@ async fn interactive(
                 break;
             }
             let live = live.clone();
-            cancellable(
-                &mut interrupts,
-                tokio::spawn(async move { run_meta(&live, &meta, format, true).await }),
-            )
-            .await;
+            let work = queries.spawn(async move {
+                run_meta(&live, &meta, format, true).await;
+            });
+            if cancellable(&mut interrupts, work).await {
+                queries.replace()?;
+            }
             continue;
         }
         for statement in splitter.push(&format!("{line}\n")) {
             let _ = editor.add_history_entry(format!("{statement};"));
             let live = live.clone();
-            cancellable(
-                &mut interrupts,
-                tokio::spawn(async move { run_statement(&live, &statement, format, true).await }),
-            )
-            .await;
+            let work = queries.spawn(async move {
+                run_statement(&live, &statement, format, true).await;
+            });
+            if cancellable(&mut interrupts, work).await {
+                queries.replace()?;
+            }
         }
     }
     if let Some(path) = &history
@@ -382,34 +379,120 @@ async fn interactive(
     {
         eprintln!("weir sql: history not saved to {}: {e}", path.display());
     }
-    // A signal that came with the last statement must not linger.
-    if let Some(s) = interrupts.as_mut() {
-        while matches!(s.recv().now_or_never(), Some(Some(()))) {}
-    }
+    drop(queries);
     Ok(Output {
         text: String::new(),
         json: serde_json::Value::Null,
     })
 }
 
+/// SIGINT as a channel, listened for on a thread of its own (with its own signal driver): statements that
+/// keep every worker busy cannot delay it. `None` when SIGINT cannot be listened for.
+fn interrupts() -> Option<tokio::sync::mpsc::UnboundedReceiver<()>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    std::thread::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            let mut signal =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+            let _ = ready_tx.send(Ok(()));
+            while signal.recv().await.is_some() {
+                if tx.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+    });
+    match ready_rx.recv() {
+        Ok(Ok(())) => Some(rx),
+        Ok(Err(e)) => {
+            eprintln!("weir sql: Ctrl-C cannot cancel statements here ({e})");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// The runtime statements run on, shut down in the background when dropped (a runtime must not be
+/// dropped, waiting, inside another).
+struct QueryRuntime(Option<tokio::runtime::Runtime>);
+
+impl QueryRuntime {
+    fn new() -> Result<Self, CommandError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("weir-sql-query")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                CommandError::from(weir_sql::SqlError::Serve {
+                    message: format!("cannot start the runtime statements run on: {e}"),
+                })
+            })?;
+        Ok(Self(Some(runtime)))
+    }
+
+    fn spawn(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        match &self.0 {
+            Some(r) => r.spawn(work),
+            // Not reached: the runtime is only taken out when dropped.
+            None => tokio::spawn(work),
+        }
+    }
+
+    /// A fresh runtime in place of one whose statement was cancelled; the old one winds down in the
+    /// background (a computation that never yields ends with the process).
+    fn replace(&mut self) -> Result<(), CommandError> {
+        let fresh = Self::new()?;
+        *self = fresh;
+        Ok(())
+    }
+}
+
+impl Drop for QueryRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 /// Waits for a statement's task until it ends or Ctrl-C (SIGINT) comes; a cancelled statement's task is
-/// aborted (its streams are dropped at their next step) and the shell goes on at once.
+/// aborted and the shell goes on at once. Whether it was cancelled.
 async fn cancellable(
-    interrupts: &mut Option<tokio::signal::unix::Signal>,
+    interrupts: &mut Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
     mut work: tokio::task::JoinHandle<()>,
-) {
-    use futures::FutureExt as _;
+) -> bool {
     let Some(signal) = interrupts.as_mut() else {
         let _ = work.await;
-        return;
+        return false;
     };
     // Interrupts that came while the prompt was up (`kill -INT`) are not for this statement.
-    while matches!(signal.recv().now_or_never(), Some(Some(()))) {}
+    while signal.try_recv().is_ok() {}
     tokio::select! {
-        _ = &mut work => {}
+        _ = &mut work => false,
         _ = signal.recv() => {
             work.abort();
             eprintln!("cancelled");
+            true
         }
     }
 }
