@@ -14,7 +14,9 @@ pub struct Cli {
     /// The workspace folder (holds `weir.yaml` and `datasets/*.yaml`).
     #[arg(long, global = true, default_value = ".")]
     pub workspace: PathBuf,
-    /// Output format for commands that print data.
+    /// Output format. `json`: every command writes exactly one JSON document on stdout, whatever its
+    /// outcome (a failure's document has `error`, `causes`, `hint` and `exitCode`); logs and progress go to
+    /// stderr. `dot`: `lineage` only.
     #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Which runtime serves engines.
@@ -39,9 +41,13 @@ pub enum Command {
     /// Ingest root datasets and run transforms until everything is up to date.
     Pull {
         /// Pull every dataset.
-        #[arg(long, conflicts_with = "datasets")]
+        #[arg(short = 'a', long, conflicts_with = "datasets")]
         all: bool,
-        /// Datasets to pull (their inputs are pulled first).
+        /// Also pull every dataset the named ones are computed from, all the way up, inputs first
+        /// (otherwise a named derivative reads its inputs as they are).
+        #[arg(short = 'r', long, conflicts_with = "all")]
+        recursive: bool,
+        /// Datasets to pull; `%` matches any characters (`readings.%`). None: every dataset.
         datasets: Vec<String>,
         /// A dispatcher plugin (`.so`) that also receives progress events; its snapshot is printed at the end.
         #[arg(long)]
@@ -56,7 +62,7 @@ pub enum Command {
         #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
         deadline_secs: u64,
         /// No progress bars.
-        #[arg(long)]
+        #[arg(short = 'q', long)]
         quiet: bool,
         /// Datasets whose transform changed in a way their recorded state cannot follow (exit 11) are
         /// reset to their Seed and computed again from their inputs with the new query (refused while
@@ -64,17 +70,24 @@ pub enum Command {
         #[arg(long)]
         recompute: bool,
     },
-    /// Replay every transform of a dataset with its recorded engine and compare output hashes.
+    /// Check a dataset's stored files against its chain, then replay every transform with its recorded
+    /// engine and compare output hashes.
     Verify {
-        /// The datasets (with `--recursive`, their inputs too).
+        /// The datasets (with `--recursive`, their inputs too); `%` matches any characters.
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         datasets: Vec<String>,
         /// Every dataset of the workspace.
-        #[arg(long)]
+        #[arg(short = 'a', long)]
         all: bool,
         /// The datasets' inputs too, all the way up.
-        #[arg(long)]
+        #[arg(short = 'r', long)]
         recursive: bool,
+        /// Check only the stored blocks, data slices and checkpoints against their hashes; replay nothing.
+        #[arg(long)]
+        integrity: bool,
+        /// No progress bar.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// Move a dataset's head back to an earlier block (its Seed by default); the next pull computes it
     /// again from there. It keeps its id.
@@ -95,13 +108,21 @@ pub enum Command {
         /// Its new name.
         new_name: String,
     },
-    /// Remove a dataset: its manifest and everything of it in storage.
+    /// Remove datasets: their manifests and everything of them in storage. Asks for confirmation on a
+    /// terminal; elsewhere refused without `--yes`.
     Delete {
-        /// The dataset.
-        dataset: String,
-        /// Also delete the datasets that read it (otherwise refused, exit 11).
-        #[arg(long)]
+        /// The datasets; `%` matches any characters (`readings.%`).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        datasets: Vec<String>,
+        /// Every dataset of the workspace.
+        #[arg(short = 'a', long)]
+        all: bool,
+        /// Also delete the datasets that read them, all the way down (otherwise refused, exit 11).
+        #[arg(short = 'r', long)]
         recursive: bool,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long, visible_alias = "force", short_alias = 'f')]
+        yes: bool,
     },
     /// Engine management.
     Engine {
@@ -125,6 +146,9 @@ pub enum Command {
     Log {
         /// The dataset.
         dataset: String,
+        /// Show at most this many blocks (the newest).
+        #[arg(long, default_value_t = 500)]
+        limit: usize,
     },
     /// The last records of a dataset as a table.
     Tail {
@@ -133,6 +157,27 @@ pub enum Command {
         /// How many records.
         #[arg(short = 'n', long, default_value_t = 10)]
         num_records: usize,
+        /// Skip this many of the newest records first.
+        #[arg(
+            short = 's',
+            long = "skip-records",
+            visible_alias = "skip",
+            default_value_t = 0
+        )]
+        skip_records: usize,
+    },
+    /// Make a new workspace in `--workspace` (default: the current folder): a `datasets/` folder and a
+    /// commented `weir.yaml`.
+    Init {
+        /// Succeed when the folder is a workspace already (nothing is changed).
+        #[arg(long)]
+        exists_ok: bool,
+    },
+    /// A dataset's schema, queries or lineage.
+    Inspect {
+        /// What to show.
+        #[command(subcommand)]
+        command: InspectCommand,
     },
     /// The dataset graph (`--format text|dot|json`): the whole workspace, or one dataset with everything
     /// upstream and downstream of it.
@@ -145,8 +190,8 @@ pub enum Command {
         /// Say what would change for each dataset, write nothing.
         #[arg(long)]
         dry_run: bool,
-        /// No progress spinners.
-        #[arg(long)]
+        /// No progress bars.
+        #[arg(short = 'q', long)]
         quiet: bool,
     },
     /// Run the engine-contract conformance kit against an engine.
@@ -167,6 +212,26 @@ pub enum Command {
         /// `server`: serve Arrow Flight SQL instead.
         #[command(subcommand)]
         server: Option<SqlCommand>,
+    },
+}
+
+/// `weir inspect ...`
+#[derive(Debug, Subcommand)]
+pub enum InspectCommand {
+    /// The dataset's schema (its latest `SetDataSchema`): each column's name and type.
+    Schema {
+        /// The dataset.
+        dataset: String,
+    },
+    /// The transforms a derivative has used, oldest first: each `SetTransform` with its engine and SQL.
+    Query {
+        /// The dataset.
+        dataset: String,
+    },
+    /// The dataset graph (`--format text|dot|json`): as `weir lineage`.
+    Lineage {
+        /// The dataset (none: the whole workspace).
+        dataset: Option<String>,
     },
 }
 

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use coordinator::cli::{Cli, Command, EngineCommand, SqlCommand};
+use coordinator::cli::{Cli, Command, EngineCommand, InspectCommand, SqlCommand};
 use coordinator::commands::Format;
 use coordinator::commands::error::CommandError;
 use coordinator::commands::sql::SqlFormat;
@@ -15,15 +15,28 @@ use tracing_subscriber::EnvFilter;
 use weir_dataset::workspace_lock::WorkspaceLock;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if cli.format == Format::Dot && !matches!(cli.command, Command::Lineage { .. }) {
+    // Known before the command line parses, so that a bad command line is a JSON document too.
+    let json = json_requested(std::env::args_os());
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e, json),
+    };
+    let draws_a_graph = matches!(
+        cli.command,
+        Command::Lineage { .. }
+            | Command::Inspect {
+                command: InspectCommand::Lineage { .. }
+            }
+    );
+    if cli.format == Format::Dot && !draws_a_graph {
         use clap::CommandFactory as _;
-        Cli::command()
-            .error(
+        return usage_error(
+            Cli::command().error(
                 clap::error::ErrorKind::InvalidValue,
                 "`--format dot` is only for `weir lineage`; use text or json",
-            )
-            .exit();
+            ),
+            json,
+        );
     }
     // Before any thread exists: this process's scratch folder, where TMPDIR points from now on.
     let scratch = match ScratchRoot::create_in(&std::env::temp_dir()) {
@@ -65,7 +78,12 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            report_plain(
+                &format!("cannot start the async runtime: {e}"),
+                None,
+                exit::FAILURE,
+                cli.format,
+            );
             return ExitCode::from(exit::FAILURE);
         }
     };
@@ -101,9 +119,7 @@ fn main() -> ExitCode {
             let text = out.render(cli.format);
             let null_json = cli.format == Format::Json && out.json.is_null();
             if !(text.is_empty() || null_json) {
-                // A closed pipe (`weir log x | head`) is not an error worth a panic.
-                use std::io::Write;
-                let _ = writeln!(std::io::stdout(), "{text}");
+                print_stdout(&text);
             }
             exit::OK
         }
@@ -112,9 +128,13 @@ fn main() -> ExitCode {
             e.exit_code()
         }
         Ended::Signalled((name, code)) => {
-            eprintln!(
-                "weir: stopped by {name}: transactions in flight were abandoned and their datasets keep their previous head; stopping engines and removing scratch folders"
+            let message = format!(
+                "stopped by {name}: transactions in flight were abandoned and their datasets keep their previous head; stopping engines and removing scratch folders"
             );
+            match cli.format {
+                Format::Json => report_plain(&message, None, code, cli.format),
+                _ => eprintln!("weir: {message}"),
+            }
             // Engines first: every engine process is killed and every container removed (and no new one
             // starts); then dropping every task drops its operations and staging folders.
             let stopped = runtime.block_on(engine_runtime::shutdown());
@@ -158,6 +178,89 @@ async fn stop_signal() -> (&'static str, u8) {
     }
 }
 
+/// Whether the raw command line asks for `--format json`: read before clap parses it, so that a command line
+/// clap refuses is answered in JSON too.
+fn json_requested(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    let mut previous_was_format = false;
+    for arg in args {
+        let arg = arg.to_string_lossy();
+        if arg == "--" {
+            break;
+        }
+        if (previous_was_format && arg == "json") || arg == "--format=json" {
+            return true;
+        }
+        previous_was_format = arg == "--format";
+    }
+    false
+}
+
+/// A command line clap refused (exit 2), or `--help` / `--version` (printed as clap prints them). Under
+/// `--format json` a refusal is one JSON document on stdout: clap's message, its tip as the hint and the
+/// usage line.
+fn usage_error(e: clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind;
+    let informational = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if !json || informational {
+        e.exit();
+    }
+    let rendered = e.render().to_string();
+    let mut message = None;
+    let mut tips = Vec::new();
+    let mut usage = None;
+    for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(m) = line.strip_prefix("error: ") {
+            message.get_or_insert_with(|| m.to_string());
+        } else if let Some(t) = line.strip_prefix("tip: ") {
+            tips.push(t.to_string());
+        } else if let Some(u) = line.strip_prefix("Usage: ") {
+            usage.get_or_insert_with(|| u.to_string());
+        } else if message.is_none() {
+            // Help shown for a missing subcommand: the usage is what there is to say.
+            message = Some(line.to_string());
+        }
+    }
+    let hint = if tips.is_empty() {
+        "`weir --help` (or `weir COMMAND --help`) shows the commands and their options".to_string()
+    } else {
+        tips.join("; ")
+    };
+    let doc = serde_json::json!({
+        "error": message.unwrap_or_else(|| rendered.trim().to_string()),
+        "causes": [],
+        "hint": hint,
+        "exitCode": exit::USAGE,
+        "usage": usage,
+    });
+    print_stdout(&doc.to_string());
+    ExitCode::from(exit::USAGE)
+}
+
+/// Writes `text` and a newline to stdout; a closed pipe (`weir log x | head`) is not an error worth a panic.
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+/// An error that is not a [`CommandError`]: text on stderr, or under `--format json` one document on stdout.
+fn report_plain(message: &str, hint: Option<&str>, code: u8, format: Format) {
+    if format == Format::Json {
+        let doc =
+            serde_json::json!({ "error": message, "causes": [], "hint": hint, "exitCode": code });
+        print_stdout(&doc.to_string());
+        return;
+    }
+    eprintln!("error: {message}");
+    if let Some(h) = hint {
+        eprintln!("  hint: {h}");
+    }
+}
+
+/// How a command failed. Under `--format json`: one JSON document on stdout, `{"error", "causes", "hint",
+/// "exitCode"}`, with the report of what the command did before it failed beside it (a pull's datasets).
+/// As text: that report on stdout, the error, its causes and the hint on stderr.
 fn report(e: &CommandError, format: Format) {
     let mut chain = vec![e.to_string()];
     let mut src = std::error::Error::source(e);
@@ -168,10 +271,15 @@ fn report(e: &CommandError, format: Format) {
         }
         src = s.source();
     }
-    let summary = match e {
-        CommandError::PullFailed { summary, .. } => Some(summary),
-        _ => None,
-    };
+    let summary = e.partial_output();
+    // Each dataset a pull failed is a cause of its own: `weir pull > report.txt` still says why on stderr.
+    if let Some(items) = summary.and_then(|s| s.json["datasets"].as_array()) {
+        for item in items.iter().filter(|i| i["state"] == "failed") {
+            if let (Some(name), Some(error)) = (item["dataset"].as_str(), item["error"].as_str()) {
+                chain.push(format!("{name}: {error}"));
+            }
+        }
+    }
     if format == Format::Json {
         let mut v = serde_json::json!({ "error": chain[0], "causes": &chain[1..], "hint": e.hint(), "exitCode": e.exit_code() });
         // A failed pull stays one structured document: every dataset's outcome beside the error.
@@ -179,14 +287,14 @@ fn report(e: &CommandError, format: Format) {
             && let Some(more) = s.json.as_object()
         {
             for (k, val) in more {
-                fields.insert(k.clone(), val.clone());
+                fields.entry(k.clone()).or_insert_with(|| val.clone());
             }
         }
-        eprintln!("{v}");
+        print_stdout(&serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()));
         return;
     }
     if let Some(s) = summary {
-        eprintln!("{}", s.text);
+        print_stdout(&s.text);
     }
     eprintln!("error: {}", chain[0]);
     for c in &chain[1..] {
@@ -200,6 +308,8 @@ fn report(e: &CommandError, format: Format) {
 async fn run(cli: &Cli) -> Result<Output, CommandError> {
     let deadline = match &cli.command {
         Command::Pull { deadline_secs, .. } => Duration::from_secs(*deadline_secs),
+        // A new workspace has nothing to lock or read yet.
+        Command::Init { exists_ok } => return commands::init::run(&cli.workspace, *exists_ok),
         _ => Duration::from_secs(600),
     };
     // The lock first, then anything the command reads: manifests and heads read before the lock could be
@@ -238,6 +348,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
     match &cli.command {
         Command::Pull {
             all,
+            recursive,
             datasets,
             dispatcher_plugin,
             dispatcher_plugin_options,
@@ -248,6 +359,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         } => {
             let opts = commands::pull::PullOptions {
                 all: *all,
+                recursive: *recursive,
                 datasets: datasets.clone(),
                 max_concurrency: *max_concurrency,
                 dispatcher_plugin: dispatcher_plugin.clone(),
@@ -261,7 +373,17 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             datasets,
             all,
             recursive,
-        } => commands::verify::run_many(&ctx, datasets, *all, *recursive).await,
+            integrity,
+            quiet,
+        } => {
+            let opts = commands::verify::VerifyOptions {
+                all: *all,
+                recursive: *recursive,
+                integrity_only: *integrity,
+                quiet: *quiet || cli.format == Format::Json,
+            };
+            commands::verify::run_many(&ctx, datasets, &opts).await
+        }
         Command::Reset {
             dataset,
             to,
@@ -270,8 +392,18 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         Command::Rename { dataset, new_name } => {
             commands::rename::run(&ctx, dataset, new_name).await
         }
-        Command::Delete { dataset, recursive } => {
-            commands::delete::run(&ctx, dataset, *recursive).await
+        Command::Delete {
+            datasets,
+            all,
+            recursive,
+            yes,
+        } => {
+            let opts = commands::delete::DeleteOptions {
+                all: *all,
+                recursive: *recursive,
+                yes: *yes,
+            };
+            commands::delete::run(&ctx, datasets, &opts).await
         }
         Command::Engine {
             command: EngineCommand::Deprecate { engine, to },
@@ -284,14 +416,23 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
         Command::Provenance { dataset, offset } => {
             commands::provenance::run(&ctx, dataset, *offset).await
         }
-        Command::Log { dataset } => commands::log::run(&ctx, dataset).await,
+        Command::Log { dataset, limit } => commands::log::run(&ctx, dataset, *limit).await,
         Command::Tail {
             dataset,
             num_records,
-        } => commands::tail::run(&ctx, dataset, *num_records).await,
-        Command::Lineage { dataset } => {
-            commands::lineage::run(&ctx, dataset.as_deref(), cli.format)
-        }
+            skip_records,
+        } => commands::tail::run(&ctx, dataset, *num_records, *skip_records).await,
+        Command::Lineage { dataset }
+        | Command::Inspect {
+            command: InspectCommand::Lineage { dataset },
+        } => commands::lineage::run(&ctx, dataset.as_deref(), cli.format),
+        Command::Inspect {
+            command: InspectCommand::Schema { dataset },
+        } => commands::inspect::schema(&ctx, dataset).await,
+        Command::Inspect {
+            command: InspectCommand::Query { dataset },
+        } => commands::inspect::query(&ctx, dataset).await,
+        Command::Init { exists_ok } => commands::init::run(&cli.workspace, *exists_ok),
         Command::Upgrade { dry_run, quiet } => {
             let opts = commands::upgrade::UpgradeOptions {
                 dry_run: *dry_run,

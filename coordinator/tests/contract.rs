@@ -185,9 +185,10 @@ content:
             "`{query}` should exit 6\nstdout:\n{}\nstderr:\n{stderr}",
             String::from_utf8_lossy(&out.stdout)
         );
+        let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
-            stderr.contains(&format!("{DERIVED}: FAILED")),
-            "`{query}`: {stderr}"
+            stdout.contains(&format!("{DERIVED}: FAILED")),
+            "`{query}`: {stdout}"
         );
         assert!(stderr.contains(violation), "`{query}`: {stderr}");
         assert_eq!(

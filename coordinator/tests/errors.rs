@@ -186,7 +186,7 @@ fn a_failed_pull_says_each_failure_once_and_stays_structured_in_json() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["exitCode"], 5);
     let state = |name: &str| {
         doc["datasets"]

@@ -400,8 +400,8 @@ fn a_refused_first_file_commits_nothing_and_the_json_error_carries_exit_code_10(
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(10));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("\"exitCode\":10"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["exitCode"], 10, "{doc}");
     assert!(head_and_records(ws.path(), "towns").0.is_null());
 }
 

@@ -158,7 +158,7 @@ fn a_delete_killed_at_any_step_is_completed_by_the_next_writer() {
         if !killed_at(
             ws.path(),
             step,
-            &["delete", "readings.daily", "--recursive"],
+            &["delete", "readings.daily", "--recursive", "--yes"],
         ) {
             return false;
         }
@@ -266,7 +266,7 @@ fn a_pull_queued_behind_a_delete_does_not_write_the_deleted_dataset_back() {
     let mut delete = std::process::Command::new(assert_cmd::cargo::cargo_bin("weir"))
         .arg("--workspace")
         .arg(ws.path())
-        .args(["delete", "readings.hot-days"])
+        .args(["delete", "readings.hot-days", "--yes"])
         .env("WEIR_FAULT_AT", "intent-recorded")
         .env("WEIR_FAULT_PAUSE", &go)
         .stderr(Stdio::piped())

@@ -291,11 +291,14 @@ fn reset_is_refused_while_others_depend_on_the_blocks_and_recursive_resets_them_
 fn delete_is_refused_while_others_read_the_dataset() {
     let ws = workspace();
     ok(ws.path(), &["pull", "--all", "--quiet"]);
-    let (code, stderr) = fails(ws.path(), &["delete", "readings.daily"]);
+    let (code, stderr) = fails(ws.path(), &["delete", "readings.daily", "--yes"]);
     assert_eq!(code, 11, "{stderr}");
     assert!(stderr.contains("readings.hot-days"), "{stderr}");
 
-    let out = ok(ws.path(), &["delete", "readings.daily", "--recursive"]);
+    let out = ok(
+        ws.path(),
+        &["delete", "readings.daily", "--recursive", "--yes"],
+    );
     assert!(out.contains("readings.hot-days"), "{out}");
     assert!(!ws.path().join("datasets/readings.daily.yaml").exists());
     let names: Vec<String> = list(ws.path())["datasets"]

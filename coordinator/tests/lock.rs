@@ -61,7 +61,7 @@ fn a_second_writer_fails_at_once_with_exit_9_naming_the_holder_and_readers_do_no
         .args(["--format", "json", "pull", "--all"])
         .output()
         .unwrap();
-    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["exitCode"], 9);
 
     // Readers do not take the lock; nothing was written.

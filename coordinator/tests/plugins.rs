@@ -105,6 +105,21 @@ fn a_plugin_that_panics_fails_the_pull_naming_the_plugin_and_the_callback() {
         assert!(err.contains("panicked in `"), "{callback}: {err}");
         assert!(err.contains(callback), "{callback}: {err}");
         assert!(err.contains("trap set off"), "{callback}: {err}");
+        // The transactions went on without the plugin: the error says what they committed, the summary
+        // (on stdout) each dataset's outcome, and the hint that a rerun has nothing to redo.
+        let committed = if callback == "ask" {
+            "the pull committed new blocks to 5 dataset(s)"
+        } else {
+            "the pull committed nothing; 5 dataset(s) were already up to date"
+        };
+        assert!(err.contains(committed), "{callback}: {err}");
+        assert!(err.contains("nothing to redo"), "{callback}: {err}");
+        let summary = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            summary.contains("readings.hot-days: up to date"),
+            "{callback}: {summary}"
+        );
+        assert_eq!(head_and_records(ws.path(), "readings").1, 432, "{callback}");
     }
     // Options that are not a JSON object are a usage error.
     let out = weir(ws.path())

@@ -61,7 +61,7 @@ fn a_second_pull_is_a_no_op_and_a_new_file_only_adds_its_records() {
         day3.replace("2024-06-03", "2024-06-04"),
     )
     .unwrap();
-    ok(ws.path(), &["pull", "readings.daily", "--quiet"]);
+    ok(ws.path(), &["pull", "-r", "readings.daily", "--quiet"]);
     assert_eq!(head_and_records(ws.path(), "readings").1, 576);
     assert_eq!(head_and_records(ws.path(), "readings.daily").1, 18);
     // hot-days was not asked for: it stays where it was.

@@ -145,7 +145,7 @@ fn a_swapped_checkpoint_is_refused_before_the_engine_resumes_from_it() {
     add_day(dir, 4);
     ok(dir, &["pull", "--all", "--quiet"]);
     add_day(dir, 5);
-    ok(dir, &["pull", "readings.clean", "--quiet"]);
+    ok(dir, &["pull", "-r", "readings.clean", "--quiet"]);
     let before = head_and_records(dir, "readings.daily");
 
     let checkpoints = stored(dir, "readings.daily", FileKind::Checkpoint);

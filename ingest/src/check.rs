@@ -21,6 +21,22 @@ use crate::schema::{self, type_name};
 use odf::{DatasetVocabulary, MergeStrategy};
 use weir_dataset::data::utc_millis;
 
+/// Refuses a schema with a column ODF's logical hash cannot hash (the slice could not be committed).
+fn hashable(schema: &Schema, file: &str) -> Result<(), BadData> {
+    match odf::logical_hash::LogicalHasher::new(schema) {
+        Ok(_) => Ok(()),
+        Err(odf::logical_hash::LogicalHashError::UnsupportedType { field, data_type }) => {
+            Err(BadData::UnhashableType {
+                file: file.to_string(),
+                column: field,
+                found: data_type,
+            })
+        }
+        // Other errors concern batches, not a schema; the slice writer reports them.
+        Err(_) => Ok(()),
+    }
+}
+
 /// The checks of one file, fed its batches in order.
 #[derive(Debug)]
 pub struct Checks {
@@ -81,6 +97,7 @@ impl Checks {
         let batch = match &self.schema {
             Some(s) => schema::conform(&batch, s, &self.file)?,
             None => {
+                hashable(&batch.schema(), &self.file)?;
                 self.schema = Some(batch.schema());
                 batch
             }

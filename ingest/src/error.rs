@@ -205,6 +205,19 @@ pub enum BadData {
         /// Its type in the read schema.
         expected: String,
     },
+    /// A column's type has no ODF logical hash (Map, Duration, Interval, Dictionary, Union, ...): no ODF
+    /// dataset can hold it.
+    #[error(
+        "{file}, column \"{column}\": its type {found} has no ODF logical hash, so no ODF dataset can hold it; convert it to a type that has one (a string, a list, a struct, a number), in the file or with a preprocess query"
+    )]
+    UnhashableType {
+        /// The file.
+        file: String,
+        /// The column (`parent.child` for a nested field).
+        column: String,
+        /// Its type.
+        found: String,
+    },
     /// The file's columns differ from the dataset's.
     #[error(
         "{file}: the columns differ from the dataset's ({})",

@@ -49,6 +49,39 @@ pub enum CommandError {
         /// The names that exist.
         known: String,
     },
+    /// `reset --to` names no block of the dataset's chain (or more than one).
+    #[error("dataset `{dataset}`: cannot reset: {reason}")]
+    BadBlock {
+        /// The dataset.
+        dataset: String,
+        /// Why.
+        reason: super::reset::BlockSpecError,
+    },
+    /// A destructive command was not confirmed: nothing was changed.
+    #[error("{what} not confirmed ({why}): nothing was changed")]
+    NotConfirmed {
+        /// What was asked.
+        what: String,
+        /// Why there is no confirmation.
+        why: String,
+    },
+    /// `weir init` in a folder that is a workspace already.
+    #[error("{path} is a weir workspace already ({found}): nothing was changed")]
+    AlreadyAWorkspace {
+        /// The folder.
+        path: String,
+        /// What makes it one.
+        found: String,
+    },
+    /// `weir init` cannot write the new workspace.
+    #[error("cannot make the workspace in {path}: {source}")]
+    Init {
+        /// What could not be written.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// No record at that offset.
     #[error("dataset `{dataset}` has no record at offset {offset}")]
     NoSuchOffset {
@@ -85,6 +118,25 @@ pub enum CommandError {
         /// Which.
         datasets: Vec<String>,
         /// The exit code of the first failure.
+        code: u8,
+        /// The hint for the first failure's error, when it has one.
+        hint: Option<&'static str>,
+        /// The pull's summary: every dataset's outcome, as text and as JSON.
+        summary: Box<super::Output>,
+    },
+    /// A dispatcher plugin failed during a pull whose transactions went on without it: what the pull
+    /// committed stands (the summary says what, per dataset).
+    #[error(
+        "dispatcher plugin {path} failed during the pull, which went on without it: {message}; {committed}"
+    )]
+    PluginFailed {
+        /// The plugin path.
+        path: String,
+        /// Why.
+        message: String,
+        /// What the pull committed, in words: the datasets with new blocks, and those that failed.
+        committed: String,
+        /// The exit code: the first failed dataset's, or 1 when every dataset completed.
         code: u8,
         /// The pull's summary: every dataset's outcome, as text and as JSON.
         summary: Box<super::Output>,
@@ -129,6 +181,16 @@ pub enum CommandError {
 }
 
 impl CommandError {
+    /// What the command did before it failed, when it did something worth reporting: a pull's summary of
+    /// every dataset's outcome. `weir` prints it with the error (under `--format json`, in the same document).
+    pub fn partial_output(&self) -> Option<&super::Output> {
+        match self {
+            CommandError::PullFailed { summary, .. }
+            | CommandError::PluginFailed { summary, .. } => Some(summary),
+            _ => None,
+        }
+    }
+
     /// The process exit code.
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -144,71 +206,71 @@ impl CommandError {
             CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => {
                 exit::NOT_FOUND
             }
+            CommandError::BadBlock {
+                reason:
+                    super::reset::BlockSpecError::Ambiguous { .. }
+                    | super::reset::BlockSpecError::NotANumber { .. },
+                ..
+            } => exit::USAGE,
+            CommandError::BadBlock { .. } => exit::NOT_FOUND,
             CommandError::Mismatch { .. } | CommandError::ConformanceFailed { .. } => {
                 exit::MISMATCH
             }
-            CommandError::PullFailed { code, .. } => *code,
+            CommandError::PullFailed { code, .. } | CommandError::PluginFailed { code, .. } => {
+                *code
+            }
             CommandError::Lock(LockError::Locked { .. }) => exit::LOCKED,
             CommandError::Intent(_) => exit::STORAGE,
             CommandError::Lock(LockError::Io { .. }) => exit::STORAGE,
             CommandError::Pipeline { .. } | CommandError::Plugin { .. } => exit::FAILURE,
+            CommandError::NotConfirmed { .. } | CommandError::AlreadyAWorkspace { .. } => {
+                exit::REFUSED
+            }
+            CommandError::Init { .. } => exit::FAILURE,
             CommandError::Sql(e) if e.is_query_error() => exit::INVALID_QUERY,
             CommandError::Sql(weir_sql::SqlError::OpenTable { .. }) => exit::STORAGE,
             CommandError::Sql(_) => exit::FAILURE,
         }
     }
 
-    /// A hint for the user, when there is one.
+    /// A hint for the user, when there is one: what to do about this error (never advice that cannot
+    /// help, such as rerunning a pull that failed on a damaged stored file).
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             CommandError::Workspace(WorkspaceError::NotAWorkspace { .. }) => Some(
-                "run weir in a workspace folder (one holding a `datasets/` folder of manifests), or point --workspace at one",
+                "run weir in a workspace folder (one holding a `datasets/` folder of manifests), point --workspace at one, or make one with `weir init`",
+            ),
+            CommandError::Workspace(WorkspaceError::DuplicateDataset { .. }) => Some(
+                "give each dataset one manifest: remove or rename one of the two, then run `weir validate`",
+            ),
+            CommandError::Workspace(WorkspaceError::Cycle { .. }) => Some(
+                "a derivative cannot read itself, even through others: change the inputs of one dataset of the cycle, then run `weir validate`",
             ),
             CommandError::Workspace(_) => {
                 Some("fix the manifest at the position shown, then run `weir validate`")
             }
-            CommandError::Transaction(TxError::Engine {
-                source: EngineFailure::InvalidQuery { .. },
-                ..
-            })
-            | CommandError::Engine(EngineFailure::InvalidQuery { .. }) => {
+            CommandError::Transaction(t) => tx_hint(t),
+            CommandError::Engine(EngineFailure::InvalidQuery { .. }) => {
                 Some("fix the SQL in the dataset's manifest; nothing was committed")
             }
-            CommandError::Transaction(TxError::InvalidTransform { .. }) => Some(
-                "fix the query at the position shown (nothing was recorded; `weir validate` checks every transform), then rerun `weir pull`",
-            ),
-            CommandError::Transaction(TxError::QueryChange { .. }) => Some(
-                "revert the query, or rerun with `weir pull --recompute DATASET` to reset the dataset to its Seed and compute it again from its inputs with the new query",
-            ),
-            CommandError::Transaction(TxError::InputMoved(m)) => Some(if m.found.is_none() {
-                "restore the missing dataset's folder from a backup (nothing was written); or, to compute the derivative again from a new dataset of that name, run `weir pull --recompute DERIVATIVE`"
-            } else {
-                "if the input's storage was lost, restore it from a backup (nothing was written); to compute the derivative again from the dataset the name leads to now, run `weir pull --recompute DERIVATIVE`"
-            }),
-            CommandError::Transaction(TxError::Engine { .. }) => Some(
-                "the dataset stayed at its previous head; rerun `weir pull` once the engine is fixed",
-            ),
             CommandError::Engine(EngineFailure::NotConfigured { .. }) => {
                 Some("configure the engine under `engines:` in weir.yaml or pick another --engine")
             }
             CommandError::StoredFiles { .. } => Some(
                 "restore these files from a backup (each is named by the hash of its bytes); `weir validate` checks every dataset",
             ),
-            CommandError::Store(StoreError::HashMismatch { .. } | StoreError::Missing { .. })
-            | CommandError::Integrity(IntegrityError::Store(
-                StoreError::HashMismatch { .. } | StoreError::Missing { .. },
-            )) => Some(
-                "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; nothing was committed",
+            CommandError::Store(e) | CommandError::Integrity(IntegrityError::Store(e)) => {
+                store_hint(e)
+            }
+            CommandError::Integrity(_) => Some(
+                "restore the files named from a backup (each is named by the hash of its bytes); `weir validate` checks every dataset",
+            ),
+            CommandError::Data(_) => Some(
+                "a stored slice could not be read: `weir verify DATASET --integrity` checks every file of its chain against its hash",
             ),
             CommandError::Upgrade(_) | CommandError::UpgradeRead { .. } => Some(
                 "nothing was written: every dataset is as it was; restore or fix what the message names (stored files are named by the hash of their bytes), then run `weir upgrade` again",
             ),
-            CommandError::Store(StoreError::OldFormat { .. }) => Some(
-                "`weir upgrade` converts every dataset of the workspace, keeping the old chains in the storage's upgrade-backup folder",
-            ),
-            CommandError::Store(StoreError::HeadMissing { .. } | StoreError::BadHead { .. }) => {
-                Some("restore the head as the message says, then run `weir validate`")
-            }
             CommandError::Intent(_) => Some(
                 "an operation a killed weir began is recorded in the intent record named; every command completes it first: fix what the message names (permissions, space) and run any command again",
             ),
@@ -218,30 +280,35 @@ impl CommandError {
             CommandError::UnknownDataset { .. } => {
                 Some("`weir list` shows the datasets of the workspace")
             }
+            CommandError::BadBlock {
+                reason: super::reset::BlockSpecError::Empty,
+                ..
+            } => Some("the dataset has nothing to reset: `weir pull DATASET` gives it blocks"),
+            CommandError::BadBlock { .. } => Some(
+                "`weir log DATASET` shows each block's hash and sequence number: give `--to` a hash (its last 8 or more characters) or `#N`",
+            ),
+            CommandError::NotConfirmed { .. } => Some(
+                "pass --yes (-y) to delete without being asked, e.g. in scripts; `weir reset` empties a dataset but keeps it and its id",
+            ),
+            CommandError::AlreadyAWorkspace { .. } => Some(
+                "`weir init --exists-ok` accepts an existing workspace; `weir list` shows its datasets",
+            ),
+            CommandError::Init { .. } => Some(
+                "make the folder writable (or pick another with --workspace), then run `weir init` again",
+            ),
+            CommandError::NoSuchOffset { .. } => Some(
+                "offsets run from 0 to the dataset's record count minus one (`weir list` shows the count)",
+            ),
             CommandError::Mismatch { .. } => {
                 Some("`weir log DATASET` shows the recorded blocks and engines")
             }
-            CommandError::PullFailed {
-                code: exit::BAD_DATA,
-                ..
-            } => Some(
-                "fix the file at the place named (nothing of it was committed), then rerun `weir pull`",
+            CommandError::PluginFailed { .. } => Some(
+                "the datasets the pull committed stay committed (`weir list` shows their heads) and a rerun of `weir pull` has nothing to redo for them; the plugin missed the events after its failure: fix it, or pull without --dispatcher-plugin",
             ),
             CommandError::PullFailed {
-                code: exit::INVALID_QUERY,
-                ..
-            } => Some(
-                "fix the query in the dataset's manifest (`weir validate` checks the workspace); the dataset keeps its previous head",
-            ),
-            CommandError::PullFailed {
-                code: exit::REFUSED,
-                ..
-            } => Some(
-                "revert the query, or rerun with `weir pull --recompute DATASET` to reset the dataset to its Seed and compute it again with the new query; the dataset keeps its previous head",
-            ),
-            CommandError::PullFailed { .. } => {
-                Some("datasets that failed keep their previous head; rerun `weir pull`")
-            }
+                hint: Some(hint), ..
+            } => Some(hint),
+            CommandError::PullFailed { code, .. } => pull_hint(*code),
             CommandError::Sql(weir_sql::SqlError::NoData { .. }) => {
                 Some("`weir pull DATASET` gives it data; `weir list` shows what each dataset holds")
             }
@@ -250,6 +317,91 @@ impl CommandError {
             ),
             _ => None,
         }
+    }
+}
+
+/// The hint for a failed transaction: what helps for its error.
+pub fn tx_hint(t: &TxError) -> Option<&'static str> {
+    match t {
+        TxError::Engine {
+            source: EngineFailure::InvalidQuery { .. },
+            ..
+        } => Some("fix the SQL in the dataset's manifest; nothing was committed"),
+        TxError::Engine {
+            source: EngineFailure::NotConfigured { .. },
+            ..
+        } => Some("configure the engine under `engines:` in weir.yaml or pick another --engine"),
+        TxError::Engine { .. } => Some(
+            "the dataset stayed at its previous head; rerun `weir pull` once the engine is fixed",
+        ),
+        TxError::InvalidTransform { .. } => Some(
+            "fix the query at the position shown (nothing was recorded; `weir validate` checks every transform), then rerun `weir pull`",
+        ),
+        TxError::QueryChange { .. } => Some(
+            "revert the query, or rerun with `weir pull --recompute DATASET` to reset the dataset to its Seed and compute it again from its inputs with the new query",
+        ),
+        TxError::InputMoved(m) => Some(if m.found.is_none() {
+            "restore the missing dataset's folder from a backup (nothing was written); or, to compute the derivative again from a new dataset of that name, run `weir pull --recompute DERIVATIVE`"
+        } else {
+            "if the input's storage was lost, restore it from a backup (nothing was written); to compute the derivative again from the dataset the name leads to now, run `weir pull --recompute DERIVATIVE`"
+        }),
+        TxError::Store(e) => store_hint(e),
+        TxError::BadData { .. } => Some(
+            "fix the file at the place named (nothing of it was committed), then rerun `weir pull`",
+        ),
+        TxError::Unsupported { .. } => Some(
+            "change the manifest to what Weir carries out (coordinator/README.md lists it), then run `weir validate`",
+        ),
+        TxError::Fetch { .. } => Some(
+            "make the source reachable (the message names it), then rerun `weir pull`; the dataset keeps its previous head",
+        ),
+        TxError::Scratch { .. } => Some(
+            "free space or fix permissions of the temporary folder (TMPDIR), then rerun `weir pull`",
+        ),
+        TxError::Refused { .. } | TxError::UnknownDataset { .. } | TxError::Data { .. } => None,
+    }
+}
+
+/// The hint for a storage error.
+fn store_hint(e: &StoreError) -> Option<&'static str> {
+    match e {
+        StoreError::HashMismatch { .. } | StoreError::Missing { .. } => Some(
+            "a stored file was changed or lost after it was written (every file is named by the hash of its bytes): restore it from a backup, then run `weir validate`; rerunning the command cannot help, and nothing was committed",
+        ),
+        StoreError::OldFormat { .. } => Some(
+            "`weir upgrade` converts every dataset of the workspace, keeping the old chains in the storage's upgrade-backup folder",
+        ),
+        StoreError::HeadMissing { .. } | StoreError::BadHead { .. } => {
+            Some("restore the head as the message says, then run `weir validate`")
+        }
+        StoreError::InvalidChain { .. } | StoreError::Decode { .. } => Some(
+            "the metadata chain is damaged: restore the dataset's folder from a backup (`weir validate` checks every chain); `weir reset DATASET --to BLOCK` goes back to a block before the damage",
+        ),
+        _ => None,
+    }
+}
+
+/// The hint for a pull whose first failed dataset exited with `code`, when its error has none of its own.
+fn pull_hint(code: u8) -> Option<&'static str> {
+    match code {
+        exit::BAD_DATA => Some(
+            "fix the file at the place named (nothing of it was committed), then rerun `weir pull`",
+        ),
+        exit::INVALID_QUERY => Some(
+            "fix the query in the dataset's manifest (`weir validate` checks the workspace); the dataset keeps its previous head",
+        ),
+        exit::REFUSED => Some(
+            "revert the query, or rerun with `weir pull --recompute DATASET` to reset the dataset to its Seed and compute it again with the new query; the dataset keeps its previous head",
+        ),
+        exit::STORAGE => Some(
+            "stored data is missing, damaged or unreadable, as the error names: rerunning `weir pull` cannot help; restore it from a backup (`weir validate` checks every dataset); the datasets that failed keep their previous head",
+        ),
+        exit::INVALID_WORKSPACE => {
+            Some("fix the manifest as the error says, then run `weir validate`")
+        }
+        _ => Some(
+            "the datasets that failed keep their previous head; fix what the error names, then rerun `weir pull`",
+        ),
     }
 }
 

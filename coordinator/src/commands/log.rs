@@ -9,13 +9,13 @@ use crate::transaction::Context;
 use odf::MetadataEvent;
 use weir_dataset::identity::{self, EngineIdentity};
 
-/// Runs `log`.
-pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
+/// Runs `log`: at most `limit` blocks, the newest.
+pub async fn run(ctx: &Context, dataset: &str, limit: usize) -> Result<Output, CommandError> {
     known(ctx, dataset)?;
     let chain = ctx.storage.dataset(dataset).chain().await?;
     let mut text = Vec::new();
     let mut blocks = Vec::new();
-    for (k, (hash, b)) in chain.blocks.iter().enumerate().rev() {
+    for (k, (hash, b)) in chain.blocks.iter().enumerate().rev().take(limit) {
         text.push(format!(
             "block {}  #{}  {}",
             hash,
@@ -29,14 +29,20 @@ pub async fn run(ctx: &Context, dataset: &str) -> Result<Output, CommandError> {
         text.push(format!("  {}", describe(&b.event, engine.as_ref())));
         blocks.push(json!({ "hash": hash, "block": b, "engine": engine }));
     }
-    if text.is_empty() {
+    let hidden = chain.blocks.len().saturating_sub(limit);
+    if chain.blocks.is_empty() {
         text.push(format!(
             "dataset `{dataset}` has no blocks yet: run `weir pull {dataset}`"
+        ));
+    } else if hidden > 0 {
+        text.push(format!(
+            "... {hidden} older block(s) not shown (`--limit {}` shows them all)",
+            chain.blocks.len()
         ));
     }
     Ok(Output {
         text: text.join("\n"),
-        json: json!({ "dataset": dataset, "blocks": blocks }),
+        json: json!({ "dataset": dataset, "blocks": blocks, "totalBlocks": chain.blocks.len() }),
     })
 }
 

@@ -4,6 +4,8 @@ pub mod conformance;
 pub mod delete;
 pub mod deprecate;
 pub mod error;
+pub mod init;
+pub mod inspect;
 pub mod intent;
 pub mod lineage;
 pub mod list;
@@ -116,6 +118,68 @@ pub fn known(ctx: &Context, name: &str) -> Result<(), CommandError> {
             .collect::<Vec<_>>()
             .join(", "),
     })
+}
+
+/// The datasets `patterns` name, in the order given and each once: a name, or a pattern where `%` matches
+/// any characters (kamu's wildcard: `readings.%` is every dataset whose name starts with `readings.`). A
+/// name that is no dataset, or a pattern that matches none, is an error naming it.
+pub fn select(ctx: &Context, patterns: &[String]) -> Result<Vec<String>, CommandError> {
+    let mut chosen: Vec<String> = Vec::new();
+    for pattern in patterns {
+        let matched: Vec<String> = if pattern.contains('%') {
+            ctx.workspace
+                .datasets
+                .keys()
+                .filter(|name| matches_pattern(pattern, name))
+                .cloned()
+                .collect()
+        } else {
+            known(ctx, pattern)?;
+            vec![pattern.clone()]
+        };
+        if matched.is_empty() {
+            known(ctx, pattern)?;
+        }
+        for name in matched {
+            if !chosen.contains(&name) {
+                chosen.push(name);
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+/// Whether `name` matches `pattern`, where `%` stands for any characters (none included) and every
+/// other character for itself.
+///
+/// ```
+/// use coordinator::commands::matches_pattern;
+/// assert!(matches_pattern("readings.%", "readings.daily"));
+/// assert!(matches_pattern("%.daily", "readings.daily"));
+/// assert!(matches_pattern("%", "stations"));
+/// assert!(!matches_pattern("readings.%", "readings"));
+/// assert!(matches_pattern("r%s", "readings"));
+/// assert!(!matches_pattern("r%x", "readings"));
+/// ```
+pub fn matches_pattern(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('%').collect();
+    let (first, rest) = match parts.split_first() {
+        Some(split) => split,
+        None => return name.is_empty(),
+    };
+    let Some(mut remaining) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        return remaining.is_empty();
+    };
+    for part in middle {
+        match remaining.find(part) {
+            Some(at) => remaining = &remaining[at + part.len()..],
+            None => return false,
+        }
+    }
+    remaining.len() >= last.len() && remaining.ends_with(last)
 }
 
 /// Left-aligned columns.

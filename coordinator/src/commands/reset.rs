@@ -32,31 +32,61 @@ pub struct HeadMove {
     pub blocks_removed: usize,
 }
 
-/// The block `spec` names in `chain`: a whole block hash or the end of one (at least 8 characters, as
+/// Why `--to` names no block of the chain.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlockSpecError {
+    /// The dataset has no blocks yet.
+    #[error("it has no blocks yet")]
+    Empty,
+    /// No block of the chain is named so.
+    #[error("no block of its chain is `{spec}`")]
+    NotFound {
+        /// What was given.
+        spec: String,
+    },
+    /// `#...` that is not a number.
+    #[error("`{spec}` is not a block number (#N)")]
+    NotANumber {
+        /// What was given.
+        spec: String,
+    },
+    /// Too few characters to name a block surely, or several blocks match.
+    #[error(
+        "`{spec}` matches {matches} block(s): give at least 8 characters of the hash, enough to name one block"
+    )]
+    Ambiguous {
+        /// What was given.
+        spec: String,
+        /// How many blocks it matches.
+        matches: usize,
+    },
+}
+
+/// The block `spec` names in `chain`: a whole block hash or its start or end (at least 8 characters, as
 /// `weir log` shows them), or `#N` for sequence number N; `None` means the Seed.
-pub fn find_block(chain: &Chain, spec: Option<&str>) -> Result<Multihash, String> {
+///
+/// A spec that matches no block is [`BlockSpecError::NotFound`] whatever its length; one that matches
+/// blocks but is shorter than 8 characters, or matches several, is [`BlockSpecError::Ambiguous`].
+pub fn find_block(chain: &Chain, spec: Option<&str>) -> Result<Multihash, BlockSpecError> {
     let Some(spec) = spec else {
         return chain
             .blocks
             .first()
             .map(|(h, _)| *h)
-            .ok_or_else(|| "it has no blocks yet".to_string());
+            .ok_or(BlockSpecError::Empty);
     };
     if let Some(n) = spec.strip_prefix('#') {
-        let n: u64 = n
-            .parse()
-            .map_err(|_| format!("`{spec}` is not a block number (#N)"))?;
+        let n: u64 = n.parse().map_err(|_| BlockSpecError::NotANumber {
+            spec: spec.to_string(),
+        })?;
         return chain
             .blocks
             .iter()
             .find(|(_, b)| b.sequence_number == n)
             .map(|(h, _)| *h)
-            .ok_or_else(|| format!("it has no block #{n}"));
-    }
-    if spec.len() < 8 {
-        return Err(format!(
-            "`{spec}` is too short to name a block: give at least 8 characters of its hash"
-        ));
+            .ok_or_else(|| BlockSpecError::NotFound {
+                spec: spec.to_string(),
+            });
     }
     let matches: Vec<Multihash> = chain
         .blocks
@@ -64,16 +94,18 @@ pub fn find_block(chain: &Chain, spec: Option<&str>) -> Result<Multihash, String
         .map(|(h, _)| *h)
         .filter(|h| {
             let text = h.to_string();
-            text == spec || text.ends_with(spec) || text.starts_with(spec)
+            !spec.is_empty() && (text == spec || text.ends_with(spec) || text.starts_with(spec))
         })
         .collect();
     match matches.as_slice() {
-        [one] => Ok(*one),
-        [] => Err(format!("no block of its chain is `{spec}`")),
-        _ => Err(format!(
-            "`{spec}` names {} blocks; give more of the hash",
-            matches.len()
-        )),
+        [] => Err(BlockSpecError::NotFound {
+            spec: spec.to_string(),
+        }),
+        [one] if spec.len() >= 8 => Ok(*one),
+        _ => Err(BlockSpecError::Ambiguous {
+            spec: spec.to_string(),
+            matches: matches.len(),
+        }),
     }
 }
 
@@ -207,9 +239,9 @@ pub async fn run(
 ) -> Result<Output, CommandError> {
     known(ctx, dataset)?;
     let chain = ctx.storage.dataset(dataset).chain().await?;
-    let target = find_block(&chain, to).map_err(|reason| TxError::Refused {
+    let target = find_block(&chain, to).map_err(|reason| CommandError::BadBlock {
         dataset: dataset.to_string(),
-        reason: format!("cannot reset: {reason}"),
+        reason,
     })?;
     let moves = plan(ctx, dataset, target, recursive).await?;
     apply(ctx, &moves).await?;

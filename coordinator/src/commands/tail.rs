@@ -18,9 +18,17 @@ use weir_dataset::data;
 /// (`--format json` gives every value whole.)
 pub const MAX_CELL_CHARS: usize = 200;
 
-/// Runs `tail`: reads the slices from the last backwards, and of each only the rows it prints (a Parquet row
-/// selection: other row groups are not decoded). Every slice read is checked against its hash first.
-pub async fn run(ctx: &Context, dataset: &str, n: usize) -> Result<Output, CommandError> {
+/// Runs `tail`: the last `n` records after skipping the `skip` newest (kamu's `tail -s`). Reads the slices
+/// from the last backwards, and of each only the rows it needs (a Parquet row selection: other row groups
+/// are not decoded). Every slice read is checked against its hash first.
+pub async fn run(
+    ctx: &Context,
+    dataset: &str,
+    n: usize,
+    skip: usize,
+) -> Result<Output, CommandError> {
+    let shown = n;
+    let n = n.saturating_add(skip);
     known(ctx, dataset)?;
     let store = ctx.storage.dataset(dataset);
     let chain = store.chain().await?;
@@ -48,10 +56,19 @@ pub async fn run(ctx: &Context, dataset: &str, n: usize) -> Result<Output, Comma
     let Some(first) = batches.first() else {
         return Ok(Output {
             text: format!("dataset `{dataset}` has no records"),
-            json: json!({ "records": [] }),
+            json: json!({ "dataset": dataset, "records": [] }),
         });
     };
     let all = concat_batches(&first.schema(), &batches).map_err(data::arrow_err("tail"))?;
+    // The `skip` newest records go; at most `shown` remain.
+    let kept = all.num_rows().saturating_sub(skip);
+    let all = all.slice(kept.saturating_sub(shown), kept.min(shown));
+    if all.num_rows() == 0 {
+        return Ok(Output {
+            text: format!("dataset `{dataset}` has no records before the {skip} skipped"),
+            json: json!({ "dataset": dataset, "records": [] }),
+        });
+    }
     let text = arrow::util::pretty::pretty_format_batches(&[shortened(&all)?])
         .map_err(data::arrow_err("tail"))?
         .to_string();

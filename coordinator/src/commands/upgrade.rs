@@ -97,23 +97,43 @@ fn read_err(
     }
 }
 
-/// Progress spinners, one per dataset, on stderr (hidden with `--quiet`, `--format json`, or when stderr
-/// is not a terminal).
+/// Progress on stderr (hidden with `--quiet`, `--format json`, or when stderr is not a terminal): a bar
+/// counting the steps done of all there are (each dataset's chain read and converted; each upgraded
+/// dataset's blocks written and head moved) with an ETA, and a spinner per dataset saying what it is at.
 struct Progress {
     multi: indicatif::MultiProgress,
+    overall: indicatif::ProgressBar,
     bars: BTreeMap<String, indicatif::ProgressBar>,
 }
 
 impl Progress {
-    fn new(quiet: bool) -> Self {
+    fn new(quiet: bool, steps: u64) -> Self {
         let multi = indicatif::MultiProgress::new();
         if quiet {
             multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
+        let style = indicatif::ProgressStyle::with_template(
+            "{prefix:<24} [{bar:30}] {pos}/{len} steps (ETA {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        let overall = multi.add(indicatif::ProgressBar::new(steps).with_style(style));
+        overall.set_prefix("weir upgrade");
         Self {
             multi,
+            overall,
             bars: BTreeMap::new(),
         }
+    }
+
+    /// One more step done.
+    fn step(&self) {
+        self.overall.inc(1);
+    }
+
+    /// `more` steps to do than counted so far.
+    fn more_steps(&self, more: u64) {
+        self.overall.inc_length(more);
     }
 
     fn bar(&mut self, dataset: &str) -> indicatif::ProgressBar {
@@ -142,12 +162,14 @@ impl Progress {
 
 /// Runs `upgrade`.
 pub async fn run(ctx: &Context, opts: &UpgradeOptions) -> Result<Output, CommandError> {
-    let mut progress = Progress::new(opts.quiet);
+    let datasets = ctx.workspace.datasets.len() as u64;
+    let mut progress = Progress::new(opts.quiet, 2 * datasets);
     let mut stored = BTreeMap::new();
     for name in ctx.workspace.datasets.keys() {
         progress.say(name, "reading the chain");
         let chain = read_stored(&ctx.storage.dataset(name)).await?;
         stored.insert(name.clone(), chain);
+        progress.step();
     }
     let order = dependency_order(&stored);
     let needed = needed_as_inputs(&stored);
@@ -171,11 +193,18 @@ pub async fn run(ctx: &Context, opts: &UpgradeOptions) -> Result<Output, Command
             inputs.push(input);
         }
         plans.push((name, plan));
+        progress.step();
     }
 
     if !opts.dry_run {
+        let upgrading = plans
+            .iter()
+            .filter(|(_, p)| matches!(p, Plan::Upgrade { .. }))
+            .count() as u64;
+        progress.more_steps(2 * upgrading);
         write(ctx, &plans, &mut progress).await?;
     }
+    progress.overall.finish_and_clear();
     Ok(report(ctx, &plans, opts, &mut progress))
 }
 
@@ -532,6 +561,7 @@ async fn write(
             }
         }
         fault::point("upgrade-after-blocks", name);
+        progress.step();
     }
     for (name, plan) in plans {
         let Plan::Upgrade { stored, upgraded } = plan else {
@@ -549,6 +579,7 @@ async fn write(
             store.remove_file(FileKind::Block, &b.hash).await?;
         }
         progress.done(name, format!("upgraded, head {head}"));
+        progress.step();
     }
     Ok(())
 }

@@ -483,9 +483,7 @@ impl Context {
                 }
             }
             let schema_key = out_prefix.clone().join(format!("schema-{n}"));
-            let schema = weir_ingest::schema::slice_schema(&in_store, &i.schema_slice)
-                .await
-                .map_err(|e| ingest_err(&i.name, e))?;
+            let schema = stored_slice_schema(&in_store, &i.schema_slice, &i.name).await?;
             let empty = empty_parquet(&schema).map_err(|message| TxError::Scratch {
                 dataset: name.into(),
                 message: format!("writing the schema file of input `{}`: {message}", i.name),
@@ -549,9 +547,7 @@ impl Context {
         // holds the new output to it.
         job.output_schema = match chain.data_slices().last() {
             Some(s) => Some(data::normalized_schema(
-                &weir_ingest::schema::slice_schema(store, s)
-                    .await
-                    .map_err(|e| ingest_err(name, e))?,
+                &stored_slice_schema(store, s, name).await?,
                 vocab,
             )),
             None => None,

@@ -472,6 +472,25 @@ async fn commit(
     })
 }
 
+/// The Arrow schema of a stored slice of `dataset`, from its footer. A footer that cannot be read is
+/// diagnosed against the slice's recorded hash and size, so a missing, truncated or altered file is the
+/// storage error it is (exit 8, naming the file and the hashes), not a failure of the transaction.
+pub(crate) async fn stored_slice_schema(
+    store: &DatasetStore,
+    slice: &odf::DataSlice,
+    dataset: &str,
+) -> Result<arrow::datatypes::SchemaRef, TxError> {
+    match weir_ingest::schema::slice_schema(store, slice).await {
+        Ok(schema) => Ok(schema),
+        Err(e) => {
+            store
+                .check_file(FileKind::Data, &slice.physical_hash, Some(slice.size))
+                .await?;
+            Err(ingest_err(dataset, e))
+        }
+    }
+}
+
 fn ingest_err(dataset: &str, e: IngestError) -> TxError {
     match e {
         IngestError::BadData(source) => TxError::BadData {

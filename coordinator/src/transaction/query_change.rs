@@ -27,7 +27,7 @@ use arrow::datatypes::SchemaRef;
 use chrono::{DateTime, Utc};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{Context, TxError, TxOutcome, commit, ingest_err, last_execute_transform, stage};
+use super::{Context, TxError, TxOutcome, commit, last_execute_transform, stage};
 use crate::engine::job::{MigrateJob, TransformJobInput, ValidateJob};
 use crate::engine::{ContractViolation, EngineFailure, EngineHandle};
 use crate::manifest::snapshot::DatasetManifest;
@@ -183,9 +183,7 @@ impl Context {
         let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
         let previous_schema = match chain.data_slices().last() {
             Some(s) => Some(data::normalized_schema(
-                &weir_ingest::schema::slice_schema(store, s)
-                    .await
-                    .map_err(|e| ingest_err(name, e))?,
+                &super::stored_slice_schema(store, s, name).await?,
                 &vocab,
             )),
             None => None,

@@ -471,11 +471,13 @@ impl Storage {
         )
     }
 
-    /// How an object is named in messages: its local path, or its URL on an object store.
+    /// How an object is named in messages: its local path, or its URL on an object store. An object path
+    /// is the whole key in its bucket (it starts with the storage's prefix), so the URL is the bucket's
+    /// followed by that key.
     pub fn display(&self, path: &Path) -> String {
         match self.local_file(path) {
             Some(p) => p.display().to_string(),
-            None => format!("{}/{path}", self.url.trim_end_matches('/')),
+            None => object_url(&self.url, path),
         }
     }
 
@@ -506,6 +508,26 @@ impl Storage {
                 path: path.to_string(),
                 source,
             })
+    }
+}
+
+/// The URL of the object `path` (its whole key) in the object store `storage_url` (`s3://bucket/prefix`):
+/// the store's scheme and bucket, then the key.
+///
+/// ```
+/// use weir_dataset::chain::store::object_url;
+/// let key = object_store::path::Path::from("ws/datasets/readings/data/f1620ab");
+/// assert_eq!(object_url("s3://bucket/ws", &key), "s3://bucket/ws/datasets/readings/data/f1620ab");
+/// assert_eq!(object_url("s3://bucket", &key), "s3://bucket/ws/datasets/readings/data/f1620ab");
+/// ```
+pub fn object_url(storage_url: &str, path: &Path) -> String {
+    match url::Url::parse(storage_url) {
+        Ok(url) => format!(
+            "{}://{}/{path}",
+            url.scheme(),
+            url.host_str().unwrap_or_default()
+        ),
+        Err(_) => format!("{}/{path}", storage_url.trim_end_matches('/')),
     }
 }
 

@@ -34,7 +34,7 @@ use gen_stage::SubscribeOptions;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::{Output, known};
+use super::Output;
 use crate::commands::error::CommandError;
 use crate::exit;
 use crate::scheduler::Scheduler;
@@ -43,7 +43,7 @@ use plugin::PluginBranch;
 pub use progress::ProgressEvent;
 use progress::{ProgressHub, Renderer};
 use schedule::PendingTransactions;
-pub use schedule::{Change, Done, PullReport, Task, Timing};
+pub use schedule::{Change, Done, Failure, PullReport, Task, Timing};
 use worker::Worker;
 
 /// Options of `weir pull`.
@@ -51,7 +51,9 @@ use worker::Worker;
 pub struct PullOptions {
     /// Every dataset.
     pub all: bool,
-    /// Or these (with their inputs).
+    /// The named datasets' inputs too, all the way up.
+    pub recursive: bool,
+    /// Or these (names, or patterns with `%`).
     pub datasets: Vec<String>,
     /// Engine workers.
     pub max_concurrency: usize,
@@ -76,10 +78,8 @@ const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Runs `pull`.
 pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandError> {
-    for d in &opts.datasets {
-        known(ctx, d)?;
-    }
-    let targets = targets(ctx, opts)?;
+    let named = super::select(ctx, &opts.datasets)?;
+    let targets = targets(ctx, opts, &named)?;
     for warning in crate::commands::validate::static_checks(
         ctx,
         &targets,
@@ -190,21 +190,38 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     if !drained.is_complete() {
         warn!(undelivered = ?drained.undelivered(), "the pull's pipeline did not drain within 10 s");
     }
+    let first_error = report.errors.values().next();
+    let first_error_code = first_error.map(|f| f.code);
     let plugin = match &plugin {
-        Some(p) => Some(p.outcome(&drained)?),
+        Some(p) => match p.outcome(&drained) {
+            Ok(outcome) => Some(outcome),
+            // The transactions went on without the plugin: what they committed is said with the error.
+            Err(CommandError::Plugin { path, message }) => {
+                return Err(CommandError::PluginFailed {
+                    path,
+                    message,
+                    committed: summary::committed_in_words(&report),
+                    code: first_error_code.unwrap_or(exit::FAILURE),
+                    summary: Box::new(summary::summary(
+                        &report,
+                        elapsed,
+                        opts.max_concurrency,
+                        None,
+                    )),
+                });
+            }
+            Err(e) => return Err(e),
+        },
         None => None,
     };
-    let summary = summary::summary(&report, elapsed, engine_time, plugin.as_ref());
+    let summary = summary::summary(&report, elapsed, opts.max_concurrency, plugin.as_ref());
     if !report.errors.is_empty() {
-        let code = report
-            .errors
-            .values()
-            .next()
-            .map_or(exit::FAILURE, |(_, c)| *c);
+        let code = first_error_code.unwrap_or(exit::FAILURE);
         return Err(CommandError::PullFailed {
             failed: report.errors.len(),
             datasets: report.errors.keys().cloned().collect(),
             code,
+            hint: first_error.and_then(|f| f.hint),
             summary: Box::new(summary),
         });
     }
@@ -212,16 +229,20 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
 }
 
 /// The datasets a pull runs, in topological order: every dataset with `--all` or none named, otherwise the
-/// named ones and everything they are computed from.
-fn targets(ctx: &Context, opts: &PullOptions) -> Result<Vec<String>, CommandError> {
+/// named ones, and with `--recursive` everything they are computed from (as kamu's `pull --recursive`).
+fn targets(
+    ctx: &Context,
+    opts: &PullOptions,
+    named: &[String],
+) -> Result<Vec<String>, CommandError> {
     let order = ctx.workspace.topological_order()?;
-    if opts.all || opts.datasets.is_empty() {
+    if opts.all || named.is_empty() {
         return Ok(order);
     }
     let mut wanted = std::collections::BTreeSet::new();
-    let mut stack = opts.datasets.clone();
+    let mut stack = named.to_vec();
     while let Some(d) = stack.pop() {
-        if wanted.insert(d.clone()) {
+        if wanted.insert(d.clone()) && opts.recursive {
             stack.extend(ctx.workspace.inputs_of(&d));
         }
     }

@@ -15,7 +15,7 @@ pub(super) async fn recompute(ctx: &Context, targets: &[String]) -> Result<(), C
         }
         let chain = ctx.storage.dataset(name).chain().await?;
         let seed = crate::commands::reset::find_block(&chain, None).map_err(|reason| {
-            crate::transaction::TxError::Refused {
+            CommandError::BadBlock {
                 dataset: name.clone(),
                 reason,
             }

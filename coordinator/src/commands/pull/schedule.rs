@@ -24,9 +24,20 @@ pub struct Task {
 pub struct Done {
     pub(super) dataset: String,
     pub(super) completion: Completion,
-    pub(super) error: Option<(String, u8)>,
+    pub(super) error: Option<Failure>,
     pub(super) timing: Timing,
     pub(super) change: Option<Change>,
+}
+
+/// Why a dataset's transaction failed: the error's text, its exit code and its hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The error and its causes, as one line.
+    pub message: String,
+    /// Its exit code.
+    pub code: u8,
+    /// What helps, when something does.
+    pub hint: Option<&'static str>,
 }
 
 /// What a pull changed in one dataset: the records its committed transactions added, and its head before
@@ -64,7 +75,7 @@ impl std::ops::AddAssign for Timing {
 pub(super) struct PendingTransactions {
     scheduler: Scheduler,
     datasets: Vec<String>,
-    errors: BTreeMap<String, (String, u8)>,
+    errors: BTreeMap<String, Failure>,
     timings: BTreeMap<String, Timing>,
     changes: BTreeMap<String, Change>,
     finished: Option<oneshot::Sender<PullReport>>,
@@ -75,8 +86,8 @@ pub(super) struct PendingTransactions {
 pub struct PullReport {
     /// Final state and committed transactions per dataset.
     pub states: Vec<(String, DatasetState, u64)>,
-    /// Errors by dataset, with their exit codes.
-    pub errors: BTreeMap<String, (String, u8)>,
+    /// Errors by dataset, with their exit codes and hints.
+    pub errors: BTreeMap<String, Failure>,
     /// Time spent per dataset (datasets that ran no transaction are absent).
     pub timings: BTreeMap<String, Timing>,
     /// What changed per dataset (datasets that committed nothing are absent).

@@ -9,9 +9,9 @@ use tracing::info;
 
 use super::progress::{ProgressEvent, ProgressHub, ProgressHubMessages};
 use super::schedule::{
-    Change, Done, PendingTransactions, PendingTransactionsMessages, Task, Timing,
+    Change, Done, Failure, PendingTransactions, PendingTransactionsMessages, Task, Timing,
 };
-use crate::commands::error::tx_code;
+use crate::commands::error::{tx_code, tx_hint};
 use crate::scheduler::Completion;
 use crate::transaction::{Context, TxOutcome};
 use weir_dataset::progress::{PhaseTimes, Progress, Report};
@@ -114,7 +114,11 @@ impl Consumer for Worker {
                             dataset: dataset.clone(),
                             message: message.clone(),
                         },
-                        Some((message, tx_code(&e))),
+                        Some(Failure {
+                            message,
+                            code: tx_code(&e),
+                            hint: tx_hint(&e),
+                        }),
                     )
                 }
             };
