@@ -264,3 +264,44 @@ content:
         );
     }
 }
+
+#[test]
+fn headers_and_env_templates_in_the_url_are_sent_and_an_unset_variable_is_an_error() {
+    let server = Server::https();
+    server.route("/api?key=k123", Route::body(CSV_1));
+    let ws = root(&format!(
+        "\"{}\"\n        headers:\n          - name: Authorization\n            value: \"Bearer ${{{{ env.WEIR_TEST_TOKEN }}}}\"",
+        server.url("/api?key=${{ env.WEIR_TEST_KEY }}")
+    ));
+    let out = weir_for(ws.path(), &server)
+        .env("WEIR_TEST_KEY", "k123")
+        .env("WEIR_TEST_TOKEN", "t456")
+        .args(["pull", "cities", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(head_and_records(ws.path(), "cities").1, 2);
+    let seen = server.seen();
+    assert_eq!(seen[0].path, "/api?key=k123");
+    assert_eq!(
+        seen[0].headers.get("authorization").map(String::as_str),
+        Some("Bearer t456")
+    );
+
+    let fresh = root(&format!(
+        "\"{}\"",
+        server.url("/api?key=${{ env.WEIR_TEST_KEY }}")
+    ));
+    let out = weir_for(fresh.path(), &server)
+        .env_remove("WEIR_TEST_KEY")
+        .args(["pull", "cities", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("`WEIR_TEST_KEY`"), "{err}");
+}

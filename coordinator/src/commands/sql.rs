@@ -101,8 +101,11 @@ pub struct Heads {
     /// Staged copies of object-store slices; created on first need, lives as long as `Heads`.
     scratch: Mutex<Option<Arc<tempfile::TempDir>>>,
     /// Per dataset: the head its files were read at, and the files.
-    known: Mutex<HashMap<String, (Option<odf::Multihash>, Vec<PathBuf>)>>,
+    known: Mutex<HashMap<String, ReadAt>>,
 }
+
+/// A dataset's data files and the head they were read at (`None`: no head yet).
+type ReadAt = (Option<odf::Multihash>, Vec<PathBuf>);
 
 impl Heads {
     /// Heads of the workspace of `ctx`.
