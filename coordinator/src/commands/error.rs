@@ -358,6 +358,9 @@ pub fn tx_hint(t: &TxError) -> Option<&'static str> {
         TxError::Scratch { .. } => Some(
             "free space or fix permissions of the temporary folder (TMPDIR), then rerun `weir pull`",
         ),
+        TxError::Prepare { .. } => Some(
+            "fix the prepare step or the file it names (nothing was committed), then rerun `weir pull`",
+        ),
         TxError::Refused { .. } | TxError::UnknownDataset { .. } | TxError::Data { .. } => None,
     }
 }

@@ -50,14 +50,14 @@ impl Context {
         let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
             // Taken before the prepare steps, from the fetched file itself.
-            let default_event_time = ingest::event_time::for_records_without_one(
+            let default_event_time = weir_ingest::event_time::for_records_without_one(
                 &src.fetch, &file, now,
             )
             .map_err(|source| TxError::Fetch {
                 dataset: name.clone(),
                 source,
             })?;
-            let file = ingest::prepare::prepare(
+            let file = weir_ingest::prepare::prepare(
                 src.prepare.as_deref().unwrap_or_default(),
                 &src.read,
                 file,
