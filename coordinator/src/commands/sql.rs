@@ -23,9 +23,9 @@ use super::Format;
 use crate::commands::Output;
 use crate::commands::error::CommandError;
 use crate::manifest::workspace::Workspace;
-use weir_dataset::chain::store::Storage;
 use crate::transaction::Context;
 use weir_dataset::chain::store::FileKind;
+use weir_dataset::chain::store::Storage;
 
 /// How `weir sql` prints rows (`--output-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
