@@ -101,7 +101,10 @@ fn every_command_answers_a_bad_command_line_with_one_json_document() {
     // The help says what JSON output promises.
     let out = weir(d).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
-    assert!(help.contains("exactly one JSON document on stdout"), "{help}");
+    assert!(
+        help.contains("exactly one JSON document on stdout"),
+        "{help}"
+    );
     // Help and version are not errors: printed as usual.
     let out = weir(d)
         .args(["--format", "json", "--version"])
