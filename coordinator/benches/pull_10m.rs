@@ -326,6 +326,7 @@ fn pull_once(
     }
     let options = pull::PullOptions {
         all: true,
+        recursive: false,
         datasets: Vec::new(),
         max_concurrency: 1,
         dispatcher_plugin: None,

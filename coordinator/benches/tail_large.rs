@@ -60,6 +60,7 @@ fn main() {
     runtime.block_on(async {
         let options = pull::PullOptions {
             all: true,
+            recursive: false,
             datasets: Vec::new(),
             max_concurrency: 1,
             dispatcher_plugin: None,
@@ -71,7 +72,7 @@ fn main() {
     });
     let once = || {
         let out = runtime
-            .block_on(tail::run(&ctx, "notes", 20))
+            .block_on(tail::run(&ctx, "notes", 20, 0))
             .expect("tail");
         assert!(out.text.contains("note 1010"), "the last record is shown");
         assert!(out.text.contains("xxx"), "the large value is shown, cut");

@@ -35,9 +35,9 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  success
   1  unexpected failure
-  2  bad command line
+  2  bad command line (also `reset --to` naming several blocks)
   3  invalid workspace or manifest (the message names file:line:column and the field)
-  4  unknown dataset or engine
+  4  unknown dataset, engine or block (`reset --to`)
   5  an engine rejected a query (InvalidQuery, with the engine's SQL error)
   6  an engine failed or broke the contract (the dataset keeps its previous head)
   7  verify / engine deprecate found a mismatch
@@ -46,8 +46,13 @@ Exit codes:
   9  the workspace is locked: another weir process is writing it (pull, engine deprecate, upgrade); pass
      --wait-lock to wait for it instead
  10  input data refused: the message names the file, line and column (nothing was committed)
- 11  refused: a changed transform that cannot continue the recorded one (see `pull --recompute`), or a
-     reset, rename or delete that datasets depending on it would not survive (nothing was changed)
+ 11  refused: a changed transform that cannot continue the recorded one (see `pull --recompute`), a
+     reset, rename or delete that datasets depending on it would not survive, a delete not confirmed
+     (-y), or `init` in a workspace (nothing was changed)
 130  stopped by SIGINT (Ctrl-C), 143 stopped by SIGTERM: transactions in flight are abandoned (their
      datasets keep their previous head), engine processes and containers are stopped and removed, and
-     scratch folders removed";
+     scratch folders removed
+
+With --format json every command writes exactly one JSON document on stdout, whatever its outcome; a
+failure's has \"error\", \"causes\", \"hint\" and \"exitCode\" (and a failed pull each dataset's outcome).
+Logs and progress go to stderr.";

@@ -87,34 +87,57 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
-    let ended = runtime.block_on(async {
-        // `weir sql server` stops itself on SIGINT / SIGTERM, letting calls under way finish; the `weir sql`
-        // shell on a terminal takes Ctrl-C to cancel a statement, not to stop.
-        let sql_shell = matches!(
-            cli.command,
-            Command::Sql {
-                query: None,
-                server: None,
-                ..
-            }
-        ) && std::io::IsTerminal::is_terminal(&std::io::stdin());
-        if sql_shell
-            || matches!(
+    // A panic is a bug; it still ends as a failure the caller can read (one JSON document under
+    // `--format json`), after the panic hook printed its message to stderr.
+    let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            // `weir sql server` stops itself on SIGINT / SIGTERM, letting calls under way finish; the `weir
+            // sql` shell on a terminal takes Ctrl-C to cancel a statement, not to stop.
+            let sql_shell = matches!(
                 cli.command,
                 Command::Sql {
-                    server: Some(_),
+                    query: None,
+                    server: None,
                     ..
                 }
-            )
-        {
-            return Ended::Finished(run(&cli).await);
-        }
-        tokio::select! {
-            result = run(&cli) => Ended::Finished(result),
-            signal = stop_signal() => Ended::Signalled(signal),
-        }
+            ) && std::io::IsTerminal::is_terminal(&std::io::stdin());
+            if sql_shell
+                || matches!(
+                    cli.command,
+                    Command::Sql {
+                        server: Some(_),
+                        ..
+                    }
+                )
+            {
+                return Ended::Finished(run(&cli).await);
+            }
+            tokio::select! {
+                result = run(&cli) => Ended::Finished(result),
+                signal = stop_signal() => Ended::Signalled(signal),
+            }
+        })
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Ended::Panicked(what)
     });
     let code = match ended {
+        Ended::Panicked(what) => {
+            report_plain(
+                &format!("weir failed unexpectedly (a bug): it panicked: {what}"),
+                Some(
+                    "please report it with the command that failed; `--log weir=debug` shows what led to it",
+                ),
+                exit::FAILURE,
+                cli.format,
+            );
+            exit::FAILURE
+        }
         Ended::Finished(Ok(out)) => {
             let text = out.render(cli.format);
             let null_json = cli.format == Format::Json && out.json.is_null();
@@ -156,6 +179,8 @@ fn main() -> ExitCode {
 enum Ended {
     Finished(Result<Output, CommandError>),
     Signalled((&'static str, u8)),
+    /// A panic on the main thread (a bug), with its message.
+    Panicked(String),
 }
 
 /// Completes on SIGTERM or SIGINT with the signal's name and the exit code for it.

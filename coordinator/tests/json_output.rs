@@ -98,6 +98,13 @@ fn every_command_answers_a_bad_command_line_with_one_json_document() {
         out.stdout.is_empty(),
         "text mode: clap's message goes to stderr"
     );
+    // The help says what JSON output promises.
+    let out = weir(d).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("exactly one JSON document on stdout"),
+        "{help}"
+    );
     // Help and version are not errors: printed as usual.
     let out = weir(d)
         .args(["--format", "json", "--version"])
@@ -141,6 +148,9 @@ fn every_command_fails_with_one_json_document_on_stdout_and_succeeds_with_one() 
         &["provenance", "nope", "--offset", "0"],
         &["engine", "deprecate", "nope", "--to", "embedded"],
         &["conformance", "nope"],
+        &["inspect", "schema", "nope"],
+        &["inspect", "query", "nope"],
+        &["inspect", "lineage", "nope"],
     ] {
         let doc = fails(d, args, 4);
         assert!(
@@ -148,6 +158,23 @@ fn every_command_fails_with_one_json_document_on_stdout_and_succeeds_with_one() 
             "{args:?}: {doc:#}"
         );
     }
+    let doc = fails(d, &["verify", "--integrity", "no%match"], 4);
+    assert!(
+        doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("no dataset matches `no%match`"),
+        "{doc:#}"
+    );
+    // `init` where a workspace is: refused; in a new folder: made.
+    let doc = fails(d, &["init"], 11);
+    assert!(
+        doc["hint"].as_str().unwrap().contains("--exists-ok"),
+        "{doc:#}"
+    );
+    let (code, doc) = outcome(&d.join("new-workspace"), &["init"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["created"], true);
     let (code, doc) = outcome(d, &["list"]);
     assert_eq!(code, 0, "{doc:#}");
     assert!(doc["datasets"].is_array());
@@ -195,6 +222,9 @@ fn every_command_fails_with_one_json_document_on_stdout_and_succeeds_with_one() 
     assert_eq!(code, 0, "{doc:#}");
 
     // After a pull: the lifecycle commands' refusals and the readers' failures.
+    // Without a terminal to ask on, and without --yes: refused, nothing deleted.
+    let doc = fails(d, &["delete", "readings.hot-days"], 11);
+    assert!(doc["hint"].as_str().unwrap().contains("--yes"), "{doc:#}");
     let doc = fails(d, &["delete", "readings", "--yes"], 11);
     assert!(
         doc["error"].as_str().unwrap().contains("--recursive"),
@@ -227,6 +257,8 @@ fn every_command_fails_with_one_json_document_on_stdout_and_succeeds_with_one() 
     bytes.truncate(bytes.len() / 2);
     std::fs::write(&file, bytes).unwrap();
     fails(d, &["verify", "readings.clean"], 8);
+    fails(d, &["verify", "--integrity", "readings.clean"], 8);
+    fails(d, &["inspect", "schema", "readings.clean"], 8);
     fails(d, &["validate"], 8);
     fails(d, &["tail", "readings.clean", "-n", "1000"], 8);
 

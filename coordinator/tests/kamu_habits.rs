@@ -367,3 +367,46 @@ fn verify_shows_progress_on_a_terminal_only() {
     assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stderr).contains("ETA"));
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn upgrade_shows_its_steps_with_an_eta_on_a_terminal() {
+    let ws = workspace();
+    let d = ws.path();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dataset/tests/fixtures/pre-odf");
+    for dataset in [
+        "stations",
+        "readings",
+        "readings.clean",
+        "readings.daily",
+        "readings.hot-days",
+    ] {
+        copy_dir(
+            &fixture.join(dataset),
+            &d.join(".weir/datasets").join(dataset),
+        );
+    }
+    let (code, shown) = in_terminal(d, &["upgrade", "--dry-run"], None);
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("weir upgrade"), "{shown}");
+    assert!(
+        shown.contains("/10 steps"),
+        "5 datasets read and converted: {shown}"
+    );
+    assert!(shown.contains("ETA"), "{shown}");
+    let out = weir(d).args(["upgrade", "--dry-run"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("ETA"));
+}

@@ -123,6 +123,42 @@ fn sigterm_and_sigint_abandon_the_transaction_stop_the_engine_and_leave_no_scrat
 }
 
 #[test]
+fn under_format_json_a_signal_is_one_json_document_on_stdout() {
+    let ws = slow_workspace();
+    let dir = ws.path();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("weir"))
+        .arg("--workspace")
+        .arg(dir)
+        .args(["--format", "json", "pull", "--all"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("WEIR_FAULT_AT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_transaction_scratch(tmp.path(), &mut child);
+    // SAFETY: sending a signal to the child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_eq!(doc["exitCode"], 143, "{doc}");
+    assert!(
+        doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("stopped by SIGTERM"),
+        "{doc}"
+    );
+}
+
+#[test]
 fn scratch_folders_of_processes_that_are_gone_are_removed_at_the_next_start() {
     let ws = workspace();
     let tmp = tempfile::tempdir().unwrap();

@@ -82,6 +82,14 @@ pub enum CommandError {
         #[source]
         source: std::io::Error,
     },
+    /// A `%` pattern that matches no dataset.
+    #[error("no dataset matches `{pattern}` (`%` matches any characters; datasets: {known})")]
+    NoMatch {
+        /// The pattern given.
+        pattern: String,
+        /// The names that exist.
+        known: String,
+    },
     /// No record at that offset.
     #[error("dataset `{dataset}` has no record at offset {offset}")]
     NoSuchOffset {
@@ -203,9 +211,9 @@ impl CommandError {
             | CommandError::UpgradeRead { .. } => exit::STORAGE,
             CommandError::Transaction(t) => tx_code(t),
             CommandError::Engine(e) => engine_code(e),
-            CommandError::UnknownDataset { .. } | CommandError::NoSuchOffset { .. } => {
-                exit::NOT_FOUND
-            }
+            CommandError::UnknownDataset { .. }
+            | CommandError::NoMatch { .. }
+            | CommandError::NoSuchOffset { .. } => exit::NOT_FOUND,
             CommandError::BadBlock {
                 reason:
                     super::reset::BlockSpecError::Ambiguous { .. }
@@ -277,7 +285,7 @@ impl CommandError {
             CommandError::Lock(LockError::Locked { .. }) => Some(
                 "wait for it to finish, or pass --wait-lock to wait for it; list, log, tail and verify do not need the lock",
             ),
-            CommandError::UnknownDataset { .. } => {
+            CommandError::UnknownDataset { .. } | CommandError::NoMatch { .. } => {
                 Some("`weir list` shows the datasets of the workspace")
             }
             CommandError::BadBlock {

@@ -138,7 +138,16 @@ pub fn select(ctx: &Context, patterns: &[String]) -> Result<Vec<String>, Command
             vec![pattern.clone()]
         };
         if matched.is_empty() {
-            known(ctx, pattern)?;
+            return Err(CommandError::NoMatch {
+                pattern: pattern.clone(),
+                known: ctx
+                    .workspace
+                    .datasets
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
         }
         for name in matched {
             if !chosen.contains(&name) {
