@@ -33,7 +33,7 @@ pub struct DdlError {
 /// Parses one DDL column (`"id BIGINT NOT NULL"`) into an Arrow field.
 ///
 /// ```
-/// use coordinator::ingest::ddl::parse_column;
+/// use weir_ingest::ddl::parse_column;
 /// let f = parse_column("price DECIMAL(10, 2) NOT NULL").unwrap();
 /// assert_eq!(f.name(), "price");
 /// assert!(!f.is_nullable());

@@ -57,7 +57,7 @@ pub fn for_records_without_one(
 /// The time the first group of `pattern` finds in `name`, parsed with `format` (`%Y-%m-%d` by default).
 ///
 /// ```
-/// use coordinator::ingest::event_time::from_path;
+/// use weir_ingest::event_time::from_path;
 /// let t = from_path("sales-2024-06-01.csv", r"sales-(\d{4}-\d{2}-\d{2})\.csv", None).unwrap();
 /// assert_eq!(t.to_rfc3339(), "2024-06-01T00:00:00+00:00");
 /// assert!(from_path("other.csv", r"sales-(.*)\.csv", None).is_err());

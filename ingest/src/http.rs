@@ -52,7 +52,7 @@ pub fn is_http(url: &str) -> bool {
 /// `text` with every `${{ env.NAME }}` replaced by the variable's value.
 ///
 /// ```
-/// use coordinator::ingest::http::expand_env;
+/// use weir_ingest::http::expand_env;
 /// assert_eq!(expand_env("a${{ env.HOME_X }}b", |_| Some("1".into())).unwrap(), "a1b");
 /// assert!(expand_env("${{ env.MISSING }}", |_| None).is_err());
 /// ```
