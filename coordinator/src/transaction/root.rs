@@ -51,9 +51,7 @@ impl Context {
         if let Some(file) = next {
             info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
             // Every check of the file's data runs before anything is written.
-            let schema = weir_ingest::schema::dataset_schema(&store, &chain, &vocab)
-                .await
-                .map_err(|e| ingest_err(&name, e))?;
+            let schema = stored_dataset_schema(&store, &chain, &vocab, &name).await?;
             let dataset_schema = schema.clone();
             let mut checks = Checks::new(&file.name, &vocab, &src.merge, schema, now);
             let first = chain.summary.last_offset.map_or(0, |o| o + 1);
