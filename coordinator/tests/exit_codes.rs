@@ -81,12 +81,17 @@ fn data_files(dir: &Path, dataset: &str) -> Vec<std::path::PathBuf> {
 const NO_RERUN: &[&str] = &["rerun `weir pull`"];
 
 #[test]
-fn a_derivatives_own_slice_missing_or_truncated_is_a_storage_error_whose_hint_is_not_to_rerun() {
-    for damage in ["truncated", "missing"] {
+fn a_datasets_own_slice_missing_or_truncated_is_a_storage_error_whose_hint_is_not_to_rerun() {
+    for (dataset, damage) in [
+        ("readings.clean", "truncated"),
+        ("readings.clean", "missing"),
+        ("readings", "truncated"),
+        ("readings", "missing"),
+    ] {
         let ws = workspace();
         let d = ws.path();
         ok(d, &["pull", "--all", "--quiet"]);
-        for file in data_files(d, "readings.clean") {
+        for file in data_files(d, dataset) {
             match damage {
                 "truncated" => {
                     let bytes = std::fs::read(&file).unwrap();
@@ -96,42 +101,39 @@ fn a_derivatives_own_slice_missing_or_truncated_is_a_storage_error_whose_hint_is
             }
         }
         add_day(d, 4);
-        let before = head_and_records(d, "readings.clean");
+        let before = head_and_records(d, dataset);
+        let what = format!("{dataset} {damage}");
+        let folder = format!(".weir/datasets/{dataset}/data/");
         let doc = check(
-            damage,
+            &what,
             d,
             &["pull", "--all", "--quiet"],
             &Expect {
                 code: 8,
-                error_has: &["readings.clean", ".weir/datasets/readings.clean/data/"],
+                error_has: &[dataset, &folder],
                 hint_has: &["restore"],
                 hint_lacks: NO_RERUN,
             },
         );
-        let clean = doc["datasets"]
+        let state = doc["datasets"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|s| s["dataset"] == "readings.clean")
+            .find(|s| s["dataset"] == dataset)
             .unwrap()
             .clone();
-        assert_eq!(clean["exitCode"], 8, "{damage}: {doc:#}");
-        assert!(
-            !clean["hint"]
-                .as_str()
-                .unwrap()
-                .contains("rerun `weir pull`"),
-            "{damage}: {doc:#}"
-        );
-        assert_eq!(head_and_records(d, "readings.clean"), before, "{damage}");
+        assert_eq!(state["exitCode"], 8, "{what}: {doc:#}");
+        let hint = state["hint"].as_str().unwrap();
+        assert!(!hint.contains("rerun `weir pull`"), "{what}: {doc:#}");
+        assert_eq!(head_and_records(d, dataset), before, "{what}");
         // verify names the file too, and its hint is to restore it.
         check(
-            damage,
+            &what,
             d,
-            &["verify", "readings.clean"],
+            &["verify", dataset],
             &Expect {
                 code: 8,
-                error_has: &["readings.clean"],
+                error_has: &[dataset],
                 hint_has: &["restore"],
                 hint_lacks: NO_RERUN,
             },

@@ -491,6 +491,27 @@ pub(crate) async fn stored_slice_schema(
     }
 }
 
+/// A root dataset's schema (see [`weir_ingest::schema::dataset_schema`]), its first slice diagnosed as in
+/// [`stored_slice_schema`] when it cannot be read: a missing or damaged file is exit 8.
+pub(crate) async fn stored_dataset_schema(
+    store: &DatasetStore,
+    chain: &Chain,
+    vocab: &odf::DatasetVocabulary,
+    dataset: &str,
+) -> Result<Option<arrow::datatypes::SchemaRef>, TxError> {
+    match weir_ingest::schema::dataset_schema(store, chain, vocab).await {
+        Ok(schema) => Ok(schema),
+        Err(e) => {
+            if let Some(first) = chain.data_slices().next() {
+                store
+                    .check_file(FileKind::Data, &first.physical_hash, Some(first.size))
+                    .await?;
+            }
+            Err(ingest_err(dataset, e))
+        }
+    }
+}
+
 fn ingest_err(dataset: &str, e: IngestError) -> TxError {
     match e {
         IngestError::BadData(source) => TxError::BadData {

@@ -71,9 +71,7 @@ impl Context {
             })?;
             info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
             // Every check of the file's data runs before anything is written.
-            let schema = weir_ingest::schema::dataset_schema(&store, &chain, &vocab)
-                .await
-                .map_err(|e| ingest_err(&name, e))?;
+            let schema = stored_dataset_schema(&store, &chain, &vocab, &name).await?;
             let dataset_schema = schema.clone();
             let mut checks =
                 Checks::new(&file.name, &vocab, &src.merge, schema, default_event_time);
