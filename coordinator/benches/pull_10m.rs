@@ -333,6 +333,8 @@ fn pull_once(
         dispatcher_plugin_options: serde_json::Value::Null,
         quiet: true,
         recompute: false,
+        // The sources were written completely before the pull.
+        settle: Some(Duration::ZERO),
     };
     let floor = floor_once(&root.join("data/readings.parquet"));
     let started = Instant::now();

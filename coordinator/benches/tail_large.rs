@@ -67,6 +67,8 @@ fn main() {
             dispatcher_plugin_options: serde_json::Value::Null,
             quiet: true,
             recompute: false,
+            // The sources were written completely before the pull.
+            settle: Some(Duration::ZERO),
         };
         pull::run(&ctx, &options).await.expect("pull")
     });

@@ -64,11 +64,31 @@ pub enum Command {
         /// No progress bars.
         #[arg(short = 'q', long)]
         quiet: bool,
+        /// Settle time of source files in seconds: a file changed more recently may still be being written
+        /// and is left for a later pull (default: `source_settle_secs` in weir.yaml, else 2).
+        #[arg(long, env = "WEIR_SETTLE_SECS")]
+        settle_secs: Option<u64>,
         /// Datasets whose transform changed in a way their recorded state cannot follow (exit 11) are
         /// reset to their Seed and computed again from their inputs with the new query (refused while
         /// other datasets were computed from them: `weir reset DATASET --recursive` first).
         #[arg(long)]
         recompute: bool,
+    },
+    /// Push data into a root dataset's push source (`AddPushSource`): one transaction, with the checks,
+    /// preprocess query and merge strategy of the source (as kamu's `kamu ingest`).
+    Ingest {
+        /// The root dataset.
+        dataset: String,
+        /// The data file (CSV, NDJSON or Parquet, as the source reads), or `-` for standard input (the
+        /// default).
+        file: Option<String>,
+        /// The push source, when the dataset declares more than one.
+        #[arg(long)]
+        source_name: Option<String>,
+        /// The data's format when it is not the source's read step's (that step's schema still applies; a
+        /// CSV has a header line).
+        #[arg(long, value_enum)]
+        input_format: Option<crate::commands::ingest::InputFormat>,
     },
     /// Check a dataset's stored files against its chain, then replay every transform with its recorded
     /// engine and compare output hashes.
@@ -250,6 +270,7 @@ impl Command {
         matches!(
             self,
             Command::Pull { .. }
+                | Command::Ingest { .. }
                 | Command::Reset { .. }
                 | Command::Rename { .. }
                 | Command::Delete { .. }

@@ -380,6 +380,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             max_concurrency,
             quiet,
             recompute,
+            settle_secs,
             ..
         } => {
             let opts = commands::pull::PullOptions {
@@ -391,8 +392,23 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
                 dispatcher_plugin_options: dispatcher_plugin_options.clone().unwrap_or_default(),
                 quiet: *quiet || cli.format == Format::Json,
                 recompute: *recompute,
+                settle: settle_secs.map(Duration::from_secs),
             };
             commands::pull::run(&ctx, &opts).await
+        }
+        Command::Ingest {
+            dataset,
+            file,
+            source_name,
+            input_format,
+        } => {
+            let opts = commands::ingest::IngestOptions {
+                dataset: dataset.clone(),
+                file: file.clone(),
+                source_name: source_name.clone(),
+                input_format: *input_format,
+            };
+            commands::ingest::run(&ctx, &opts).await
         }
         Command::Verify {
             datasets,

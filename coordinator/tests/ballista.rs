@@ -546,6 +546,7 @@ fn killing_an_executor_mid_job_ends_in_a_retry_or_a_clear_error_with_nothing_com
         .arg(&ws)
         .env("TMPDIR", cluster.scratch())
         .args(["pull", "filtered", "--quiet", "--engine", "process"])
+        .env("WEIR_SETTLE_SECS", "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -297,6 +297,7 @@ fn queued(dir: &Path, args: &[&str]) -> (std::process::Child, std::thread::JoinH
         .arg(dir)
         .args(args)
         .env_remove("WEIR_FAULT_AT")
+        .env("WEIR_SETTLE_SECS", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -82,6 +82,7 @@ fn with_wait_lock_a_second_writer_waits_for_the_first_then_runs() {
         .arg("--workspace")
         .arg(dir)
         .args(["--wait-lock", "pull", "--all", "--quiet"])
+        .env("WEIR_SETTLE_SECS", "0")
         .env_remove("WEIR_FAULT_AT")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -16,7 +16,9 @@ use weir_dataset::progress::{Phase, Progress, Report};
 async fn pull(ctx: &coordinator::transaction::Context, dataset: &str) -> (Vec<Report>, u64) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
-    let ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
+    let mut ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
+    // The workspace copy is new: no settle time.
+    ctx.source_settle = Some(Duration::ZERO);
     let mut records = 0;
     while let TxOutcome::Committed { records: r, .. } = ctx.run_once(dataset).await.unwrap() {
         records += r;
@@ -55,14 +57,26 @@ async fn a_root_reports_ingest_with_the_source_size_and_a_derivative_every_phase
     )
     .unwrap();
 
-    // A CSV root: its ingest counts bytes of the source file (so an ETA is known) and ends at its size.
+    // A CSV root: the source file is hashed before it is read (its snapshot) and after (unchanged?), each
+    // counting bytes of its size; its ingest counts bytes of the source file (so an ETA is known) and ends
+    // at its size.
     let (reports, records) = pull(&ctx, "readings").await;
     assert!(records > 0);
     assert_eq!(
-        phases(&reports)[..2],
-        [Phase::Ingest, Phase::Commit],
+        phases(&reports)[..4],
+        [Phase::Fetch, Phase::Ingest, Phase::Check, Phase::Commit],
         "{reports:?}"
     );
+    for (phase, detail) in [
+        (Phase::Fetch, "snapshot"),
+        (Phase::Check, "source unchanged"),
+    ] {
+        let hashed = last_of(&reports, phase);
+        assert_eq!(hashed.detail.as_deref(), Some(detail), "{hashed:?}");
+        let size = hashed.total_bytes.expect("the file's size");
+        assert!(size > 0);
+        assert_eq!(hashed.done_of(), Some((size, size)), "{hashed:?}");
+    }
     let ingest = last_of(&reports, Phase::Ingest);
     let source_bytes: u64 = std::fs::read_dir(ws.path().join("data/readings"))
         .unwrap()
@@ -122,8 +136,15 @@ async fn a_preprocessed_root_reports_reading_the_source_then_the_engine() {
     assert!(records > 0);
     let p = phases(&reports);
     assert_eq!(
-        p[..3],
-        [Phase::Ingest, Phase::Engine, Phase::Ingest],
+        p[..6],
+        [
+            Phase::Fetch,
+            Phase::Ingest,
+            Phase::Engine,
+            Phase::Ingest,
+            Phase::Check,
+            Phase::Commit
+        ],
         "{reports:?}"
     );
     let engine = reports.iter().find(|r| r.phase == Phase::Engine).unwrap();

@@ -97,6 +97,7 @@ fn sigterm_and_sigint_abandon_the_transaction_stop_the_engine_and_leave_no_scrat
             .arg("--workspace")
             .arg(dir)
             .args(["pull", "--all", "--quiet"])
+            .env("WEIR_SETTLE_SECS", "0")
             .env("TMPDIR", tmp.path())
             .env_remove("WEIR_FAULT_AT")
             .stdout(Stdio::null())

@@ -4,8 +4,10 @@
 //! Steps, in transaction order: `after-read` (source read / engine done), `after-data` (data slice
 //! written), `after-checkpoint` (checkpoint written), `after-blocks` (blocks written, head not moved),
 //! `after-head` (head moved). `weir upgrade` has its own ([`UPGRADE_STEPS`]); `rename`, `delete` and `reset`
-//! have `intent-recorded` and `intent-step-N`, one per step they carry out. With `WEIR_FAULT_PAUSE=<file>`
-//! the process waits at the step until the file exists instead of aborting.
+//! have `intent-recorded` and `intent-step-N`, one per step they carry out. A root's Append ingest also has
+//! `during-read`, passed after each batch of the source file is checked (so a test can change the file
+//! while it is read). With `WEIR_FAULT_PAUSE=<file>` the process waits at the step until the file exists
+//! instead of aborting.
 
 /// The steps a transaction passes, in order.
 pub const STEPS: &[&str] = &[

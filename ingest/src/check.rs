@@ -2,7 +2,8 @@
 //! what a check must remember across batches (the file's schema, the primary keys seen) it keeps itself.
 //!
 //! In order: no system column; an event time that is a TIMESTAMP or a DATE and never empty (cast to
-//! `Timestamp(ms, UTC)`, or the ingest time when the data has no event time column); the dataset's schema;
+//! `Timestamp(ms, UTC)`; data without an event time column gets the ingest time, unless the dataset declares
+//! its event time column, which the data must then have); the dataset's schema;
 //! each primary key at most once in the file.
 
 use std::collections::HashMap;
@@ -46,6 +47,8 @@ pub struct Checks {
     /// The dataset's data columns; before its first data, those of the file's first batch.
     schema: Option<SchemaRef>,
     keys: Option<KeyIndex>,
+    /// The dataset declares its event time column: data without it is refused.
+    event_time_declared: bool,
 }
 
 impl Checks {
@@ -77,7 +80,15 @@ impl Checks {
             ingest_time,
             schema: dataset_schema,
             keys,
+            event_time_declared: false,
         }
+    }
+
+    /// Data without the event time column is refused ([`BadData::MissingEventTime`]) instead of stamped
+    /// with the ingest time: for a dataset whose `SetVocab` names its event time column.
+    pub fn event_time_declared(mut self, declared: bool) -> Self {
+        self.event_time_declared = declared;
+        self
     }
 
     /// The data columns the file's records have once checked: the dataset's, or those of the file's first
@@ -109,7 +120,7 @@ impl Checks {
     }
 
     /// Ensures an event time column of type `Timestamp(ms, UTC)` with no empty value; without one, the
-    /// ingest time is used.
+    /// ingest time is used, unless the event time column is declared.
     fn with_event_time(&self, placed: &Placed) -> Result<RecordBatch, IngestError> {
         let batch = &placed.batch;
         let vocab = &self.vocab;
@@ -162,6 +173,13 @@ impl Checks {
                 fields.push(f.as_ref().clone().with_nullable(true));
                 columns.push(c.clone());
             }
+        }
+        if !found && self.event_time_declared {
+            return Err(BadData::MissingEventTime {
+                file: self.file.clone(),
+                column: vocab.event_time_column.clone(),
+            }
+            .into());
         }
         if !found {
             fields.push(Field::new(&vocab.event_time_column, utc_millis(), true));
@@ -346,6 +364,24 @@ mod tests {
         assert_eq!(
             err,
             "p.parquet, column \"id\": the event time must be a TIMESTAMP or a DATE, found BIGINT"
+        );
+    }
+
+    #[test]
+    fn a_file_without_the_declared_event_time_column_is_refused() {
+        let vocab = DatasetVocabulary {
+            event_time_column: "observed_at".into(),
+            ..DatasetVocabulary::default()
+        };
+        let mut checks = Checks::new("a.csv", &vocab, &MergeStrategy::Append, None, Utc::now())
+            .event_time_declared(true);
+        let err = checks
+            .check(&placed(&[1], &[Some("a")], 2))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("a.csv: the event time column \"observed_at\" is not in the data"),
+            "{err}"
         );
     }
 

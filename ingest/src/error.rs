@@ -233,6 +233,20 @@ pub enum BadData {
         /// Columns whose type changed.
         changed: Vec<ChangedType>,
     },
+    /// The event time column the dataset declares (`SetVocab`'s `eventTimeColumn`) is not in the data.
+    #[error(
+        "{file}: the event time column \"{column}\" is not in the data (the dataset's SetVocab declares it; records are never stamped with the ingest time instead)"
+    )]
+    MissingEventTime {
+        /// The file.
+        file: String,
+        /// The declared event time column.
+        column: String,
+    },
+    /// The source file changed while it was read: what was read matches neither its content before nor
+    /// after.
+    #[error(transparent)]
+    ChangedWhileRead(#[from] crate::source_file::ChangedWhileRead),
 }
 
 fn article(noun: &str) -> &'static str {

@@ -14,11 +14,13 @@ pub mod ddl;
 pub mod error;
 pub mod event_time;
 pub mod fetch;
+pub mod files_glob;
 pub mod http;
 pub mod merge;
 pub mod prepare;
 pub mod read;
 pub mod schema;
+pub mod source_file;
 pub mod write;
 
 use arrow::array::RecordBatch;

@@ -4,6 +4,7 @@ pub mod conformance;
 pub mod delete;
 pub mod deprecate;
 pub mod error;
+pub mod ingest;
 pub mod init;
 pub mod inspect;
 pub mod intent;
@@ -92,6 +93,7 @@ pub fn open(
         storage,
         engines,
         progress: weir_dataset::progress::Progress::none(),
+        source_settle: None,
     })
 }
 

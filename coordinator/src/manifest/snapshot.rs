@@ -7,7 +7,10 @@ use serde_json::Value;
 
 use super::support::{self, Unsupported};
 use super::yaml::{Located, Position};
-use odf::{DatasetKind, MergeStrategy, MetadataEvent, SetPollingSource, SetTransform, SetVocab};
+use odf::{
+    AddPushSource, DatasetKind, MergeStrategy, MetadataEvent, SetPollingSource, SetTransform,
+    SetVocab,
+};
 
 /// A manifest that cannot be used.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -100,6 +103,8 @@ pub struct DatasetManifest {
     pub kind: DatasetKind,
     /// A root's source.
     pub polling_source: Option<SetPollingSource>,
+    /// A root's push sources (`AddPushSource`), which `weir ingest` feeds.
+    pub push_sources: Vec<AddPushSource>,
     /// A derivative's transform.
     pub transform: Option<SetTransform>,
     /// Column names, if not the defaults.
@@ -197,6 +202,7 @@ impl DatasetManifest {
             name,
             kind,
             polling_source: None,
+            push_sources: Vec::new(),
             transform: None,
             vocab: None,
             info: Vec::new(),
@@ -339,7 +345,11 @@ impl DatasetManifest {
                         }
                         m.info.push(ctx.typed(&base, Some(&tagged))?);
                     }
-                    "AddPushSource" | "DisablePushSource" | "DisablePollingSource" => {
+                    "AddPushSource" => {
+                        let src = push_source(&ctx, &base, &body, &m)?;
+                        m.push_sources.push(src);
+                    }
+                    "DisablePushSource" | "DisablePollingSource" => {
                         return Err(ctx.err(
                         &format!("{base}.kind"),
                         format!("`{event_kind}` is not supported by Weir (it pulls polling sources and transforms only)"),
@@ -365,10 +375,16 @@ impl DatasetManifest {
             return Err(e);
         }
         match m.kind {
-            DatasetKind::Root if m.polling_source.is_none() => {
+            DatasetKind::Root if m.polling_source.is_none() && m.push_sources.is_empty() => {
                 return Err(ctx.err(
                     "content.metadata",
-                    "a Root dataset needs a SetPollingSource event",
+                    "a Root dataset needs a SetPollingSource or an AddPushSource event",
+                ));
+            }
+            DatasetKind::Root if m.polling_source.is_some() && !m.push_sources.is_empty() => {
+                return Err(ctx.err(
+                    "content.metadata",
+                    "a Root dataset takes a SetPollingSource or push sources (AddPushSource), not both: Weir pulls one and `weir ingest` feeds the other, into the same records",
                 ));
             }
             DatasetKind::Root if m.transform.is_some() => {
@@ -381,6 +397,12 @@ impl DatasetManifest {
                 return Err(ctx.err(
                     "content.metadata",
                     "a Derivative dataset needs a SetTransform event",
+                ));
+            }
+            DatasetKind::Derivative if !m.push_sources.is_empty() => {
+                return Err(ctx.err(
+                    "content.kind",
+                    "a Derivative dataset cannot have an AddPushSource (use kind: Root)",
                 ));
             }
             DatasetKind::Derivative if m.polling_source.is_some() => {
@@ -562,6 +584,51 @@ fn event_kind_name(kind: &str) -> String {
                 .is_some_and(|first| first.to_lowercase().chain(c).collect::<String>() == kind)
         })
         .map_or_else(|| kind.to_string(), |k| (*k).to_string())
+}
+
+/// An `AddPushSource` event at `base`: its read, preprocess and merge are those of a polling source, its
+/// name unique in the manifest.
+fn push_source(
+    ctx: &Ctx<'_>,
+    base: &str,
+    body: &Value,
+    m: &DatasetManifest,
+) -> Result<AddPushSource, ManifestError> {
+    let src: AddPushSource = ctx.typed(base, Some(body))?;
+    if src.source_name.trim().is_empty() {
+        return Err(ctx.err(
+            &format!("{base}.sourceName"),
+            "needs a name (e.g. `default`)",
+        ));
+    }
+    if m.push_sources
+        .iter()
+        .any(|p| p.source_name == src.source_name)
+    {
+        return Err(ctx.err(
+            &format!("{base}.sourceName"),
+            format!("push source `{}` is declared twice", src.source_name),
+        ));
+    }
+    support::check_push_source(&src).map_err(|all| {
+        ManifestError::from_all(all.into_iter().map(|e| ctx.unsupported(base, e)).collect())
+            .unwrap_or_else(|| ctx.err(base, "not supported by Weir"))
+    })?;
+    let primary_key = match &src.merge {
+        MergeStrategy::Ledger(l) => Some(&l.primary_key),
+        MergeStrategy::Snapshot(s) => Some(&s.primary_key),
+        _ => None,
+    };
+    if primary_key.is_some_and(Vec::is_empty) {
+        return Err(ctx.err(
+            &format!("{base}.merge.primaryKey"),
+            "needs at least one column",
+        ));
+    }
+    if let Some(t) = &src.preprocess {
+        check_sql(ctx, &format!("{base}.preprocess"), t.sql())?;
+    }
+    Ok(src)
 }
 
 fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &odf::TransformSql) -> Result<(), ManifestError> {

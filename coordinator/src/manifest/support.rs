@@ -16,7 +16,7 @@
 //! engine that ran a step there (see the crate README).
 
 use odf::{
-    CompressionFormat, EventTimeSource, FetchStep, MergeStrategy, PrepStep, ReadStep,
+    AddPushSource, CompressionFormat, EventTimeSource, FetchStep, MergeStrategy, PrepStep, ReadStep,
     SetPollingSource, SourceOrdering, TransformSql,
 };
 
@@ -290,6 +290,23 @@ fn time_format(field: &str, name: &str, value: Option<&str>) -> Result<(), Unsup
             ),
         )),
     }
+}
+
+/// Checks that Weir can carry out a push source: its read, preprocess and merge steps are checked as a
+/// polling source's (a push source has no fetch or prepare step).
+pub fn check_push_source(src: &AddPushSource) -> Result<(), Vec<Unsupported>> {
+    check_polling_source(&SetPollingSource {
+        fetch: FetchStep::FilesGlob(odf::FetchStepFilesGlob {
+            path: String::new(),
+            event_time: None,
+            cache: None,
+            order: None,
+        }),
+        prepare: None,
+        read: src.read.clone(),
+        preprocess: src.preprocess.clone(),
+        merge: src.merge.clone(),
+    })
 }
 
 /// Checks that Weir can run a SQL transform as a manifest gives it (`field` is its path in the event).

@@ -57,6 +57,11 @@ pub struct WorkspaceConfig {
     /// Engine name → how to run it.
     #[serde(default)]
     pub engines: BTreeMap<String, EngineConfig>,
+    /// The settle time of source files, in seconds: a `FilesGlob` file changed more recently than this
+    /// may still be being written and is left for a later pull (default 2; `weir pull --settle-secs`
+    /// overrides it).
+    #[serde(default)]
+    pub source_settle_secs: Option<u64>,
 }
 
 /// A loaded, cross-checked workspace.
@@ -283,6 +288,14 @@ impl WorkspaceConfig {
         } else {
             WorkspaceConfig::default()
         })
+    }
+
+    /// The settle time of source files (`source_settle_secs`, or the default).
+    pub fn source_settle(&self) -> std::time::Duration {
+        self.source_settle_secs.map_or(
+            weir_ingest::files_glob::DEFAULT_SETTLE,
+            std::time::Duration::from_secs,
+        )
     }
 
     /// The storage location, resolved against the workspace folder `root`.

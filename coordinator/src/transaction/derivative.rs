@@ -115,7 +115,10 @@ impl Context {
             events.push(MetadataEvent::ExecuteTransform(step));
         }
         if events.is_empty() {
-            return Ok(TxOutcome::UpToDate { dataset: name });
+            return Ok(TxOutcome::UpToDate {
+                dataset: name,
+                notices: Vec::new(),
+            });
         }
         self.progress.phase(Phase::Commit);
         commit(

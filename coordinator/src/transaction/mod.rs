@@ -12,6 +12,7 @@ mod writer_chains;
 pub use derivative::{EngineRun, PlannedInput, TransformPlan};
 pub use pinned::InputMoved;
 pub use query_change::is_migration;
+pub use root::Pushed;
 pub use slices::{LoadError, ledger_index, snapshot_index, stored_records};
 pub use weir_dataset::chain::append::link_blocks;
 pub(crate) use weir_dataset::chain::append::{record_engine, schema_event, set_version};
@@ -34,9 +35,9 @@ use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
 use odf::Multihash;
 use odf::{
-    AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, ExecuteTransform,
-    ExecuteTransformInput, MergeStrategy, MetadataEvent, OffsetInterval, Seed, SetTransform,
-    Transform, TransformInput, TransformSql,
+    AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, DisablePushSource,
+    ExecuteTransform, ExecuteTransformInput, MergeStrategy, MetadataEvent, OffsetInterval, Seed,
+    SetTransform, Transform, TransformInput, TransformSql,
 };
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use weir_dataset::data::{self, DataError};
@@ -45,6 +46,7 @@ use weir_dataset::identity;
 use weir_dataset::progress::{Phase, Progress, Report};
 use weir_ingest::check::Checks;
 use weir_ingest::error::{BadData, IngestError, Unit};
+use weir_ingest::files_glob::SourceNotice;
 use weir_ingest::write::SliceWriter;
 use weir_ingest::{fetch, merge, read};
 
@@ -174,11 +176,15 @@ pub enum TxOutcome {
         /// Wall time spent inside engine operations (a root's preprocess Raw query, a derivative's
         /// ExecuteTransform); the rest of the transaction is the coordinator's own work.
         engine_time: Duration,
+        /// Source files this transaction saw and did not ingest (a root's), and why.
+        notices: Vec<SourceNotice>,
     },
     /// Nothing to do.
     UpToDate {
         /// The dataset.
         dataset: String,
+        /// Source files this transaction saw and did not ingest (a root's), and why.
+        notices: Vec<SourceNotice>,
     },
 }
 
@@ -193,6 +199,8 @@ pub struct Context {
     pub engines: EngineResolver,
     /// Where transactions report how far they are (nobody by default).
     pub progress: Progress,
+    /// The settle time of source files, overriding the workspace's (`weir pull --settle-secs`).
+    pub source_settle: Option<Duration>,
 }
 
 impl Context {
@@ -202,6 +210,12 @@ impl Context {
             progress,
             ..self.clone()
         }
+    }
+
+    /// The settle time of source files: `weir pull --settle-secs`, or the workspace's.
+    pub fn source_settle(&self) -> Duration {
+        self.source_settle
+            .unwrap_or_else(|| self.workspace.config.source_settle())
     }
 
     /// Runs the next transaction of `dataset`.
@@ -357,6 +371,29 @@ pub fn metadata_events(
             events.push(MetadataEvent::SetPollingSource(src));
         }
     }
+    for push in &m.push_sources {
+        let mut push = push.clone();
+        if let Some(p) = &push.preprocess {
+            push.preprocess = Some(Transform::Sql(p.sql().clone().normalize()));
+        }
+        // The source of that name in force: the last AddPushSource of it, unless disabled since.
+        let recorded = chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
+            MetadataEvent::AddPushSource(a) if a.source_name == push.source_name => Some(Some(a)),
+            MetadataEvent::DisablePushSource(d) if d.source_name == push.source_name => Some(None),
+            _ => None,
+        });
+        match recorded {
+            Some(Some(a)) if *a == push => {}
+            // A push source is named once in force: a changed one is disabled, then added again.
+            Some(Some(_)) => {
+                events.push(MetadataEvent::DisablePushSource(DisablePushSource {
+                    source_name: push.source_name.clone(),
+                }));
+                events.push(MetadataEvent::AddPushSource(push));
+            }
+            _ => events.push(MetadataEvent::AddPushSource(push)),
+        }
+    }
     if let Some(v) = &m.vocab
         && chain.summary.vocab.as_ref() != Some(v)
     {
@@ -469,6 +506,7 @@ async fn commit(
         blocks,
         more,
         engine_time,
+        notices: Vec::new(),
     })
 }
 

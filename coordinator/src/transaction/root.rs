@@ -2,11 +2,173 @@
 
 use super::*;
 
+use std::time::SystemTime;
+
+use odf::FetchStep;
+use tracing::warn;
+use weir_ingest::files_glob::{self, IngestedFiles};
+use weir_ingest::source_file::{FileSnapshot, SnapshotError};
+
 /// Batches a source file is decoded ahead of its checks and the slice's encoding.
 const READ_AHEAD: usize = 2;
 
+/// What a root's transaction read from: the snapshot of the source file it read (a glob's file), and the
+/// files of the source it did not ingest.
+#[derive(Debug, Default)]
+struct SourceRead {
+    snapshot: Option<FileSnapshot>,
+    notices: Vec<SourceNotice>,
+}
+
+/// A file pushed into one of a root's push sources (`weir ingest`).
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    /// The push source's name.
+    pub source_name: String,
+    /// The read step the file is read with: the source's, or one for the format the caller named.
+    pub read: odf::ReadStep,
+    /// The file: given by the caller, or standard input copied to scratch.
+    pub file: fetch::Fetched,
+    /// Its snapshot before the read, checked after it; `None` for a copy this process made.
+    pub snapshot: Option<FileSnapshot>,
+}
+
 impl Context {
+    /// A root's transaction: the next source file read from a checked snapshot. A file that changed while
+    /// it was read is refused whatever else went wrong with it (a truncated CSV line, say), since what was
+    /// read is then neither its content before nor after; nothing is committed.
     pub(super) async fn ingest_once(&self, m: &DatasetManifest) -> Result<TxOutcome, TxError> {
+        self.ingest_checked(m, None).await
+    }
+
+    /// One transaction of a root's push source: `pushed` read, checked, merged and committed as a polled
+    /// file is.
+    pub async fn ingest_pushed(&self, dataset: &str, pushed: Pushed) -> Result<TxOutcome, TxError> {
+        let m = self
+            .workspace
+            .datasets
+            .get(dataset)
+            .ok_or_else(|| TxError::UnknownDataset {
+                name: dataset.to_string(),
+            })?
+            .clone();
+        let span = tracing::info_span!("transaction", dataset = %dataset, kind = "push");
+        self.ingest_checked(&m, Some(pushed)).instrument(span).await
+    }
+
+    async fn ingest_checked(
+        &self,
+        m: &DatasetManifest,
+        push: Option<Pushed>,
+    ) -> Result<TxOutcome, TxError> {
+        let mut read = SourceRead::default();
+        let outcome = self.ingest_file(m, &mut read, push).await;
+        let outcome = match (outcome, read.snapshot) {
+            (Err(e @ (TxError::BadData { .. } | TxError::Data { .. })), Some(snapshot)) => {
+                match tokio::task::spawn_blocking(move || snapshot.check_unchanged()).await {
+                    Ok(Err(SnapshotError::Changed(changed))) => Err(TxError::BadData {
+                        dataset: m.name.clone(),
+                        source: Box::new(BadData::ChangedWhileRead(changed)),
+                    }),
+                    _ => Err(e),
+                }
+            }
+            (outcome, _) => outcome,
+        };
+        for n in &read.notices {
+            warn!(dataset = %m.name, file = n.file(), kind = n.kind(), "{n}");
+        }
+        match outcome? {
+            TxOutcome::Committed {
+                dataset,
+                head,
+                records,
+                blocks,
+                more,
+                engine_time,
+                ..
+            } => Ok(TxOutcome::Committed {
+                dataset,
+                head,
+                records,
+                blocks,
+                more,
+                engine_time,
+                notices: read.notices,
+            }),
+            TxOutcome::UpToDate { dataset, .. } => Ok(TxOutcome::UpToDate {
+                dataset,
+                notices: read.notices,
+            }),
+        }
+    }
+
+    /// The next file of a `FilesGlob` source, its snapshot taken, and what the glob holds that is not
+    /// ingested; the next file of any other source.
+    async fn next_source_file(
+        &self,
+        dataset: &str,
+        fetch: &FetchStep,
+        chain: &Chain,
+        state: Option<&odf::SourceState>,
+        scratch: &Path,
+        read: &mut SourceRead,
+    ) -> Result<Option<fetch::Fetched>, TxError> {
+        let fetch_err = |source| TxError::Fetch {
+            dataset: dataset.to_string(),
+            source,
+        };
+        let FetchStep::FilesGlob(glob) = fetch else {
+            return fetch::next_pending(
+                &self.workspace.root,
+                fetch,
+                state,
+                scratch,
+                &self.progress,
+            )
+            .await
+            .map_err(fetch_err);
+        };
+        let ingested =
+            IngestedFiles::from_adds(chain.blocks.iter().filter_map(|(_, b)| match &b.event {
+                MetadataEvent::AddData(a) => Some(a),
+                _ => None,
+            }));
+        let root = self.workspace.root.clone();
+        let glob = glob.clone();
+        let settle = self.source_settle();
+        let progress = self.progress.clone();
+        let scan = tokio::task::spawn_blocking(move || {
+            files_glob::scan(
+                &root,
+                &glob,
+                &ingested,
+                settle,
+                SystemTime::now(),
+                &progress,
+            )
+        })
+        .await
+        .map_err(|_| TxError::Data {
+            dataset: dataset.to_string(),
+            source: DataError::Panicked {
+                context: "looking at the source's files".into(),
+            },
+        })?
+        .map_err(fetch_err)?;
+        read.notices = scan.notices;
+        Ok(scan.next.map(|pending| {
+            read.snapshot = Some(pending.snapshot);
+            pending.fetched
+        }))
+    }
+
+    async fn ingest_file(
+        &self,
+        m: &DatasetManifest,
+        read: &mut SourceRead,
+        push: Option<Pushed>,
+    ) -> Result<TxOutcome, TxError> {
         let name = m.name.clone();
         let data_err = |source| TxError::Data {
             dataset: name.clone(),
@@ -16,17 +178,48 @@ impl Context {
         let chain = store.chain().await?;
         let now = Utc::now();
         let mut events = metadata_events(&chain, m, now);
-        let Some(src) = &m.polling_source else {
-            return Ok(TxOutcome::UpToDate { dataset: name });
+        // The steps the records go through: the polling source's, or the push source's.
+        let (read_step, preprocess, merge) = match (&push, &m.polling_source) {
+            (Some(p), _) => {
+                let Some(src) = m
+                    .push_sources
+                    .iter()
+                    .find(|s| s.source_name == p.source_name)
+                else {
+                    return Err(TxError::Unsupported {
+                        dataset: name,
+                        message: format!(
+                            "the manifest declares no push source `{}`",
+                            p.source_name
+                        ),
+                    });
+                };
+                (p.read.clone(), src.preprocess.as_ref(), &src.merge)
+            }
+            (None, Some(src)) => {
+                if chain.summary.push_source {
+                    return Err(TxError::Unsupported {
+                        dataset: name,
+                        message: "the chain declares a push source (AddPushSource) and the manifest a polling source; a dataset takes one or the other".into(),
+                    });
+                }
+                (src.read.clone(), src.preprocess.as_ref(), &src.merge)
+            }
+            // A root fed by push sources only: a pull records its metadata, `weir ingest` its data.
+            (None, None) => {
+                if events.is_empty() {
+                    return Ok(TxOutcome::UpToDate {
+                        dataset: name,
+                        notices: Vec::new(),
+                    });
+                }
+                self.progress.phase(Phase::Commit);
+                let chain_ref = &chain;
+                return commit(&store, chain_ref, events, now, 0, false, Duration::ZERO).await;
+            }
         };
-        if chain.summary.push_source {
-            return Err(TxError::Unsupported {
-                dataset: name,
-                message:
-                    "the chain declares a push source (AddPushSource), which Weir does not pull"
-                        .into(),
-            });
-        }
+        let read_step = &read_step;
+        let pushed = push.is_some();
         let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
         let state = chain.blocks.iter().rev().find_map(|(_, b)| match &b.event {
             MetadataEvent::AddData(a) => a.new_source_state.clone(),
@@ -34,55 +227,71 @@ impl Context {
         });
         let scratch = self.scratch(&name)?;
         let progress = &self.progress;
-        let next = fetch::next_pending(
-            &self.workspace.root,
-            &src.fetch,
-            state.as_ref(),
-            scratch.path(),
-            progress,
-        )
-        .await
-        .map_err(|source| TxError::Fetch {
-            dataset: name.clone(),
-            source,
-        })?;
+        let next = match (push, &m.polling_source) {
+            (Some(p), _) => {
+                read.snapshot = p.snapshot;
+                Some(p.file)
+            }
+            (None, Some(src)) => {
+                self.next_source_file(
+                    &name,
+                    &src.fetch,
+                    &chain,
+                    state.as_ref(),
+                    scratch.path(),
+                    read,
+                )
+                .await?
+            }
+            (None, None) => None,
+        };
         let mut records = 0;
         let mut engine_time = Duration::ZERO;
         if let Some(file) = next {
-            // Taken before the prepare steps, from the fetched file itself.
-            let default_event_time = weir_ingest::event_time::for_records_without_one(
-                &src.fetch, &file, now,
-            )
-            .map_err(|source| TxError::Fetch {
-                dataset: name.clone(),
-                source,
-            })?;
-            let file = weir_ingest::prepare::prepare(
-                src.prepare.as_deref().unwrap_or_default(),
-                &src.read,
-                file,
-                &self.workspace.root,
-                scratch.path(),
-            )
-            .await
-            .map_err(|source| TxError::Prepare {
-                dataset: name.clone(),
-                source,
-            })?;
+            // A polling source's file goes through its prepare steps; a pushed file is read as given.
+            let (file, default_event_time) = match (pushed, &m.polling_source) {
+                (false, Some(src)) => {
+                    // Taken before the prepare steps, from the fetched file itself.
+                    let default_event_time =
+                        weir_ingest::event_time::for_records_without_one(&src.fetch, &file, now)
+                            .map_err(|source| TxError::Fetch {
+                                dataset: name.clone(),
+                                source,
+                            })?;
+                    let file = weir_ingest::prepare::prepare(
+                        src.prepare.as_deref().unwrap_or_default(),
+                        &src.read,
+                        file,
+                        &self.workspace.root,
+                        scratch.path(),
+                    )
+                    .await
+                    .map_err(|source| TxError::Prepare {
+                        dataset: name.clone(),
+                        source,
+                    })?;
+                    (file, default_event_time)
+                }
+                _ => (file, now),
+            };
             info!(dataset = %name, file = %file.name, bytes = file.size, "ingesting");
             // Every check of the file's data runs before anything is written.
             let schema = stored_dataset_schema(&store, &chain, &vocab, &name).await?;
             let dataset_schema = schema.clone();
-            let mut checks =
-                Checks::new(&file.name, &vocab, &src.merge, schema, default_event_time);
+            let declared = m
+                .vocab
+                .as_ref()
+                .is_some_and(|v| v.event_time_column.is_some());
+            let mut checks = Checks::new(&file.name, &vocab, merge, schema, default_event_time)
+                .event_time_declared(declared);
             let first = chain.summary.last_offset.map_or(0, |o| o + 1);
             let mut slice =
                 SliceWriter::new(&scratch.path().join("slice.parquet"), first, now, &vocab);
             let source = read::Source::File(file.path.clone());
             // The records that reach the checks: the file's, or the preprocess query's output.
-            let (batches, total_bytes) = match &src.preprocess {
+            let (batches, total_bytes) = match preprocess {
                 None => (
-                    read::read_batches(&src.read, &source, &file.name, Some(checks.event_time()))
+                    read::read_batches(read_step, &source, &file.name, Some(checks.event_time()))
                         .map_err(|e| ingest_err(&name, e))?
                         // Decoding overlaps with the checks and the slice's encoding.
                         .read_ahead(READ_AHEAD),
@@ -93,7 +302,7 @@ impl Context {
                         .preprocess(
                             &name,
                             pre.sql(),
-                            &src.read,
+                            read_step,
                             &source,
                             &file.name,
                             scratch.path(),
@@ -104,10 +313,12 @@ impl Context {
                 }
             };
             progress.phase(Phase::Ingest);
-            match &src.merge {
+            match merge {
                 // Appended as read: each checked batch goes to the slice file, nothing is held.
                 MergeStrategy::Append => {
                     weir_ingest::check_each(batches, &mut checks, progress, total_bytes, |b| {
+                        // A test hook: pause or abort with part of the source read.
+                        fault::point("during-read", &name);
                         let ops = vec![merge::OP_APPEND; b.num_rows()];
                         Ok(slice.write(&b, &ops)?)
                     })
@@ -192,6 +403,31 @@ impl Context {
                 }
             }
             fault::point("after-read", &name);
+            // What was read is the file as it was before the read only if it is still that file now.
+            if let Some(snapshot) = read.snapshot.clone() {
+                let progress = self.progress.clone();
+                tokio::task::spawn_blocking(move || snapshot.check_unchanged_reporting(&progress))
+                    .await
+                    .map_err(|_| TxError::Data {
+                        dataset: name.clone(),
+                        source: DataError::Panicked {
+                            context: "checking the source file after the read".into(),
+                        },
+                    })?
+                    .map_err(|e| match e {
+                        SnapshotError::Changed(changed) => TxError::BadData {
+                            dataset: name.clone(),
+                            source: Box::new(BadData::ChangedWhileRead(changed)),
+                        },
+                        SnapshotError::Io { .. } => TxError::Fetch {
+                            dataset: name.clone(),
+                            source: fetch::FetchError {
+                                what: file.name.clone(),
+                                message: e.to_string(),
+                            },
+                        },
+                    })?;
+            }
             let mut watermark = chain.summary.watermark;
             let new_data = match slice.finish().map_err(data_err)? {
                 None => None,
@@ -234,12 +470,17 @@ impl Context {
                 new_data,
                 new_checkpoint: None,
                 new_watermark: watermark,
-                new_source_state: Some(file.state),
-                extra: None,
+                // A push source resumes from nothing: its data comes when it is pushed.
+                new_source_state: (!pushed).then_some(file.state),
+                // What the file was when it was read (a glob's file): later pulls compare it with it.
+                extra: read.snapshot.as_ref().and_then(|s| s.recorded().to_extra()),
             }));
         }
         if events.is_empty() {
-            return Ok(TxOutcome::UpToDate { dataset: name });
+            return Ok(TxOutcome::UpToDate {
+                dataset: name,
+                notices: Vec::new(),
+            });
         }
         let more = events
             .iter()

@@ -40,7 +40,10 @@ pub fn weir(dir: &Path) -> Command {
     c.arg("--workspace")
         .arg(dir)
         .env_remove("WEIR_FAULT_AT")
-        .env_remove("WEIR_LOG");
+        .env_remove("WEIR_LOG")
+        // The tests write their source files completely before they pull (and the workspace copy is new):
+        // no settle time, unless a test asks for one.
+        .env("WEIR_SETTLE_SECS", "0");
     c
 }
 

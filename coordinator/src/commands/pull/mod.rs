@@ -65,6 +65,8 @@ pub struct PullOptions {
     pub quiet: bool,
     /// Reset pulled derivatives whose transform changed to their Seed, to compute them again.
     pub recompute: bool,
+    /// The settle time of source files, overriding the workspace's.
+    pub settle: Option<Duration>,
 }
 
 fn pipeline_err(e: impl std::fmt::Display) -> CommandError {
@@ -78,6 +80,10 @@ const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Runs `pull`.
 pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandError> {
+    let ctx = &Context {
+        source_settle: opts.settle.or(ctx.source_settle),
+        ..ctx.clone()
+    };
     let named = super::select(ctx, &opts.datasets)?;
     let targets = targets(ctx, opts, &named)?;
     for warning in crate::commands::validate::static_checks(

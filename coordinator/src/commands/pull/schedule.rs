@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 
 use crate::scheduler::{Completion, DatasetState, Scheduler};
 use weir_dataset::progress::PhaseTimes;
+use weir_ingest::files_glob::SourceNotice;
 
 /// One transaction to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,7 @@ pub struct Done {
     pub(super) error: Option<Failure>,
     pub(super) timing: Timing,
     pub(super) change: Option<Change>,
+    pub(super) notices: Vec<SourceNotice>,
 }
 
 /// Why a dataset's transaction failed: the error's text, its exit code and its hint.
@@ -78,6 +80,7 @@ pub(super) struct PendingTransactions {
     errors: BTreeMap<String, Failure>,
     timings: BTreeMap<String, Timing>,
     changes: BTreeMap<String, Change>,
+    notices: BTreeMap<String, Vec<SourceNotice>>,
     finished: Option<oneshot::Sender<PullReport>>,
 }
 
@@ -92,6 +95,9 @@ pub struct PullReport {
     pub timings: BTreeMap<String, Timing>,
     /// What changed per dataset (datasets that committed nothing are absent).
     pub changes: BTreeMap<String, Change>,
+    /// Source files a root did not ingest, and why, as its last transaction saw them (roots with none are
+    /// absent).
+    pub notices: BTreeMap<String, Vec<SourceNotice>>,
 }
 
 impl PendingTransactions {
@@ -107,6 +113,7 @@ impl PendingTransactions {
             errors: BTreeMap::new(),
             timings: BTreeMap::new(),
             changes: BTreeMap::new(),
+            notices: BTreeMap::new(),
             finished: Some(finished),
         }
     }
@@ -127,6 +134,7 @@ impl PendingTransactions {
                 errors: self.errors.clone(),
                 timings: self.timings.clone(),
                 changes: self.changes.clone(),
+                notices: self.notices.clone(),
             });
         }
         tasks
@@ -166,6 +174,12 @@ impl Producer<PendingTransactionsMessages> for PendingTransactions {
             self.errors.insert(done.dataset.clone(), e);
         }
         *self.timings.entry(done.dataset.clone()).or_default() += done.timing;
+        // A root's last transaction saw its source as the pull leaves it.
+        if done.notices.is_empty() {
+            self.notices.remove(&done.dataset);
+        } else {
+            self.notices.insert(done.dataset.clone(), done.notices);
+        }
         if let Some(change) = done.change {
             match self.changes.get_mut(&done.dataset) {
                 Some(total) => {

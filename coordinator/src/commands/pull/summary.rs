@@ -10,6 +10,7 @@ use super::schedule::PullReport;
 use crate::commands::Output;
 use crate::scheduler::DatasetState;
 use weir_dataset::progress::Phase;
+use weir_ingest::files_glob::SourceNotice;
 
 /// The summary of a pull that took `elapsed` (wall time) with up to `workers` transactions at once.
 ///
@@ -66,6 +67,14 @@ pub(super) fn summary(
             )),
             None => lines.push(format!("{name}: {what}{timed}")),
         }
+        let notices = report
+            .notices
+            .get(name)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for n in notices {
+            lines.push(format!("  {}: {n}", notice_label(n)));
+        }
         items.push(json!({
             "dataset": name,
             "state": code,
@@ -78,6 +87,16 @@ pub(super) fn summary(
             "recordsAdded": change.map_or(0, |c| c.records),
             "oldHead": change.and_then(|c| c.old_head.clone()),
             "newHead": change.map(|c| c.new_head.clone()),
+            "sourceNotices": notices
+                .iter()
+                .map(|n| {
+                    let mut v = serde_json::to_value(n).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("message".into(), json!(n.to_string()));
+                    }
+                    v
+                })
+                .collect::<Vec<_>>(),
             "millis": millis(timing.total),
             "engineMillis": millis(timing.engine),
             "phaseMillis": Phase::ALL
@@ -155,6 +174,15 @@ pub(super) fn committed_in_words(report: &PullReport) -> String {
         ));
     }
     words
+}
+
+/// How a summary line introduces a source file that was not ingested.
+fn notice_label(n: &SourceNotice) -> &'static str {
+    match n {
+        SourceNotice::Unsettled { .. } => "waiting",
+        SourceNotice::Late { .. } => "not ingested (late)",
+        SourceNotice::ChangedAfterIngest { .. } => "not ingested (changed)",
+    }
 }
 
 /// The end of a block hash, enough to tell heads apart in a summary line (`weir log` shows them whole).

@@ -60,6 +60,7 @@ impl Consumer for Worker {
             });
             let outcome = self.ctx.with_progress(progress).run_once(&dataset).await;
             let mut change = None;
+            let mut notices = Vec::new();
             let phases = match clock.lock() {
                 Ok(mut c) => {
                     c.stop();
@@ -77,8 +78,10 @@ impl Consumer for Worker {
                     head,
                     records,
                     engine_time,
+                    notices: seen,
                     ..
                 }) => {
+                    notices = seen;
                     timing.engine = engine_time;
                     change = Some(Change {
                         records,
@@ -97,13 +100,16 @@ impl Consumer for Worker {
                         None,
                     )
                 }
-                Ok(TxOutcome::UpToDate { .. }) => (
-                    Completion::UpToDate,
-                    ProgressEvent::UpToDate {
-                        dataset: dataset.clone(),
-                    },
-                    None,
-                ),
+                Ok(TxOutcome::UpToDate { notices: seen, .. }) => {
+                    notices = seen;
+                    (
+                        Completion::UpToDate,
+                        ProgressEvent::UpToDate {
+                            dataset: dataset.clone(),
+                        },
+                        None,
+                    )
+                }
                 Err(e) => {
                     let message = error_chain(&e);
                     // The summary says it once; the log has it for those who ask (`--log weir=info`).
@@ -129,6 +135,7 @@ impl Consumer for Worker {
                 error,
                 timing,
                 change,
+                notices,
             });
         }
         Noreply::none()
