@@ -124,9 +124,12 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
         ),
         MetadataEvent::SetLicense(l) => format!("SetLicense {} ({})", l.short_name, l.website_url),
         MetadataEvent::SetAttachments(_) => "SetAttachments".to_owned(),
-        MetadataEvent::AddPushSource(p) => {
-            format!("AddPushSource {} (not pulled by Weir)", p.source_name)
-        }
+        MetadataEvent::AddPushSource(p) => format!(
+            "AddPushSource {} read={} merge={} (fed by `weir ingest`)",
+            p.source_name,
+            p.read.kind_name(),
+            p.merge.kind_name()
+        ),
         MetadataEvent::DisablePushSource(p) => format!("DisablePushSource {}", p.source_name),
         MetadataEvent::DisablePollingSource(_) => "DisablePollingSource".to_owned(),
         MetadataEvent::AddData(a) => format!(
@@ -135,7 +138,14 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
             a.new_watermark.map_or("-".into(), |w| w.to_rfc3339()),
             a.new_source_state
                 .as_ref()
-                .map_or("-".into(), |s| s.value.clone())
+                .map(|s| s.value.clone())
+                // A pushed file: what the ingest recorded about it.
+                .or_else(|| a
+                    .extra
+                    .as_ref()
+                    .and_then(weir_ingest::source_file::RecordedFile::from_extra)
+                    .map(|r| r.path))
+                .unwrap_or_else(|| "-".into())
         ),
         MetadataEvent::ExecuteTransform(t) => format!(
             "ExecuteTransform {} inputs=[{}] watermark={} engine={}",
