@@ -50,6 +50,7 @@
 //! # });
 //! ```
 
+mod binary_hash;
 mod config;
 mod connect;
 mod container;
@@ -66,6 +67,7 @@ mod scoped_credentials;
 mod shutdown;
 mod staging;
 
+pub use binary_hash::{HashError as BinaryHashError, binary_sha256, hashings as binary_hashings};
 pub use config::RuntimeConfig;
 pub use container::daemon::{DaemonSocket, DockerDaemon};
 pub use container::image::{ImageDigest, PullPolicy};

@@ -4,11 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -151,8 +150,6 @@ pub struct ProcessRuntime {
     engine: ProcessEngine,
     config: RuntimeConfig,
     run_root: PathBuf,
-    /// (length, modification time, sha256) of the binary when last hashed.
-    hashed: Arc<Mutex<Option<(u64, SystemTime, String)>>>,
 }
 
 impl ProcessRuntime {
@@ -162,7 +159,6 @@ impl ProcessRuntime {
             engine,
             config,
             run_root: std::env::temp_dir(),
-            hashed: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -173,40 +169,20 @@ impl ProcessRuntime {
         self
     }
 
-    /// The SHA-256 of the binary (hex), recomputed only when its size or modification time changed.
+    /// The SHA-256 of the binary (hex), hashed once per process and file identity
+    /// ([`crate::binary_sha256`]).
     pub async fn binary_sha256(&self) -> Result<String, RuntimeError> {
-        let binary = self.engine.binary.clone();
-        let not_found = |source| RuntimeError::EngineBinaryNotFound {
-            path: binary.clone(),
-            source,
-        };
-        let meta = tokio::fs::metadata(&binary).await.map_err(not_found)?;
-        let key = (meta.len(), meta.modified().map_err(not_found)?);
-        if let Ok(cached) = self.hashed.lock()
-            && let Some((len, modified, hash)) = cached.as_ref()
-            && (*len, *modified) == key
-        {
-            return Ok(hash.clone());
-        }
-        let mut file = tokio::fs::File::open(&binary).await.map_err(not_found)?;
-        let mut hasher = Sha256::new();
-        let mut buffer = vec![0u8; 1 << 20];
-        loop {
-            let read = file.read(&mut buffer).await.map_err(not_found)?;
-            if read == 0 {
-                break;
+        crate::binary_sha256(&self.engine.binary).map_err(|e| match e {
+            crate::BinaryHashError::Io { path, source } => {
+                RuntimeError::EngineBinaryNotFound { path, source }
             }
-            hasher.update(&buffer[..read]);
-        }
-        let hash: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        if let Ok(mut cached) = self.hashed.lock() {
-            *cached = Some((key.0, key.1, hash.clone()));
-        }
-        Ok(hash)
+            interrupted @ crate::BinaryHashError::Interrupted { .. } => {
+                RuntimeError::EngineBinaryNotFound {
+                    path: self.engine.binary.clone(),
+                    source: std::io::Error::new(std::io::ErrorKind::Interrupted, interrupted),
+                }
+            }
+        })
     }
 
     async fn start_process(&self, request: StartRequest) -> Result<EngineHandle, RuntimeError> {

@@ -110,6 +110,11 @@ impl Drop for ProcessEntry {
 }
 
 /// Fails with [`RuntimeError::ShuttingDown`] once [`shutdown`] was called.
+/// Whether [`shutdown`] has begun: long work (hashing a binary) stops at once.
+pub(crate) fn is_shutting_down() -> bool {
+    live().shutting_down
+}
+
 pub(crate) fn check_not_shutting_down(engine: &str) -> Result<(), RuntimeError> {
     if live().shutting_down {
         Err(RuntimeError::ShuttingDown {

@@ -310,13 +310,13 @@ impl EngineResolver {
         args: &[String],
     ) -> Result<EngineHandle, EngineFailure> {
         let path = self.root.join(binary);
-        let bytes = std::fs::read(&path).map_err(|e| EngineFailure::NotConfigured {
-            engine: name.to_string(),
-            runtime: "process".into(),
-            hint: format!("engine binary {}: {e}", path.display()),
-        })?;
-        use sha2::Digest;
-        let digest = hex(&sha2::Sha256::digest(&bytes));
+        // Hashed once per run and binary (keyed by the file's identity), not per operation.
+        let digest =
+            engine_runtime::binary_sha256(&path).map_err(|e| EngineFailure::NotConfigured {
+                engine: name.to_string(),
+                runtime: "process".into(),
+                hint: e.to_string(),
+            })?;
         let identity = EngineIdentity {
             name: name.into(),
             runtime: "process".into(),
@@ -470,17 +470,6 @@ impl EngineHandle {
     ) -> Result<Vec<InputRecords>, EngineFailure> {
         self.engine.derive_provenance(job).await
     }
-}
-
-/// Lower-case hex of some bytes.
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }
 
 /// How engines run.
