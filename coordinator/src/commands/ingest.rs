@@ -157,10 +157,7 @@ pub fn read_step_as(step: &ReadStep, format: Option<InputFormat>) -> ReadStep {
             schema,
             ..Default::default()
         }),
-        (InputFormat::Parquet, _) => ReadStep::Parquet(odf::ReadStepParquet {
-            schema,
-            ..Default::default()
-        }),
+        (InputFormat::Parquet, _) => ReadStep::Parquet(odf::ReadStepParquet { schema }),
     }
 }
 
