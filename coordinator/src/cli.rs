@@ -22,7 +22,7 @@ pub struct Cli {
     /// Which runtime serves engines.
     #[arg(long = "engine", id = "engine_runtime", global = true, value_enum, default_value_t = EngineRuntimeKind::Embedded)]
     pub engine_runtime: EngineRuntimeKind,
-    /// Commands that write (pull, engine deprecate, upgrade) wait for another weir process writing the workspace
+    /// Commands that write (pull, ingest, engine deprecate, upgrade) wait for another weir process writing the workspace
     /// to finish, instead of failing with exit 9.
     #[arg(long, global = true)]
     pub wait_lock: bool,

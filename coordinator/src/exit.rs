@@ -43,9 +43,10 @@ Exit codes:
   7  verify / engine deprecate found a mismatch
   8  storage unreadable, a stored file missing or not matching its hash, a lost head, or a metadata chain
      invalid (verify reports every stored file that fails its check this way)
-  9  the workspace is locked: another weir process is writing it (pull, engine deprecate, upgrade); pass
+  9  the workspace is locked: another weir process is writing it (pull, ingest, engine deprecate, upgrade); pass
      --wait-lock to wait for it instead
- 10  input data refused: the message names the file, line and column (nothing was committed)
+ 10  input data refused: the message names the file, line and column, or says the file changed while it
+     was read (nothing was committed)
  11  refused: a changed transform that cannot continue the recorded one (see `pull --recompute`), a
      reset, rename or delete that datasets depending on it would not survive, a delete not confirmed
      (-y), or `init` in a workspace (nothing was changed)

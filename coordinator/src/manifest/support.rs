@@ -8,7 +8,8 @@
 //! (`Gzip`, `Zip` with `subPath`) and `Pipe`; read `Csv` with every option kamu reads (`schema` as an ODF
 //! schema or DDL, `ddlSchema`, `separator`, `header`, `inferSchema`, `nullValue`, `quote`, `escape`,
 //! `encoding: utf8`, `dateFormat` / `timestampFormat: rfc3339`), `NdJson`, `Parquet`; merge `Append`,
-//! `Ledger`, `Snapshot`; `preprocess` and transforms `Sql { engine, query | queries }`. Not supported: fetch
+//! `Ledger`, `Snapshot`; `preprocess` and transforms `Sql { engine, query | queries }`; push sources (`AddPushSource`) with those
+//! read, preprocess and merge steps. Not supported: fetch
 //! `Container`, `Mqtt`, `EthereumLogs`, `cache`, `order:
 //! ByEventTime`; read `GeoJson`, `EsriShapefile`, `Json`, `NdGeoJson`; merge `ChangelogStream`,
 //! `UpsertStream`; `temporalTables` in a `preprocess` (a transform may declare them: a temporal table join,
