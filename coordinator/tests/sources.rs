@@ -229,6 +229,19 @@ fn a_file_rewritten_after_it_was_read_is_refused_and_its_new_content_ingested_ne
     assert_eq!(t(ws.path()).1, 0, "nothing committed");
     ok(ws.path(), &["pull", "t", "--quiet"]);
     assert_eq!(ids(ws.path()), (10..20).collect::<Vec<_>>());
+    // The chain records the file as it was read: its size and the hash of its content.
+    let content = std::fs::read(&path).unwrap();
+    let provenance = ok(ws.path(), &["provenance", "t", "--offset", "0"]);
+    assert!(
+        provenance.contains(&format!(
+            "as read: {} bytes, modified {}",
+            content.len(),
+            weir_ingest::source_file::rfc3339(
+                std::fs::metadata(&path).unwrap().modified().unwrap()
+            )
+        )) && provenance.contains(&odf::Multihash::sha3_256(&content).to_string()),
+        "{provenance}"
+    );
 }
 
 #[test]

@@ -37,12 +37,25 @@ pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, Co
     let mut inputs_json = Vec::new();
     match &block.event {
         MetadataEvent::AddData(a) => {
+            // What the ingest recorded about the file it read (a polled or pushed file).
+            let file = a
+                .extra
+                .as_ref()
+                .and_then(weir_ingest::source_file::RecordedFile::from_extra);
             let src = a
                 .new_source_state
                 .as_ref()
-                .map_or("-".into(), |s| s.value.clone());
+                .map(|s| s.value.clone())
+                .or_else(|| file.as_ref().map(|f| f.path.clone()))
+                .unwrap_or_else(|| "-".into());
             lines.push(format!("  ingested from source `{src}`"));
-            inputs_json.push(json!({ "source": src }));
+            if let Some(f) = &file {
+                lines.push(format!(
+                    "  as read: {} bytes, modified {}, content {}",
+                    f.size, f.modified, f.sha3_256
+                ));
+            }
+            inputs_json.push(json!({ "source": src, "sourceFile": file }));
         }
         MetadataEvent::ExecuteTransform(t) => {
             let names = id_names(ctx).await?;
