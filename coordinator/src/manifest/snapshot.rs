@@ -889,12 +889,55 @@ content:
             "{encoding}"
         );
         assert_eq!(encoding.line(), Some(14), "{encoding}");
-        let push = parse(&ROOT.replace("kind: SetVocab", "kind: AddPushSource")).unwrap_err();
+        let disable = parse(&ROOT.replace(
+            "kind: SetVocab\n      eventTimeColumn: observed_at",
+            "kind: DisablePushSource\n      sourceName: default",
+        ))
+        .unwrap_err();
         assert!(
-            push.to_string()
-                .contains("`AddPushSource` is not supported by Weir"),
-            "{push}"
+            disable
+                .to_string()
+                .contains("`DisablePushSource` is not supported by Weir"),
+            "{disable}"
         );
+    }
+
+    /// `stations` fed by push sources instead of its polling source.
+    fn pushed(sources: &str) -> String {
+        ROOT.replace(
+            "    - kind: SetPollingSource
+      fetch:
+        kind: FilesGlob
+        path: data/stations-*.csv
+",
+            sources,
+        )
+    }
+
+    #[test]
+    fn push_sources_are_read_and_checked_as_polling_sources_are() {
+        let one = "    - kind: AddPushSource
+      sourceName: default
+";
+        let m = parse(&pushed(one)).unwrap();
+        assert!(m.polling_source.is_none());
+        assert_eq!(m.push_sources.len(), 1);
+        assert_eq!(m.push_sources[0].source_name, "default");
+        // An option Weir does not carry out, at its field.
+        let quote =
+            parse(&pushed(one).replace("header: true", "header: true\n        quote: \"'\""))
+                .unwrap_err();
+        assert_eq!(
+            quote.field(),
+            Some("content.metadata[0].read.quote"),
+            "{quote}"
+        );
+        // Two sources of one name.
+        let twice =
+            format!("{one}      read: {{ kind: NdJson }}\n      merge: {{ kind: Append }}\n{one}");
+        let err = parse(&pushed(&twice)).unwrap_err();
+        assert_eq!(err.field(), Some("content.metadata[1].sourceName"), "{err}");
+        assert!(err.to_string().contains("declared twice"), "{err}");
     }
 
     #[test]
