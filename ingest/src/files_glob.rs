@@ -1,7 +1,8 @@
 //! A `FilesGlob` source: which of its files comes next, and what it holds that will not be ingested.
 //!
 //! Files are ingested one per transaction in name order, after the last one ingested (ODF's `ByName`
-//! order). Each pull looks at every file the glob matches and sorts them out:
+//! order). A transaction takes the next file; one that finds none to take (the last of a pull) looks at every
+//! file the glob matches and says what it does not ingest:
 //!
 //! - the first file after the last one ingested is **next**, unless it changed within the settle time (it
 //!   may still be being written): then it is left for a later pull ([`SourceNotice::Unsettled`]), and so are
@@ -166,7 +167,8 @@ pub struct GlobScan {
 }
 
 /// Looks at every file `glob` matches under `root` and picks the next one to ingest, given what the chain
-/// records as `ingested`; a file changed within `settle` of `now` is left for a later pull. The next file is
+/// records as `ingested`; a file changed within `settle` of `now` is left for a later pull. When there is no
+/// file to ingest now, the notices say what the glob holds that is not ingested. The next file is
 /// stamped and hashed before it is handed out, reporting to `progress` (blocking: run it on a blocking
 /// thread).
 pub fn scan(
@@ -196,69 +198,71 @@ pub fn scan(
         .collect();
     names.sort();
     let mut scan = GlobScan::default();
-    let mut waiting = false;
     let last = ingested.last.as_deref();
-    for (name, path) in names {
-        if let Some(recorded) = ingested.files.get(&name) {
-            if let Some(recorded) = recorded
-                && let Some(what) = changed_since(&path, recorded)
-            {
-                scan.notices.push(SourceNotice::ChangedAfterIngest {
-                    file: name.clone(),
-                    what,
-                    last: last.unwrap_or_default().to_string(),
-                });
-            }
-            continue;
-        }
-        if let Some(last) = last.filter(|l| name.as_str() < *l) {
-            scan.notices.push(SourceNotice::Late {
-                file: name,
-                last: last.to_string(),
-            });
-            continue;
-        }
-        if waiting || scan.next.is_some() {
-            continue;
-        }
-        let stamp = FileStamp::of(&path).map_err(|e| err(format!("{name}: {e}")))?;
+    // The next file: the first never ingested that sorts after the last one ingested. The files after it
+    // come after it, so while it settles they wait too.
+    let next = names.iter().find(|(name, _)| {
+        !ingested.files.contains_key(name) && last.is_none_or(|l| name.as_str() > l)
+    });
+    if let Some((name, path)) = next {
+        let stamp = FileStamp::of(path).map_err(|e| err(format!("{name}: {e}")))?;
         let quiet = stamp.quiet_for(now);
+        let unsettled = |quiet: Duration| SourceNotice::Unsettled {
+            file: name.clone(),
+            quiet_millis: millis(quiet),
+            settle_millis: millis(settle),
+        };
         if quiet < settle {
-            scan.notices.push(SourceNotice::Unsettled {
-                file: name,
-                quiet_millis: millis(quiet),
-                settle_millis: millis(settle),
-            });
-            waiting = true;
-            continue;
-        }
-        match FileSnapshot::take_reporting(&path, &name, progress) {
-            Ok(snapshot) => {
-                scan.next = Some(PendingFile {
-                    fetched: Fetched {
-                        name: name.clone(),
-                        path,
-                        size: snapshot.stamp.size,
-                        state: SourceState {
-                            source_name: SourceState::DEFAULT_SOURCE_NAME.into(),
-                            kind: STATE_LAST_FILE.into(),
-                            value: name,
+            scan.notices.push(unsettled(quiet));
+        } else {
+            match FileSnapshot::take_reporting(path, name, progress) {
+                Ok(snapshot) => {
+                    scan.next = Some(PendingFile {
+                        fetched: Fetched {
+                            name: name.clone(),
+                            path: path.clone(),
+                            size: snapshot.stamp.size,
+                            state: SourceState {
+                                source_name: SourceState::DEFAULT_SOURCE_NAME.into(),
+                                kind: STATE_LAST_FILE.into(),
+                                value: name.clone(),
+                            },
                         },
-                    },
-                    snapshot,
-                });
+                        snapshot,
+                    });
+                    // What the glob holds besides is looked at once the source has nothing more to take
+                    // (the last transaction of a pull), not before every file.
+                    return Ok(scan);
+                }
+                // It changes as it is hashed: still being written.
+                Err(SnapshotError::Changed(_)) => scan.notices.push(unsettled(Duration::ZERO)),
+                Err(e) => return Err(err(e.to_string())),
             }
-            Err(SnapshotError::Changed(_)) => {
-                scan.notices.push(SourceNotice::Unsettled {
-                    file: name,
-                    quiet_millis: 0,
-                    settle_millis: millis(settle),
-                });
-                waiting = true;
-            }
-            Err(e) => return Err(err(e.to_string())),
         }
     }
+    for (name, path) in &names {
+        match ingested.files.get(name) {
+            Some(Some(recorded)) => {
+                if let Some(what) = changed_since(path, recorded) {
+                    scan.notices.push(SourceNotice::ChangedAfterIngest {
+                        file: name.clone(),
+                        what,
+                        last: last.unwrap_or_default().to_string(),
+                    });
+                }
+            }
+            Some(None) => {}
+            None => {
+                if let Some(last) = last.filter(|l| name.as_str() < *l) {
+                    scan.notices.push(SourceNotice::Late {
+                        file: name.clone(),
+                        last: last.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    scan.notices.sort_by(|a, b| a.file().cmp(b.file()));
     Ok(scan)
 }
 
@@ -348,18 +352,34 @@ mod tests {
             &Progress::none(),
         )
         .unwrap();
-        assert_eq!(second.next.unwrap().fetched.name, "in/c.csv");
+        let c = second.next.unwrap();
+        assert_eq!(c.fetched.name, "in/c.csv");
+        assert!(
+            second.notices.is_empty(),
+            "said when nothing is left to take"
+        );
+        let after_c = ingested(&c, &after_b);
+        let third = scan(
+            dir.path(),
+            &g,
+            &after_c,
+            DEFAULT_SETTLE,
+            now,
+            &Progress::none(),
+        )
+        .unwrap();
+        assert!(third.next.is_none());
         assert_eq!(
-            second.notices,
+            third.notices,
             vec![
                 SourceNotice::Late {
                     file: "in/a.csv".into(),
-                    last: "in/b.csv".into()
+                    last: "in/c.csv".into()
                 },
                 SourceNotice::ChangedAfterIngest {
                     file: "in/b.csv".into(),
                     what: "it had 5 bytes, now 14".into(),
-                    last: "in/b.csv".into()
+                    last: "in/c.csv".into()
                 },
             ]
         );
