@@ -89,6 +89,9 @@ pub enum Command {
         /// CSV has a header line).
         #[arg(long, value_enum)]
         input_format: Option<crate::commands::ingest::InputFormat>,
+        /// No progress line.
+        #[arg(long)]
+        quiet: bool,
     },
     /// Check a dataset's stored files against its chain, then replay every transform with its recorded
     /// engine and compare output hashes.

@@ -401,12 +401,14 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             file,
             source_name,
             input_format,
+            quiet,
         } => {
             let opts = commands::ingest::IngestOptions {
                 dataset: dataset.clone(),
                 file: file.clone(),
                 source_name: source_name.clone(),
                 input_format: *input_format,
+                quiet: *quiet || cli.format == Format::Json,
             };
             commands::ingest::run(&ctx, &opts).await
         }

@@ -151,3 +151,77 @@ async fn a_preprocessed_root_reports_reading_the_source_then_the_engine() {
     assert_eq!(engine.detail.as_deref(), Some("preprocess"));
     assert!(engine.total_rows.is_some_and(|n| n > 0), "{engine:?}");
 }
+
+#[tokio::test]
+async fn a_pushed_file_reports_its_ingest_with_its_size_then_the_check_that_it_is_unchanged() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("datasets")).unwrap();
+    std::fs::write(
+        ws.path().join("datasets/p.yaml"),
+        "kind: DatasetSnapshot
+version: 1
+content:
+  name: p
+  kind: Root
+  metadata:
+    - kind: AddPushSource
+      sourceName: default
+      read: { kind: Csv, header: true, schema: [\"at TIMESTAMP\", \"id BIGINT\"] }
+      merge: { kind: Append }
+    - kind: SetVocab
+      eventTimeColumn: at
+",
+    )
+    .unwrap();
+    let file = ws.path().join("p.csv");
+    let csv: String = (0..20_000)
+        .map(|i| format!("2024-01-01T00:00:00Z,{i}\n"))
+        .collect();
+    std::fs::write(&file, format!("at,id\n{csv}")).unwrap();
+    let size = std::fs::metadata(&file).unwrap().len();
+    let ctx = coordinator::commands::open(
+        ws.path(),
+        EngineRuntimeKind::Embedded,
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
+    let m = &ctx.workspace.datasets["p"];
+    let snapshot = weir_ingest::source_file::FileSnapshot::take(&file, "p.csv").unwrap();
+    let pushed = coordinator::transaction::Pushed {
+        source_name: "default".into(),
+        read: m.push_sources[0].read.clone(),
+        file: weir_ingest::fetch::Fetched {
+            name: "p.csv".into(),
+            path: file.clone(),
+            size,
+            state: odf::SourceState {
+                source_name: "default".into(),
+                kind: String::new(),
+                value: String::new(),
+            },
+        },
+        snapshot: Some(snapshot),
+    };
+    let outcome = ctx.ingest_pushed("p", pushed).await.unwrap();
+    assert!(matches!(
+        outcome,
+        TxOutcome::Committed {
+            records: 20_000,
+            ..
+        }
+    ));
+    let reports = seen.lock().unwrap().clone();
+    assert_eq!(
+        phases(&reports),
+        [Phase::Ingest, Phase::Check, Phase::Commit],
+        "{reports:?}"
+    );
+    let ingest = last_of(&reports, Phase::Ingest);
+    assert_eq!(ingest.rows, Some(20_000));
+    assert_eq!(ingest.done_of(), Some((size, size)), "{ingest:?}");
+    let check = last_of(&reports, Phase::Check);
+    assert_eq!(check.done_of(), Some((size, size)), "{check:?}");
+}

@@ -5,13 +5,16 @@
 //! nothing committed); standard input is copied to scratch first, so what is read is what was sent.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use odf::{AddPushSource, ReadStep, SourceState};
 use serde_json::json;
 
+use super::pull::progress::ProgressLine;
 use super::{Output, known};
 use crate::commands::error::CommandError;
 use crate::transaction::{Context, Pushed, TxError, TxOutcome};
+use weir_dataset::progress::{Progress, Report};
 use weir_ingest::error::BadData;
 use weir_ingest::fetch::Fetched;
 use weir_ingest::source_file::{FileSnapshot, SnapshotError};
@@ -38,6 +41,8 @@ pub struct IngestOptions {
     pub source_name: Option<String>,
     /// The format of the data, when it is not the source's.
     pub input_format: Option<InputFormat>,
+    /// No progress line.
+    pub quiet: bool,
 }
 
 /// Runs `weir ingest`.
@@ -59,12 +64,23 @@ pub async fn run(ctx: &Context, opts: &IngestOptions) -> Result<Output, CommandE
         .head()
         .await?
         .map(|h| h.to_string());
+    // The line a pull draws for a root: the file hashed, read, checked, committed.
+    let line = Arc::new(ProgressLine::new(dataset, opts.quiet));
+    let shown = line.clone();
+    let progress = Progress::new(move |r: Report| shown.show(&r));
+    let ctx = ctx.with_progress(progress.clone());
     let scratch = ctx.scratch(dataset)?;
-    let (file, snapshot) = match opts.file.as_deref() {
-        None | Some("-") => (stdin_copy(dataset, scratch.path()).await?, None),
-        Some(path) => {
-            let (file, snapshot) = snapshot(dataset, Path::new(path)).await?;
-            (file, Some(snapshot))
+    let file = match opts.file.as_deref() {
+        None | Some("-") => stdin_copy(dataset, scratch.path()).await.map(|f| (f, None)),
+        Some(path) => snapshot(dataset, Path::new(path), progress)
+            .await
+            .map(|(f, s)| (f, Some(s))),
+    };
+    let (file, snapshot) = match file {
+        Ok(f) => f,
+        Err(e) => {
+            line.finish();
+            return Err(e);
         }
     };
     let outcome = ctx
@@ -77,8 +93,9 @@ pub async fn run(ctx: &Context, opts: &IngestOptions) -> Result<Output, CommandE
                 snapshot,
             },
         )
-        .await?;
-    Ok(match outcome {
+        .await;
+    line.finish();
+    Ok(match outcome? {
         TxOutcome::Committed { head, records, .. } => Output {
             text: format!(
                 "{dataset}: {records} record(s) added, head {} -> {head}",
@@ -171,8 +188,13 @@ fn bad(dataset: &str, file: &str, message: String) -> CommandError {
     })
 }
 
-/// The file at `path` (relative to the current folder), stamped and hashed before it is read.
-async fn snapshot(dataset: &str, path: &Path) -> Result<(Fetched, FileSnapshot), CommandError> {
+/// The file at `path` (relative to the current folder), stamped and hashed before it is read, reporting
+/// to `progress`.
+async fn snapshot(
+    dataset: &str,
+    path: &Path,
+    progress: Progress,
+) -> Result<(Fetched, FileSnapshot), CommandError> {
     let name = path.display().to_string();
     let full: PathBuf =
         std::path::absolute(path).map_err(|e| bad(dataset, &name, e.to_string()))?;
@@ -181,7 +203,7 @@ async fn snapshot(dataset: &str, path: &Path) -> Result<(Fetched, FileSnapshot),
     }
     let taken = {
         let (full, given) = (full.clone(), name.clone());
-        tokio::task::spawn_blocking(move || FileSnapshot::take(&full, &given))
+        tokio::task::spawn_blocking(move || FileSnapshot::take_reporting(&full, &given, &progress))
             .await
             .map_err(|_| bad(dataset, &name, "hashing the file failed".into()))?
     };

@@ -20,7 +20,7 @@
 //! [`recompute`] is `--recompute`. The pipeline is shut down by gen-stage's [`Drain`](gen_stage::Drain).
 
 mod plugin;
-mod progress;
+pub(crate) mod progress;
 mod recompute;
 mod schedule;
 mod summary;

@@ -224,3 +224,43 @@ fn show(bar: &indicatif::ProgressBar, report: &Report, phase_changed: bool) {
     }
     bar.set_message(msg);
 }
+
+/// One dataset's progress line outside a pull (`weir ingest`): the line a pull draws for it, on stderr when
+/// it is a terminal.
+pub(crate) struct ProgressLine {
+    bar: indicatif::ProgressBar,
+    shown: std::sync::Mutex<Option<weir_dataset::progress::Phase>>,
+}
+
+impl ProgressLine {
+    /// A line for `dataset`; drawn nowhere when `hidden`.
+    pub(crate) fn new(dataset: &str, hidden: bool) -> Self {
+        let bar = if hidden {
+            indicatif::ProgressBar::hidden()
+        } else {
+            indicatif::ProgressBar::new_spinner()
+        };
+        bar.set_style(spinner_style());
+        bar.set_prefix(dataset.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar.set_message("starting");
+        Self {
+            bar,
+            shown: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Shows a transaction's report.
+    pub(crate) fn show(&self, report: &Report) {
+        let changed = match self.shown.lock() {
+            Ok(mut shown) => shown.replace(report.phase) != Some(report.phase),
+            Err(_) => true,
+        };
+        show(&self.bar, report, changed);
+    }
+
+    /// Removes the line.
+    pub(crate) fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
