@@ -323,3 +323,51 @@ content:
         "{err}"
     );
 }
+
+#[test]
+fn a_changed_push_source_is_recorded_as_disabled_then_added_again() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("scores-1.ndjson"), SCORES_1).unwrap();
+    ok(
+        ws.path(),
+        &[
+            "ingest",
+            "player-scores",
+            ws.path().join("scores-1.ndjson").to_str().unwrap(),
+        ],
+    );
+    let manifest = ws.path().join("datasets/player-scores.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace(
+            "        kind: Ledger\n        primaryKey:\n          - match_id\n          - player_id\n",
+            "        kind: Append\n",
+        ),
+    )
+    .unwrap();
+    ok(ws.path(), &["pull", "player-scores", "--quiet"]);
+    let log = ok(ws.path(), &["log", "player-scores"]);
+    let newest: Vec<&str> = log
+        .lines()
+        .filter(|l| !l.starts_with("block "))
+        .take(2)
+        .collect();
+    assert!(
+        newest[0].contains("AddPushSource default read=NdJson merge=Append")
+            && newest[1].contains("DisablePushSource default"),
+        "{log}"
+    );
+    // The Append source keeps what the Ledger dropped.
+    std::fs::write(ws.path().join("scores-2.ndjson"), SCORES_2).unwrap();
+    ok(
+        ws.path(),
+        &[
+            "ingest",
+            "player-scores",
+            ws.path().join("scores-2.ndjson").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(scores(ws.path()).len(), 5);
+    ok(ws.path(), &["validate"]);
+}
