@@ -112,9 +112,23 @@ fn main() -> ExitCode {
             {
                 return Ended::Finished(run(&cli).await);
             }
-            tokio::select! {
-                result = run(&cli) => Ended::Finished(result),
+            // A signal stops engine starts and engine binary hashing at once, on a worker thread, even while
+            // the command's own thread is busy hashing; the select below then finishes the shutdown.
+            tokio::spawn(async {
+                let signal = stop_signal().await;
+                let _ = SIGNALLED.set(signal);
+                engine_runtime::begin_shutdown();
+            });
+            let ended = tokio::select! {
+                biased;
                 signal = stop_signal() => Ended::Signalled(signal),
+                result = run(&cli) => Ended::Finished(result),
+            };
+            // A command that failed because a signal interrupted it (its engine binary's hashing, say) was
+            // stopped by that signal.
+            match (ended, SIGNALLED.get()) {
+                (Ended::Finished(Err(_)), Some(signal)) => Ended::Signalled(*signal),
+                (ended, _) => ended,
             }
         })
     }))
@@ -174,6 +188,9 @@ fn main() -> ExitCode {
     drop(scratch);
     ExitCode::from(code)
 }
+
+/// The stop signal, once one arrived.
+static SIGNALLED: std::sync::OnceLock<(&'static str, u8)> = std::sync::OnceLock::new();
 
 /// How the command ended.
 enum Ended {

@@ -77,6 +77,17 @@ fn a_process_engine_binary_is_hashed_once_for_every_operation_of_a_pull() {
 
 #[test]
 fn sigterm_while_an_engine_binary_is_hashed_stops_weir_at_once() {
+    // In a pull the binary is hashed by a transaction's worker; `conformance` hashes it on the command's
+    // own thread.
+    for command in [
+        &["pull", "stations", "--quiet"][..],
+        &["conformance", "datafusion"][..],
+    ] {
+        sigterm_while_hashing(command);
+    }
+}
+
+fn sigterm_while_hashing(command: &[&str]) {
     let ws = workspace();
     // A binary far too large to hash before the test gives up (sparse: it takes no disk).
     let engine = ws.path().join("engine");
@@ -88,15 +99,8 @@ fn sigterm_while_an_engine_binary_is_hashed_stops_weir_at_once() {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("weir"))
         .arg("--workspace")
         .arg(ws.path())
-        .args([
-            "--engine",
-            "process",
-            "--log",
-            "engine_runtime=info",
-            "pull",
-            "stations",
-            "--quiet",
-        ])
+        .args(["--engine", "process", "--log", "engine_runtime=info"])
+        .args(command)
         .env("WEIR_SETTLE_SECS", "0")
         .env_remove("WEIR_FAULT_AT")
         .stdout(Stdio::null())
@@ -109,7 +113,7 @@ fn sigterm_while_an_engine_binary_is_hashed_stops_weir_at_once() {
         let mut line = String::new();
         assert!(
             stderr.read_line(&mut line).unwrap() > 0,
-            "weir ended before it hashed the engine: {seen}"
+            "{command:?}: weir ended before it hashed the engine: {seen}"
         );
         seen.push_str(&line);
     }
@@ -123,14 +127,14 @@ fn sigterm_while_an_engine_binary_is_hashed_stops_weir_at_once() {
         }
         if Instant::now() > limit {
             let _ = child.kill();
-            panic!("weir did not stop within a minute of SIGTERM while hashing");
+            panic!("{command:?}: weir did not stop within a minute of SIGTERM while hashing");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut rest = String::new();
     while stderr.read_line(&mut rest).unwrap_or(0) > 0 {}
-    assert_eq!(status.code(), Some(143), "{seen}{rest}");
-    assert!(rest.contains("stopped by SIGTERM"), "{rest}");
+    assert_eq!(status.code(), Some(143), "{command:?}: {seen}{rest}");
+    assert!(rest.contains("stopped by SIGTERM"), "{command:?}: {rest}");
     assert_eq!(
         head_and_records(ws.path(), "stations"),
         (serde_json::Value::Null, 0)

@@ -87,7 +87,7 @@ pub use scoped_credentials::{
     AccessGrant, MAX_SESSION_DURATION, MIN_SESSION_DURATION, SESSION_POLICY_LIMIT, StsConfig,
     TemporaryCredentials,
 };
-pub use shutdown::{ShutdownReport, live_containers, shutdown, wait_for_removals};
+pub use shutdown::{ShutdownReport, begin_shutdown, live_containers, shutdown, wait_for_removals};
 pub use staging::{DataLocation, MULTIPART_THRESHOLD, PublishedObject, S3Config, StagingArea};
 
 /// The README's example, compiled as a doc test so that it stays true.

@@ -110,6 +110,13 @@ impl Drop for ProcessEntry {
 }
 
 /// Fails with [`RuntimeError::ShuttingDown`] once [`shutdown`] was called.
+/// Marks the process as shutting down, at once and from any thread: no engine starts any more, and long work
+/// under way (hashing an engine binary) stops. [`shutdown`] does this too before it stops what runs; a
+/// signal handler that cannot run [`shutdown`] yet (the thread that would is busy) calls this first.
+pub fn begin_shutdown() {
+    live().shutting_down = true;
+}
+
 /// Whether [`shutdown`] has begun: long work (hashing a binary) stops at once.
 pub(crate) fn is_shutting_down() -> bool {
     live().shutting_down
