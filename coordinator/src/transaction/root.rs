@@ -1,4 +1,5 @@
-//! A root's transaction: fetch the next source file, read it in batches, check, merge and write it.
+//! A root's transaction: the next source file (a polling source's, from a checked snapshot) or a pushed one
+//! (`weir ingest`), read in batches, checked, merged and written.
 
 use super::*;
 
@@ -64,6 +65,8 @@ impl Context {
         let mut read = SourceRead::default();
         let outcome = self.ingest_file(m, &mut read, push).await;
         let outcome = match (outcome, read.snapshot) {
+            // Found changed already (after the read): no second look needed.
+            (Err(e @ TxError::BadData { .. }), _) if changed_while_read(&e) => Err(e),
             (Err(e @ (TxError::BadData { .. } | TxError::Data { .. })), Some(snapshot)) => {
                 match tokio::task::spawn_blocking(move || snapshot.check_unchanged()).await {
                     Ok(Err(SnapshotError::Changed(changed))) => Err(TxError::BadData {
@@ -588,6 +591,11 @@ impl Context {
         }
         Ok((out, engine_time))
     }
+}
+
+/// Whether `e` is a source file refused for changing while it was read.
+fn changed_while_read(e: &TxError) -> bool {
+    matches!(e, TxError::BadData { source, .. } if matches!(**source, BadData::ChangedWhileRead(_)))
 }
 
 /// Reads a preprocess query's input as the read step says and writes it to `path`, a batch at a time;
