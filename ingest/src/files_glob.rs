@@ -444,4 +444,27 @@ mod tests {
         assert!(s.next.is_none());
         assert!(s.notices.is_empty(), "{:?}", s.notices);
     }
+
+    #[test]
+    fn a_glob_under_a_relative_root_starting_with_dot_finds_its_files() {
+        // Tests run in the crate's folder: a temporary workspace inside it, named `./.tmpXXXX`.
+        let dir = tempfile::tempdir_in(".").unwrap();
+        let root = Path::new(".").join(dir.path().file_name().unwrap());
+        std::fs::create_dir(root.join("in")).unwrap();
+        std::fs::write(root.join("in").join("a.csv"), "a").unwrap();
+        let now = SystemTime::now() + Duration::from_secs(60);
+        let first = scan(
+            &root,
+            &glob("in/*.csv"),
+            &IngestedFiles::default(),
+            DEFAULT_SETTLE,
+            now,
+            &Progress::none(),
+        )
+        .unwrap();
+        assert_eq!(
+            first.next.map(|p| p.fetched.name).as_deref(),
+            Some("in/a.csv")
+        );
+    }
 }

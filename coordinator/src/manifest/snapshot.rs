@@ -352,13 +352,13 @@ impl DatasetManifest {
                     "DisablePushSource" | "DisablePollingSource" => {
                         return Err(ctx.err(
                         &format!("{base}.kind"),
-                        format!("`{event_kind}` is not supported by Weir (it pulls polling sources and transforms only)"),
+                        format!("`{event_kind}` is not supported by Weir (it does not disable sources): remove the event; a changed source is declared again as it now is"),
                     ));
                     }
                     other => {
                         return Err(ctx.err(
                         &format!("{base}.kind"),
-                        format!("unsupported event `{other}` (expected SetPollingSource, SetTransform, SetVocab, SetInfo, SetLicense or SetAttachments)"),
+                        format!("unsupported event `{other}` (expected SetPollingSource, AddPushSource, SetTransform, SetVocab, SetInfo, SetLicense or SetAttachments)"),
                     ));
                     }
                 }

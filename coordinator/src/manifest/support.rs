@@ -17,8 +17,8 @@
 //! engine that ran a step there (see the crate README).
 
 use odf::{
-    AddPushSource, CompressionFormat, EventTimeSource, FetchStep, MergeStrategy, PrepStep, ReadStep,
-    SetPollingSource, SourceOrdering, TransformSql,
+    AddPushSource, CompressionFormat, EventTimeSource, FetchStep, MergeStrategy, PrepStep,
+    ReadStep, SetPollingSource, SourceOrdering, TransformSql,
 };
 
 /// Something a manifest or chain asks for that Weir does not do: the field path (below the event) and what.

@@ -121,16 +121,20 @@ impl Context {
             dataset: dataset.to_string(),
             source,
         };
-        let FetchStep::FilesGlob(glob) = fetch else {
-            return fetch::next_pending(
-                &self.workspace.root,
-                fetch,
-                state,
-                scratch,
-                &self.progress,
-            )
-            .await
-            .map_err(fetch_err);
+        let glob = match fetch {
+            FetchStep::FilesGlob(glob) => glob,
+            FetchStep::Url(url) => {
+                return fetch::fetch_url(&self.workspace.root, url, state, scratch, &self.progress)
+                    .await
+                    .map_err(fetch_err);
+            }
+            // Refused when the manifest loads (`manifest::support`); a chain may still name one.
+            other => {
+                return Err(fetch_err(fetch::FetchError {
+                    what: other.kind_name().to_owned(),
+                    message: "this fetch step is not supported by Weir".into(),
+                }));
+            }
         };
         let ingested =
             IngestedFiles::from_adds(chain.blocks.iter().filter_map(|(_, b)| match &b.event {
