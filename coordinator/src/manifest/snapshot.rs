@@ -227,21 +227,7 @@ impl DatasetManifest {
                         if m.polling_source.is_some() {
                             return Err(dup("SetPollingSource"));
                         }
-                        if let Some(read) = body.get_mut("read") {
-                            let schema_errors = super::read_schema::normalize_read(read);
-                            if !schema_errors.is_empty() {
-                                return Err(ManifestError::from_all(
-                                    schema_errors
-                                        .into_iter()
-                                        .map(|e| {
-                                            ctx.err(&format!("{base}.read.{}", e.field), e.message)
-                                        })
-                                        .collect(),
-                                )
-                                .unwrap_or_else(|| ctx.err(&base, "invalid read schema")));
-                            }
-                        }
-                        pretype_steps(&ctx, &base, &body)?;
+                        normalize_source(&ctx, &base, &mut body)?;
                         let src: SetPollingSource = ctx.typed(&base, Some(&body))?;
                         support::check_polling_source(&src).map_err(|all| {
                             ManifestError::from_all(
@@ -346,6 +332,7 @@ impl DatasetManifest {
                         m.info.push(ctx.typed(&base, Some(&tagged))?);
                     }
                     "AddPushSource" => {
+                        normalize_source(&ctx, &base, &mut body)?;
                         let src = push_source(&ctx, &base, &body, &m)?;
                         m.push_sources.push(src);
                     }
@@ -584,6 +571,24 @@ fn event_kind_name(kind: &str) -> String {
                 .is_some_and(|first| first.to_lowercase().chain(c).collect::<String>() == kind)
         })
         .map_or_else(|| kind.to_string(), |k| (*k).to_string())
+}
+
+/// A source's steps as kamu writes them, brought to the form Weir types (an ODF `read.schema` as its DDL
+/// list), then typed one by one so that a wrong value is reported at its own field.
+fn normalize_source(ctx: &Ctx<'_>, base: &str, body: &mut Value) -> Result<(), ManifestError> {
+    if let Some(read) = body.get_mut("read") {
+        let schema_errors = super::read_schema::normalize_read(read);
+        if !schema_errors.is_empty() {
+            return Err(ManifestError::from_all(
+                schema_errors
+                    .into_iter()
+                    .map(|e| ctx.err(&format!("{base}.read.{}", e.field), e.message))
+                    .collect(),
+            )
+            .unwrap_or_else(|| ctx.err(base, "invalid read schema")));
+        }
+    }
+    pretype_steps(ctx, base, body)
 }
 
 /// An `AddPushSource` event at `base`: its read, preprocess and merge are those of a polling source, its
@@ -924,13 +929,13 @@ content:
         assert_eq!(m.push_sources.len(), 1);
         assert_eq!(m.push_sources[0].source_name, "default");
         // An option Weir does not carry out, at its field.
-        let quote =
-            parse(&pushed(one).replace("header: true", "header: true\n        quote: \"'\""))
+        let encoding =
+            parse(&pushed(one).replace("header: true", "header: true\n        encoding: latin1"))
                 .unwrap_err();
         assert_eq!(
-            quote.field(),
-            Some("content.metadata[0].read.quote"),
-            "{quote}"
+            encoding.field(),
+            Some("content.metadata[0].read.encoding"),
+            "{encoding}"
         );
         // Two sources of one name.
         let twice =
