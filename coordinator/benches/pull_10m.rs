@@ -19,7 +19,7 @@
 //! all four datasets are checked, so a pull that loses or duplicates records fails the bench.
 //!
 //! ```sh
-//! cargo xtask bench -p coordinator            # N = 10 000 000 (WEIR_BENCH_ROWS overrides, --quick: N / 10)
+//! cargo xtask bench -p weir-cli            # N = 10 000 000 (WEIR_BENCH_ROWS overrides, --quick: N / 10)
 //! ```
 //!
 //! Before every timed pull, outside its clock, the **floor** runs: the root's source file read and written
@@ -43,12 +43,12 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use coordinator::commands::{self, list, pull};
-use coordinator::engine::EngineRuntimeKind;
 use criterion::{Criterion, SamplingMode, Throughput};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use weir_cli::commands::{self, list, pull};
+use weir_cli::engine::EngineRuntimeKind;
 
 /// Rows of the smoke run.
 const SMOKE_ROWS: u64 = 20_000;

@@ -7,7 +7,7 @@
 //! exactly what `weir tail DATASET -n 20` does, its output checked to hold the cut value.
 //!
 //! ```sh
-//! cargo xtask bench -p coordinator     # or: cargo bench -p coordinator --bench tail_large
+//! cargo xtask bench -p weir-cli     # or: cargo bench -p weir-cli --bench tail_large
 //! ```
 //! Without `--bench` (as under `cargo test --all-targets`) the value is 1 MiB and one tail runs.
 
@@ -15,9 +15,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use coordinator::commands::{self, pull, tail};
-use coordinator::engine::EngineRuntimeKind;
 use criterion::Criterion;
+use weir_cli::commands::{self, pull, tail};
+use weir_cli::engine::EngineRuntimeKind;
 
 fn workspace(value_bytes: usize) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

@@ -302,14 +302,14 @@ pub enum EngineCommand {
 }
 
 /// The `--log` filter as tracing reads it: `weir` stands for Weir's own logs, whose targets are the module
-/// paths of the coordinator and of the dataset and ingest libraries (`coordinator::...`, `weir_dataset::...`,
+/// paths of the coordinator and of the dataset and ingest libraries (`weir_cli::...`, `weir_dataset::...`,
 /// `weir_ingest::...`); `weir::MODULE` names one module of them (`weir::transaction`, `weir::chain`,
 /// `weir::ingest`).
 ///
 /// ```
-/// use coordinator::cli::log_filter;
-/// assert_eq!(log_filter("weir=debug"), "coordinator=debug,weir_dataset=debug,weir_ingest=debug");
-/// assert_eq!(log_filter("warn,weir::transaction=trace,gen_stage=info"), "warn,coordinator::transaction=trace,gen_stage=info");
+/// use weir_cli::cli::log_filter;
+/// assert_eq!(log_filter("weir=debug"), "weir_cli=debug,weir_dataset=debug,weir_ingest=debug");
+/// assert_eq!(log_filter("warn,weir::transaction=trace,weir_gen_stage=info"), "warn,weir_cli::transaction=trace,weir_gen_stage=info");
 /// assert_eq!(log_filter("weir::chain::store=debug"), "weir_dataset::chain::store=debug");
 /// assert_eq!(log_filter("weir::ingest=debug"), "weir_ingest=debug");
 /// assert_eq!(log_filter("weirdo=debug"), "weirdo=debug");
@@ -333,7 +333,7 @@ pub fn log_filter(filter: &str) -> String {
                 .map_or((directive, ""), |i| directive.split_at(i));
             let target = target.trim();
             match target.strip_prefix("weir") {
-                Some("") => format!("coordinator{rest},weir_dataset{rest},weir_ingest{rest}"),
+                Some("") => format!("weir_cli{rest},weir_dataset{rest},weir_ingest{rest}"),
                 Some(tail) if tail.starts_with("::") => {
                     let path = &tail[2..];
                     let module = path.split("::").next().unwrap_or_default();
@@ -342,7 +342,7 @@ pub fn log_filter(filter: &str) -> String {
                     } else if DATASET.contains(&module) {
                         format!("weir_dataset::{path}{rest}")
                     } else {
-                        format!("coordinator::{path}{rest}")
+                        format!("weir_cli::{path}{rest}")
                     }
                 }
                 _ => directive.to_string(),

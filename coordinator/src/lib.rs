@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! The Weir coordinator: datasets with a verifiable ODF metadata chain, pulled through engines on gen-stage
 //! pipelines. This library is the `weir` binary's implementation; `weir --help` and the crate README are the
 //! user guide.
@@ -14,7 +18,7 @@
 //! # Example
 //!
 //! ```
-//! use coordinator::manifest::snapshot::DatasetManifest;
+//! use weir_cli::manifest::snapshot::DatasetManifest;
 //! let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: trips\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Append}\n";
 //! let m = DatasetManifest::parse("datasets/trips.yaml".as_ref(), text).unwrap();
 //! assert_eq!(m.name, "trips");

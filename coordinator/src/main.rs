@@ -4,14 +4,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use coordinator::cli::{Cli, Command, EngineCommand, InspectCommand, SqlCommand};
-use coordinator::commands::Format;
-use coordinator::commands::error::CommandError;
-use coordinator::commands::sql::SqlFormat;
-use coordinator::commands::{self, Output};
-use coordinator::exit;
-use coordinator::scratch::ScratchRoot;
 use tracing_subscriber::EnvFilter;
+use weir_cli::cli::{Cli, Command, EngineCommand, InspectCommand, SqlCommand};
+use weir_cli::commands::Format;
+use weir_cli::commands::error::CommandError;
+use weir_cli::commands::sql::SqlFormat;
+use weir_cli::commands::{self, Output};
+use weir_cli::exit;
+use weir_cli::scratch::ScratchRoot;
 use weir_dataset::workspace_lock::WorkspaceLock;
 
 fn main() -> ExitCode {
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         (Command::Conformance { .. }, "warn") => {
             "warn,reference_engine=off,engine_contract=off".into()
         }
-        (_, log) => coordinator::cli::log_filter(log),
+        (_, log) => weir_cli::cli::log_filter(log),
     };
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("warn")))
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         .with_target(false)
         .init();
     // Planning a query recurses over its expression tree: the embedded engine bounds the depth
-    // (reference_engine::check_query_depth), and its worker and blocking threads get stacks deep enough
+    // (weir_reference_engine::check_query_depth), and its worker and blocking threads get stacks deep enough
     // for any query within that bound.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -117,7 +117,7 @@ fn main() -> ExitCode {
             tokio::spawn(async {
                 let signal = stop_signal().await;
                 let _ = SIGNALLED.set(signal);
-                engine_runtime::begin_shutdown();
+                weir_engine_runtime::begin_shutdown();
             });
             let ended = tokio::select! {
                 biased;
@@ -174,14 +174,14 @@ fn main() -> ExitCode {
             }
             // Engines first: every engine process is killed and every container removed (and no new one
             // starts); then dropping every task drops its operations and staging folders.
-            let stopped = runtime.block_on(engine_runtime::shutdown());
+            let stopped = runtime.block_on(weir_engine_runtime::shutdown());
             for (container, error) in &stopped.failures {
                 eprintln!(
                     "weir: container {container} not removed ({error}); the next weir removes it"
                 );
             }
             runtime.shutdown_timeout(Duration::from_secs(10));
-            engine_runtime::wait_for_removals(Duration::from_secs(15));
+            weir_engine_runtime::wait_for_removals(Duration::from_secs(15));
             code
         }
     };

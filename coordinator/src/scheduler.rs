@@ -39,7 +39,7 @@ pub enum Completion {
 /// The pull scheduler.
 ///
 /// ```
-/// use coordinator::scheduler::{Completion, Scheduler};
+/// use weir_cli::scheduler::{Completion, Scheduler};
 /// let mut s = Scheduler::new(vec!["raw".into(), "clean".into()], |d| {
 ///     if d == "clean" { vec!["raw".to_string()] } else { vec![] }
 /// });

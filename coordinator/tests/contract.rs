@@ -24,7 +24,7 @@ const DERIVED: &str = "numbers.out";
 /// the way engine-runtime's tests build it.
 fn test_engine_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match BUILT.get_or_init(|| common::built_binary("weir-test-engine", "weir-test-engine")) {
+    match BUILT.get_or_init(|| common::built_binary("weir-test-engine")) {
         Ok(path) => path.clone(),
         Err(why) => panic!("{why}"),
     }

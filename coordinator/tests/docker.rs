@@ -13,8 +13,8 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use common::*;
-use engine_runtime::{DaemonSocket, DockerDaemon};
 use serde_json::Value;
+use weir_engine_runtime::{DaemonSocket, DockerDaemon};
 
 /// The tag `cargo xtask image --engine reference` builds.
 const IMAGE_TAG: &str = "weir/reference-engine:dev";

@@ -39,7 +39,7 @@ fn a_process_engine_binary_is_hashed_once_for_every_operation_of_a_pull() {
             "--engine",
             "process",
             "--log",
-            "engine_runtime=info",
+            "weir_engine_runtime=info",
             "pull",
             "--all",
             "--quiet",
@@ -62,7 +62,7 @@ fn a_process_engine_binary_is_hashed_once_for_every_operation_of_a_pull() {
             "--engine",
             "process",
             "--log",
-            "engine_runtime=info",
+            "weir_engine_runtime=info",
             "pull",
             "stations",
             "--quiet",
@@ -101,7 +101,7 @@ fn sigterm_while_hashing(command: &[&str]) {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("weir"))
         .arg("--workspace")
         .arg(ws.path())
-        .args(["--engine", "process", "--log", "engine_runtime=info"])
+        .args(["--engine", "process", "--log", "weir_engine_runtime=info"])
         .args(command)
         .env("WEIR_SETTLE_SECS", "0")
         .env_remove("WEIR_FAULT_AT")

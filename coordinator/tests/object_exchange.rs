@@ -19,7 +19,7 @@ const ROLE: &str = "arn:aws:iam::123456789012:role/weir-engine";
 /// The reference engine's binary, built once per test binary.
 fn engine_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match BUILT.get_or_init(|| common::built_binary("reference-engine", "weir-engine")) {
+    match BUILT.get_or_init(|| common::built_binary("weir-engine")) {
         Ok(path) => path.clone(),
         Err(why) => panic!("{why}"),
     }

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use common::*;
-use odf::{DatasetId, MetadataBlock, MetadataEvent, Multicodec, Multihash};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use weir_dataset::chain::validate::{ChainValidator, check_input_against_chain};
+use weir_odf::{DatasetId, MetadataBlock, MetadataEvent, Multicodec, Multihash};
 
 /// A dataset's blocks read straight from its folder, oldest first, each checked byte for byte.
 fn blocks(dir: &Path) -> Vec<(Multihash, MetadataBlock)> {
@@ -110,7 +110,7 @@ fn every_block_and_slice_of_the_pulled_example_is_odf_as_kamu_reads_it() {
                     .unwrap();
                 let batches: Vec<_> = reader.map(Result::unwrap).collect();
                 let logical =
-                    odf::logical_hash::of_batches(&batches[0].schema(), &batches).unwrap();
+                    weir_odf::logical_hash::of_batches(&batches[0].schema(), &batches).unwrap();
                 assert_eq!(logical.codec(), Multicodec::Arrow0_Sha3_256);
                 assert_eq!(
                     logical, d.logical_hash,

@@ -45,7 +45,7 @@ fn cargo(args: &[&str]) {
 
 /// The key-affinity plugin of this workspace, built in the debug profile.
 fn key_affinity() -> PathBuf {
-    cargo(&["build", "-p", "key-affinity-dispatcher"]);
+    cargo(&["build", "-p", "weir-key-affinity-dispatcher"]);
     target_dir().join("debug/libkey_affinity_dispatcher.so")
 }
 

@@ -8,12 +8,12 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use coordinator::engine::EngineRuntimeKind;
-use coordinator::transaction::TxOutcome;
+use weir_cli::engine::EngineRuntimeKind;
+use weir_cli::transaction::TxOutcome;
 use weir_dataset::progress::{Phase, Progress, Report};
 
 /// Runs `dataset`'s transactions until it is up to date; returns every report and the records committed.
-async fn pull(ctx: &coordinator::transaction::Context, dataset: &str) -> (Vec<Report>, u64) {
+async fn pull(ctx: &weir_cli::transaction::Context, dataset: &str) -> (Vec<Report>, u64) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let mut ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
@@ -50,7 +50,7 @@ fn last_of(reports: &[Report], phase: Phase) -> Report {
 async fn a_root_reports_ingest_with_the_source_size_and_a_derivative_every_phase_with_its_records()
 {
     let ws = common::workspace();
-    let ctx = coordinator::commands::open(
+    let ctx = weir_cli::commands::open(
         ws.path(),
         EngineRuntimeKind::Embedded,
         Duration::from_secs(120),
@@ -126,7 +126,7 @@ async fn a_root_reports_ingest_with_the_source_size_and_a_derivative_every_phase
 #[tokio::test]
 async fn a_preprocessed_root_reports_reading_the_source_then_the_engine() {
     let ws = common::workspace();
-    let ctx = coordinator::commands::open(
+    let ctx = weir_cli::commands::open(
         ws.path(),
         EngineRuntimeKind::Embedded,
         Duration::from_secs(120),
@@ -179,7 +179,7 @@ content:
         .collect();
     std::fs::write(&file, format!("at,id\n{csv}")).unwrap();
     let size = std::fs::metadata(&file).unwrap().len();
-    let ctx = coordinator::commands::open(
+    let ctx = weir_cli::commands::open(
         ws.path(),
         EngineRuntimeKind::Embedded,
         Duration::from_secs(120),
@@ -190,14 +190,14 @@ content:
     let ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
     let m = &ctx.workspace.datasets["p"];
     let snapshot = weir_ingest::source_file::FileSnapshot::take(&file, "p.csv").unwrap();
-    let pushed = coordinator::transaction::Pushed {
+    let pushed = weir_cli::transaction::Pushed {
         source_name: "default".into(),
         read: m.push_sources[0].read.clone(),
         file: weir_ingest::fetch::Fetched {
             name: "p.csv".into(),
             path: file.clone(),
             size,
-            state: odf::SourceState {
+            state: weir_odf::SourceState {
                 source_name: "default".into(),
                 kind: String::new(),
                 value: String::new(),

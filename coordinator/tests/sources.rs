@@ -239,7 +239,7 @@ fn a_file_rewritten_after_it_was_read_is_refused_and_its_new_content_ingested_ne
             weir_ingest::source_file::rfc3339(
                 std::fs::metadata(&path).unwrap().modified().unwrap()
             )
-        )) && provenance.contains(&odf::Multihash::sha3_256(&content).to_string()),
+        )) && provenance.contains(&weir_odf::Multihash::sha3_256(&content).to_string()),
         "{provenance}"
     );
 }

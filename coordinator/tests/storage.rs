@@ -8,9 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use odf::MetadataEvent;
-use odf::Multihash;
 use weir_dataset::chain::store::{FileKind, Storage};
+use weir_odf::MetadataEvent;
+use weir_odf::Multihash;
 
 /// Another day of readings (a copy of day 3), for the next transactions.
 fn add_day(dir: &Path, day: u32) {

@@ -190,13 +190,13 @@ fn a_temporal_table_that_is_not_an_input_is_refused_at_its_line() {
 }
 
 /// A dataset's blocks read straight from its folder, oldest first.
-fn raw_chain(dataset_dir: &Path) -> Vec<(odf::Multihash, odf::MetadataBlock)> {
+fn raw_chain(dataset_dir: &Path) -> Vec<(weir_odf::Multihash, weir_odf::MetadataBlock)> {
     let head = std::fs::read_to_string(dataset_dir.join("refs/head")).unwrap();
-    let mut next: Option<odf::Multihash> = Some(head.trim().parse().unwrap());
+    let mut next: Option<weir_odf::Multihash> = Some(head.trim().parse().unwrap());
     let mut out = Vec::new();
     while let Some(h) = next {
         let bytes = std::fs::read(dataset_dir.join("blocks").join(h.to_string())).unwrap();
-        let block = odf::MetadataBlock::decode(&bytes).unwrap();
+        let block = weir_odf::MetadataBlock::decode(&bytes).unwrap();
         next = block.prev_block_hash;
         out.push((h, block));
     }
@@ -228,7 +228,7 @@ fn an_input_with_nothing_new_is_written_as_kamu_writes_it_and_the_old_form_is_up
         .iter()
         .enumerate()
         .find_map(|(k, (_, b))| match &b.event {
-            odf::MetadataEvent::ExecuteTransform(e) => e
+            weir_odf::MetadataEvent::ExecuteTransform(e) => e
                 .query_inputs
                 .iter()
                 .position(|q| q.prev_block_hash.is_some() && q.new_block_hash.is_none())
@@ -236,7 +236,7 @@ fn an_input_with_nothing_new_is_written_as_kamu_writes_it_and_the_old_form_is_up
             _ => None,
         })
         .expect("a step with an input that had nothing new");
-    let odf::MetadataEvent::ExecuteTransform(e) = &written[at].1.event else {
+    let weir_odf::MetadataEvent::ExecuteTransform(e) = &written[at].1.event else {
         unreachable!()
     };
     // kamu's form: no new block or offset, the previous ones carry the position.
@@ -245,8 +245,8 @@ fn an_input_with_nothing_new_is_written_as_kamu_writes_it_and_the_old_form_is_up
     assert!(q.prev_offset.is_some());
 
     // The same chain as the Weir before wrote it: the previous block and offset repeated as new ones.
-    let mut blocks: Vec<odf::MetadataBlock> = written.iter().map(|(_, b)| b.clone()).collect();
-    if let odf::MetadataEvent::ExecuteTransform(e) = &mut blocks[at].event {
+    let mut blocks: Vec<weir_odf::MetadataBlock> = written.iter().map(|(_, b)| b.clone()).collect();
+    if let weir_odf::MetadataEvent::ExecuteTransform(e) = &mut blocks[at].event {
         let q = &mut e.query_inputs[input];
         q.new_block_hash = q.prev_block_hash;
         q.new_offset = q.prev_offset;
@@ -255,7 +255,7 @@ fn an_input_with_nothing_new_is_written_as_kamu_writes_it_and_the_old_form_is_up
     for b in &mut blocks {
         b.prev_block_hash = prev;
         let bytes = b.encode();
-        let hash = odf::MetadataBlock::hash(&bytes);
+        let hash = weir_odf::MetadataBlock::hash(&bytes);
         std::fs::write(dir.join("blocks").join(hash.to_string()), bytes).unwrap();
         prev = Some(hash);
     }

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use common::*;
-use odf::{DatasetId, MetadataBlock, MetadataEvent, Multicodec, Multihash};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use weir_dataset::chain::validate::{ChainValidator, check_input_against_chain};
+use weir_odf::{DatasetId, MetadataBlock, MetadataEvent, Multicodec, Multihash};
 
 const DATASETS: [&str; 5] = [
     "readings",
@@ -135,9 +135,11 @@ fn the_fixture_is_in_the_old_format() {
     let blocks = fixture().join("readings/blocks");
     let old_hashes = std::fs::read_dir(blocks)
         .unwrap()
-        .map(|e| odf::MetadataBlock::decode(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+        .map(|e| {
+            weir_odf::MetadataBlock::decode(&std::fs::read(e.unwrap().path()).unwrap()).unwrap()
+        })
         .filter_map(|b| b.event.new_data().map(|d| d.logical_hash.codec()))
-        .filter(|c| *c == odf::Multicodec::Sha3_256)
+        .filter(|c| *c == weir_odf::Multicodec::Sha3_256)
         .count();
     assert_eq!(old_hashes, 3, "three slices with Weir's old logical hash");
 }
@@ -194,7 +196,7 @@ fn the_records_are_the_ones_the_old_slices_hold() {
         .map(|d| {
             let rows = slice_records(&fixture().join(d))
                 .iter()
-                .flat_map(|b| coordinator::commands::tail::to_json_rows(b).unwrap())
+                .flat_map(|b| weir_cli::commands::tail::to_json_rows(b).unwrap())
                 .collect();
             (*d, rows)
         })
@@ -279,7 +281,7 @@ fn upgraded_blocks_are_odf_byte_for_byte_and_keep_the_chain_rules() {
                         .map(Result::unwrap)
                         .collect();
                 assert_eq!(
-                    odf::logical_hash::of_batches(&batches[0].schema(), &batches).unwrap(),
+                    weir_odf::logical_hash::of_batches(&batches[0].schema(), &batches).unwrap(),
                     slice.logical_hash,
                     "{d}: logical hash of {}",
                     slice.physical_hash

@@ -4,11 +4,11 @@
 mod common;
 
 use common::*;
-use odf::MetadataEvent;
 use weir_dataset::chain::store::Storage;
+use weir_odf::MetadataEvent;
 
 /// Rewrites every block of `dataset` with `f`, relinking the chain, and moves the head to the result.
-fn rewrite_chain(dir: &std::path::Path, dataset: &str, f: impl Fn(&mut odf::MetadataBlock)) {
+fn rewrite_chain(dir: &std::path::Path, dataset: &str, f: impl Fn(&mut weir_odf::MetadataBlock)) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -45,7 +45,7 @@ fn verify_replays_every_step_and_finds_them_identical() {
 fn verify_reports_the_first_mismatching_block_precisely() {
     let ws = workspace();
     ok(ws.path(), &["pull", "--all", "--quiet"]);
-    let forged = odf::Multihash::sha3_256(b"forged");
+    let forged = weir_odf::Multihash::sha3_256(b"forged");
     rewrite_chain(ws.path(), "readings.hot-days", |b| {
         if let MetadataEvent::ExecuteTransform(t) = &mut b.event
             && let Some(d) = &mut t.new_data
@@ -72,7 +72,7 @@ fn deprecating_an_engine_replays_history_and_lets_the_new_engine_serve_for_the_o
     rewrite_chain(ws.path(), "readings.hot-days", |b| {
         // The engine is recorded in the SetTransform in force (`TransformSql.version`).
         if let MetadataEvent::SetTransform(t) = &mut b.event {
-            let odf::Transform::Sql(sql) = &mut t.transform;
+            let weir_odf::Transform::Sql(sql) = &mut t.transform;
             sql.version = Some("embedded:reference-engine@0.0.1".into());
         }
     });

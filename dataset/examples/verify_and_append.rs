@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         files.checkpoints
     );
 
-    let info = odf::MetadataEvent::SetInfo(odf::SetInfo {
+    let info = weir_odf::MetadataEvent::SetInfo(weir_odf::SetInfo {
         description: Some("verified by weir-dataset".into()),
         keywords: None,
     });
@@ -52,7 +52,7 @@ mod vectors {
         let mut head = None;
         for entry in blocks {
             let bytes = std::fs::read(entry.path())?;
-            let hash = odf::MetadataBlock::hash(&bytes);
+            let hash = weir_odf::MetadataBlock::hash(&bytes);
             std::fs::write(dataset.join("blocks").join(hash.to_string()), bytes)?;
             head = Some(hash);
         }
@@ -62,7 +62,7 @@ mod vectors {
         std::fs::write(
             dataset
                 .join("data")
-                .join(odf::Multihash::sha3_256(&data).to_string()),
+                .join(weir_odf::Multihash::sha3_256(&data).to_string()),
             data,
         )?;
         Ok(dir.to_string_lossy().into_owned())

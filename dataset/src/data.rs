@@ -14,8 +14,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 
-use odf::DatasetVocabulary;
-use odf::Multihash;
+use weir_odf::DatasetVocabulary;
+use weir_odf::Multihash;
 
 /// Why records cannot be read, written or shaped.
 #[derive(Debug, thiserror::Error)]
@@ -269,7 +269,7 @@ pub fn normalize_system_columns(
 /// depend on batch boundaries; this only bounds memory).
 pub const LOGICAL_HASH_BATCH_ROWS: usize = 10_000;
 
-/// ODF's logical hash of records ([`odf::logical_hash`]: arrow-digest's `RecordDigestV0` with SHA3-256,
+/// ODF's logical hash of records ([`weir_odf::logical_hash`]: arrow-digest's `RecordDigestV0` with SHA3-256,
 /// multicodec `arrow0-sha3-256`), what kamu computes and `kamu verify` compares. Independent of the
 /// Parquet encoding, compression, batch boundaries and string encodings (`Utf8` / `Utf8View`).
 pub fn logical_hash(batches: &[RecordBatch]) -> Result<Multihash> {
@@ -278,7 +278,7 @@ pub fn logical_hash(batches: &[RecordBatch]) -> Result<Multihash> {
             message: "no records to hash".into(),
         });
     };
-    odf::logical_hash::of_batches(first.schema_ref(), batches).map_err(|e| DataError::Column {
+    weir_odf::logical_hash::of_batches(first.schema_ref(), batches).map_err(|e| DataError::Column {
         message: e.to_string(),
     })
 }
@@ -297,10 +297,10 @@ pub fn logical_hash_of_parquet<R: parquet::file::reader::ChunkReader + 'static>(
         .with_batch_size(LOGICAL_HASH_BATCH_ROWS)
         .build()
         .map_err(parquet_err(context))?;
-    let hash_err = |e: odf::logical_hash::LogicalHashError| DataError::Column {
+    let hash_err = |e: weir_odf::logical_hash::LogicalHashError| DataError::Column {
         message: e.to_string(),
     };
-    let mut hasher = odf::logical_hash::LogicalHasher::new(&schema)
+    let mut hasher = weir_odf::logical_hash::LogicalHasher::new(&schema)
         .and_then(|h| h.spawn(LOGICAL_HASH_QUEUE))
         .map_err(hash_err)?;
     for batch in reader {
@@ -346,12 +346,12 @@ pub async fn logical_hash_of_file(path: &std::path::Path) -> Result<(SchemaRef, 
 const LOGICAL_HASH_QUEUE: usize = 8;
 
 /// Whether two schemas have the same columns by ODF's logical types (`Utf8`, `LargeUtf8` and `Utf8View`
-/// are one type, see [`odf::arrow_schema::same_type`]), ignoring nullability and metadata: what "the output
+/// are one type, see [`weir_odf::arrow_schema::same_type`]), ignoring nullability and metadata: what "the output
 /// schema changed" means.
 pub fn same_logical_columns(a: &SchemaRef, b: &SchemaRef) -> bool {
     a.fields().len() == b.fields().len()
         && a.fields().iter().zip(b.fields()).all(|(x, y)| {
-            x.name() == y.name() && odf::arrow_schema::same_type(x.data_type(), y.data_type())
+            x.name() == y.name() && weir_odf::arrow_schema::same_type(x.data_type(), y.data_type())
         })
 }
 
@@ -529,7 +529,7 @@ mod tests {
         let b = with_system_columns(&batch(&["a", "b"]), &[0, 0], 5, Utc::now(), &vocab).unwrap();
         let bytes = write_parquet(&b).unwrap();
         let h = logical_hash(std::slice::from_ref(&b)).unwrap();
-        assert_eq!(h.codec(), odf::Multicodec::Arrow0_Sha3_256);
+        assert_eq!(h.codec(), weir_odf::Multicodec::Arrow0_Sha3_256);
         let (schema, hashed) = logical_hash_of_parquet(bytes).unwrap();
         assert_eq!((schema, hashed), (b.schema(), h));
         let other =

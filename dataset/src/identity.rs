@@ -6,8 +6,8 @@
 //! `process:sha256:...`). A step that runs with another engine than the one recorded is preceded by a new
 //! `SetTransform` with the same inputs and queries and the new `version`.
 
-use odf::TransformSql;
 use serde::{Deserialize, Serialize};
+use weir_odf::TransformSql;
 
 /// The engine that ran (or will run) a transform step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,7 +41,7 @@ impl EngineIdentity {
     /// ```
     /// use weir_dataset::identity::EngineIdentity;
     /// let e = EngineIdentity { name: "datafusion".into(), runtime: "docker".into(), reference: "e@sha256:ab".into() };
-    /// let sql = odf::TransformSql { engine: "datafusion".into(), version: Some(e.to_version()), query: None,
+    /// let sql = weir_odf::TransformSql { engine: "datafusion".into(), version: Some(e.to_version()), query: None,
     ///     queries: None, temporal_tables: None };
     /// assert_eq!(EngineIdentity::recorded_in(&sql), Some(e));
     /// ```
@@ -75,9 +75,13 @@ pub fn without_engine(sql: &TransformSql) -> TransformSql {
 }
 
 /// The engine recorded by the `SetTransform` in force at the end of `blocks` (a chain prefix, oldest first).
-pub fn in_force(blocks: &[(odf::Multihash, odf::MetadataBlock)]) -> Option<EngineIdentity> {
+pub fn in_force(
+    blocks: &[(weir_odf::Multihash, weir_odf::MetadataBlock)],
+) -> Option<EngineIdentity> {
     blocks.iter().rev().find_map(|(_, b)| match &b.event {
-        odf::MetadataEvent::SetTransform(t) => Some(EngineIdentity::recorded_in(t.transform.sql())),
+        weir_odf::MetadataEvent::SetTransform(t) => {
+            Some(EngineIdentity::recorded_in(t.transform.sql()))
+        }
         _ => None,
     })?
 }

@@ -5,13 +5,13 @@
 #![allow(clippy::unwrap_used)]
 
 use chrono::{DateTime, Duration, Utc};
-use odf::{
+use proptest::prelude::*;
+use weir_dataset::chain::validate::{ChainValidator, ChainViolation};
+use weir_odf::{
     AddData, DataSchema, DataSlice, DatasetId, DatasetKind, ExecuteTransform,
     ExecuteTransformInput, MetadataBlock, MetadataEvent, Multihash, OffsetInterval, Seed,
     SetDataSchema, SetTransform, Transform, TransformInput, TransformSql,
 };
-use proptest::prelude::*;
-use weir_dataset::chain::validate::{ChainValidator, ChainViolation};
 
 const ROOT: DatasetId = DatasetId::from_key([1; 32]);
 const DERIV: DatasetId = DatasetId::from_key([2; 32]);
@@ -89,11 +89,11 @@ fn root(adds: &[u64]) -> Vec<MetadataEvent> {
             dataset_id: ROOT,
             dataset_kind: DatasetKind::Root,
         }),
-        MetadataEvent::AddPushSource(odf::AddPushSource {
+        MetadataEvent::AddPushSource(weir_odf::AddPushSource {
             source_name: "default".into(),
-            read: odf::ReadStep::NdJson(Default::default()),
+            read: weir_odf::ReadStep::NdJson(Default::default()),
             preprocess: None,
-            merge: odf::MergeStrategy::Append,
+            merge: weir_odf::MergeStrategy::Append,
         }),
         schema(),
     ];

@@ -39,7 +39,7 @@ use crate::{
 /// # Example
 ///
 /// ```
-/// use dispatchers::{BroadcastDispatcher, ConsumerId, Dispatcher, Emit, Outbox, Subscriber,
+/// use weir_dispatchers::{BroadcastDispatcher, ConsumerId, Dispatcher, Emit, Outbox, Subscriber,
 ///                   SubscriptionId, SubscriptionOptions};
 ///
 /// let mut dispatcher = BroadcastDispatcher::new();
@@ -58,7 +58,7 @@ use crate::{
 /// let sent: Vec<_> = out.drain().collect();
 /// assert!(sent.contains(&Emit::Events { to: a.subscription, events: vec!["x", "y"] }));
 /// assert!(sent.contains(&Emit::Events { to: b.subscription, events: vec!["x", "y"] }));
-/// # Ok::<(), dispatchers::SubscribeError>(())
+/// # Ok::<(), weir_dispatchers::SubscribeError>(())
 /// ```
 pub struct BroadcastDispatcher<T> {
     /// Subscriptions, most recently subscribed or asking first (GenStage's

@@ -36,7 +36,7 @@ use shuffle::SplitMix64;
 /// # Example
 ///
 /// ```
-/// use dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Emit, Outbox, Subscriber,
+/// use weir_dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Emit, Outbox, Subscriber,
 ///                   SubscriptionId, SubscriptionOptions};
 ///
 /// let mut dispatcher = DemandDispatcher::new();
@@ -55,7 +55,7 @@ use shuffle::SplitMix64;
 ///     Emit::Events { to: a.subscription, events: vec!['a', 'b', 'c'] },
 ///     Emit::Events { to: b.subscription, events: vec!['d', 'e'] },
 /// ]);
-/// # Ok::<(), dispatchers::SubscribeError>(())
+/// # Ok::<(), weir_dispatchers::SubscribeError>(())
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct DemandDispatcher {
@@ -88,7 +88,7 @@ impl DemandDispatcher {
     /// `max_demand` dispatcher option).
     ///
     /// ```
-    /// use dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Emit, Outbox, Subscriber,
+    /// use weir_dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Emit, Outbox, Subscriber,
     ///                   SubscriptionId, SubscriptionOptions, Warning};
     ///
     /// let mut dispatcher = DemandDispatcher::new().with_max_demand(3);
@@ -99,7 +99,7 @@ impl DemandDispatcher {
     /// assert_eq!(out.drain().collect::<Vec<_>>(), vec![Emit::Warning(
     ///     Warning::AskLargerThanMaxDemand { subscription: a.subscription, asked: 4, expected: 3 },
     /// )]);
-    /// # Ok::<(), dispatchers::SubscribeError>(())
+    /// # Ok::<(), weir_dispatchers::SubscribeError>(())
     /// ```
     pub fn with_max_demand(mut self, max_demand: usize) -> Self {
         self.max_demand = Some(max_demand);
@@ -119,7 +119,7 @@ impl DemandDispatcher {
     /// from `seed`.
     ///
     /// ```
-    /// use dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Outbox, Subscriber,
+    /// use weir_dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Outbox, Subscriber,
     ///                   SubscriptionId, SubscriptionOptions};
     ///
     /// let run = |seed| {

@@ -16,7 +16,7 @@ use crate::{InfoId, Outbox, SubscribeError, Subscriber, SubscriptionId, Subscrip
 /// # Example
 ///
 /// ```
-/// use dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Emit, Outbox, Subscriber,
+/// use weir_dispatchers::{ConsumerId, DemandDispatcher, Dispatcher, Emit, Outbox, Subscriber,
 ///                   SubscriptionId, SubscriptionOptions};
 ///
 /// let mut dispatcher = DemandDispatcher::new();

@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! GenStage dispatchers as pure, sans-IO state machines.
 //!
 //! A dispatcher owns a producer's view of its consumers: who subscribed, how
@@ -19,7 +23,7 @@
 //! # Example
 //!
 //! ```
-//! use dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
+//! use weir_dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
 //!                   SubscriptionId, SubscriptionOptions};
 //!
 //! // Two partitions: even numbers to partition 0, odd numbers to partition 1.

@@ -62,7 +62,7 @@ pub(crate) const DROPPED_UNKNOWN_PARTITION: &str =
 /// # Example
 ///
 /// ```
-/// use dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
+/// use weir_dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
 ///                   SubscriptionId, SubscriptionOptions};
 ///
 /// let mut dispatcher = PartitionDispatcher::named(["odd", "even"], |n: u32| {
@@ -93,7 +93,7 @@ pub(crate) const DROPPED_UNKNOWN_PARTITION: &str =
 /// dispatcher.ask(even.subscription, 2, &mut out);
 /// assert_eq!(out.drain().collect::<Vec<_>>(),
 ///            vec![Emit::Events { to: even.subscription, events: vec![8, 10] }]);
-/// # Ok::<(), dispatchers::SubscribeError>(())
+/// # Ok::<(), weir_dispatchers::SubscribeError>(())
 /// ```
 pub struct PartitionDispatcher<T> {
     route: RouteFn<T>,
@@ -263,7 +263,7 @@ impl<T> PartitionDispatcher<T> {
     /// [`Warning::EventsDropped`].
     ///
     /// ```
-    /// use dispatchers::{Dispatcher, PartitionDispatcher, PartitionKey};
+    /// use weir_dispatchers::{Dispatcher, PartitionDispatcher, PartitionKey};
     ///
     /// let dispatcher = PartitionDispatcher::with_hash(4, |(key, value): (u64, String)| {
     ///     Some(((key, value), (key % 4) as usize))
@@ -289,7 +289,7 @@ impl<T> PartitionDispatcher<T> {
     /// [`Warning::EventsDropped`].
     ///
     /// ```
-    /// use dispatchers::{PartitionDispatcher, PartitionKey};
+    /// use weir_dispatchers::{PartitionDispatcher, PartitionKey};
     ///
     /// let dispatcher = PartitionDispatcher::named(["odd", "even"], |n: u32| {
     ///     Some((n, if n.is_multiple_of(2) { "even" } else { "odd" }))
@@ -492,7 +492,7 @@ impl<T: Hash> PartitionDispatcher<T> {
     /// differs from GenStage's, the evenness does not.
     ///
     /// ```
-    /// use dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
+    /// use weir_dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
     ///                   SubscriptionId, SubscriptionOptions};
     ///
     /// let mut dispatcher = PartitionDispatcher::new(3);
@@ -507,7 +507,7 @@ impl<T: Hash> PartitionDispatcher<T> {
     /// let batches: Vec<_> = out.drain().collect();
     /// assert!(batches.iter().any(|e| matches!(e, Emit::Events { events, .. }
     ///     if events.iter().filter(|f| **f == "apple").count() == 2)));
-    /// # Ok::<(), dispatchers::SubscribeError>(())
+    /// # Ok::<(), weir_dispatchers::SubscribeError>(())
     /// ```
     pub fn new(count: usize) -> Self {
         Self::with_hash(count, move |event: T| {
@@ -522,7 +522,7 @@ impl<T: Hash> PartitionDispatcher<T> {
     /// evenly or to route the same way by hand.
     ///
     /// ```
-    /// use dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
+    /// use weir_dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, PartitionDispatcher, Subscriber,
     ///                   SubscriptionId, SubscriptionOptions};
     ///
     /// let mut dispatcher = PartitionDispatcher::new(4);
@@ -543,7 +543,7 @@ impl<T: Hash> PartitionDispatcher<T> {
     ///     }
     /// }
     /// assert_eq!(checked, 40);
-    /// # Ok::<(), dispatchers::SubscribeError>(())
+    /// # Ok::<(), weir_dispatchers::SubscribeError>(())
     /// ```
     pub fn default_partition(event: &T, count: usize) -> usize {
         stable_hash::partition_of(event, count)

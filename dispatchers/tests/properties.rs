@@ -23,12 +23,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
-use dispatchers::{
+use proptest::prelude::*;
+use weir_dispatchers::{
     BroadcastDispatcher, ConsumerId, DemandDispatcher, Dispatcher, Emit, InfoId, Outbox,
     PartitionDispatcher, PartitionKey, SubscribeError, Subscriber, SubscriptionId,
     SubscriptionOptions, Warning,
 };
-use proptest::prelude::*;
 
 const PARTITIONS: usize = 3;
 

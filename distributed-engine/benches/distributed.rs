@@ -7,7 +7,7 @@
 //! one executor then two), and the ratio is the median of the per-pair ratios, so a load change on the
 //! shared machine hits both sides of a pair alike.
 //!
-//! `cargo bench -p distributed-engine --bench distributed` (as `cargo xtask bench` runs it) uses 10M
+//! `cargo bench -p weir-distributed-engine --bench distributed` (as `cargo xtask bench` runs it) uses 10M
 //! rows in 8 slices (generated once under `target/weir-bench/distributed-engine/`); under `cargo test`
 //! it runs each side once on 40 000 rows as a smoke test. The figures table is printed, and written to
 //! `$WEIR_BENCH_REPORT_DIR/distributed-engine.md` when that is set.
@@ -18,16 +18,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{TimeZone, Utc};
-use distributed_engine::reference_engine::arrow::array::{
+use weir_distributed_engine::reference_engine::arrow::array::{
     Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
-use distributed_engine::reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use distributed_engine::reference_engine::parquet::arrow::ArrowWriter;
-use distributed_engine::reference_engine::{
+use weir_distributed_engine::reference_engine::arrow::datatypes::{
+    DataType, Field, Schema, TimeUnit,
+};
+use weir_distributed_engine::reference_engine::parquet::arrow::ArrowWriter;
+use weir_distributed_engine::reference_engine::{
     DatasetId, DatasetVocabulary, NoProgress, OffsetInterval, ReferenceEngine, Transform,
     TransformRequest, TransformRequestInput, TransformSql,
 };
-use distributed_engine::{ClusterConfig, LocalCluster, distributed_engine};
+use weir_distributed_engine::{ClusterConfig, LocalCluster, distributed_engine};
 
 const QUERY: &str = "SELECT event_time, city, population * 2 AS population, population % 7 AS bucket \
                      FROM input WHERE population % 3 <> 0";

@@ -9,12 +9,12 @@ use crate::error::DistributedError;
 /// on a private Docker network) and its gRPC port. Written `HOST:PORT` (`[::1]:50050` for IPv6).
 ///
 /// ```
-/// use distributed_engine::SchedulerAddress;
+/// use weir_distributed_engine::SchedulerAddress;
 ///
 /// let address: SchedulerAddress = "127.0.0.1:50050".parse()?;
 /// assert_eq!(address.url(), "http://127.0.0.1:50050");
 /// assert!("127.0.0.1".parse::<SchedulerAddress>().is_err());
-/// # Ok::<(), distributed_engine::DistributedError>(())
+/// # Ok::<(), weir_distributed_engine::DistributedError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedulerAddress {

@@ -4,8 +4,8 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use ballista_core::extension::SessionStateExt;
-use reference_engine::ReferenceEngine;
-use reference_engine::datafusion::execution::session_state::SessionState;
+use weir_reference_engine::ReferenceEngine;
+use weir_reference_engine::datafusion::execution::session_state::SessionState;
 
 use crate::cluster::SchedulerAddress;
 

@@ -16,10 +16,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ballista_core::object_store::{CustomObjectStoreRegistry, S3Options};
-use reference_engine::datafusion::error::DataFusionError;
-use reference_engine::datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
-use reference_engine::datafusion::execution::session_state::SessionState;
-use reference_engine::datafusion::prelude::SessionConfig;
+use weir_reference_engine::datafusion::error::DataFusionError;
+use weir_reference_engine::datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use weir_reference_engine::datafusion::execution::session_state::SessionState;
+use weir_reference_engine::datafusion::prelude::SessionConfig;
 
 /// The environment variables a job's S3 settings come from, and their `S3Options` keys. The first
 /// variable set wins for a key.

@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use distributed_engine::{
+use tracing_subscriber::EnvFilter;
+use weir_distributed_engine::{
     ClusterConfig, DistributedError, ExecutorOptions, Scheduler, SchedulerAddress,
     SchedulerOptions, distributed_engine, run_executor,
 };
-use engine_contract::{EngineAddress, EngineServer, ServeError};
-use tracing_subscriber::EnvFilter;
+use weir_engine_contract::{EngineAddress, EngineServer, ServeError};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -54,7 +54,7 @@ enum Role {
         #[arg(long, default_value = "127.0.0.1", value_parser = parse_host)]
         host: IpAddr,
         /// TCP port to listen on.
-        #[arg(long, default_value_t = engine_contract::DEFAULT_PORT)]
+        #[arg(long, default_value_t = weir_engine_contract::DEFAULT_PORT)]
         port: u16,
         /// Listen on this Unix socket instead of TCP (Weir's process runtime passes it).
         #[arg(long, value_name = "PATH", conflicts_with_all = ["host", "port"])]

@@ -53,20 +53,20 @@ fn closure(graph: &BTreeMap<String, Vec<String>>, root: &str) -> BTreeSet<String
 #[test]
 fn ballista_is_built_for_the_distributed_engine_only() {
     let graph = lock_graph();
-    let ours = closure(&graph, "distributed-engine");
+    let ours = closure(&graph, "weir-distributed-engine");
     assert!(
-        ours.contains("ballista-scheduler") && ours.contains("reference-engine"),
+        ours.contains("ballista-scheduler") && ours.contains("weir-reference-engine"),
         "the lock does not show distributed-engine's own dependencies: is this the right Cargo.lock?"
     );
     for crate_name in [
-        "coordinator",
-        "reference-engine",
-        "engine-runtime",
-        "engine-contract",
-        "odf",
+        "weir-cli",
+        "weir-reference-engine",
+        "weir-engine-runtime",
+        "weir-engine-contract",
+        "weir-odf",
         "weir-sql",
-        "gen-stage",
-        "pipeline",
+        "weir-gen-stage",
+        "weir-pipeline",
     ] {
         assert!(
             graph.contains_key(crate_name),
@@ -74,7 +74,7 @@ fn ballista_is_built_for_the_distributed_engine_only() {
         );
         let pulled: Vec<_> = closure(&graph, crate_name)
             .into_iter()
-            .filter(|d| d.starts_with("ballista") || d == "distributed-engine")
+            .filter(|d| d.starts_with("ballista") || d == "weir-distributed-engine")
             .collect();
         assert!(
             pulled.is_empty(),

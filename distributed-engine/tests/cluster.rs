@@ -9,12 +9,14 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use distributed_engine::reference_engine::arrow::array::{Int32Array, Int64Array, RecordBatch};
-use distributed_engine::reference_engine::arrow::datatypes::SchemaRef;
-use distributed_engine::reference_engine::{
+use weir_distributed_engine::reference_engine::arrow::array::{
+    Int32Array, Int64Array, RecordBatch,
+};
+use weir_distributed_engine::reference_engine::arrow::datatypes::SchemaRef;
+use weir_distributed_engine::reference_engine::{
     NoProgress, RawQueryRequest, ReferenceEngine, Transform, TransformSql,
 };
-use distributed_engine::{ClusterConfig, LocalCluster, SchedulerAddress, distributed_engine};
+use weir_distributed_engine::{ClusterConfig, LocalCluster, SchedulerAddress, distributed_engine};
 
 /// Runs the same transform on the embedded and the distributed engine; the outcomes and the
 /// outputs' logical hashes must be equal. Returns the distributed output's path.
@@ -157,7 +159,7 @@ async fn raw_query_aggregation_on_two_executors_equals_the_embedded_engine() {
     let (schema, batches) = read(&distributed_request.output_data_path);
     assert_eq!(schema, embedded_schema);
     let concat = |schema: &SchemaRef, batches: &[RecordBatch]| {
-        distributed_engine::reference_engine::arrow::compute::concat_batches(schema, batches)
+        weir_distributed_engine::reference_engine::arrow::compute::concat_batches(schema, batches)
             .unwrap()
     };
     assert_eq!(
@@ -189,7 +191,7 @@ async fn an_unreachable_scheduler_is_an_internal_error_and_writes_no_output() {
         .unwrap_err();
     assert_eq!(
         error.kind(),
-        distributed_engine::reference_engine::ErrorKind::Internal,
+        weir_distributed_engine::reference_engine::ErrorKind::Internal,
         "{error}"
     );
     assert!(!Path::new(&request.new_data_path).exists());

@@ -15,11 +15,11 @@ mod moto;
 use std::sync::Arc;
 
 use common::{ROWS, SLICES, jobs_run, logical_hash, request, write_slices};
-use distributed_engine::reference_engine::{NoProgress, ReferenceEngine};
-use distributed_engine::{ClusterConfig, LocalCluster, distributed_engine};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use weir_distributed_engine::reference_engine::{NoProgress, ReferenceEngine};
+use weir_distributed_engine::{ClusterConfig, LocalCluster, distributed_engine};
 
 const BUCKET: &str = "weir-distributed";
 

@@ -14,17 +14,19 @@ use arrow::array::{
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use engine_contract::conformance::{Column, ColumnType, DataFixtures, FixtureError, Table, Value};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::properties::{WriterProperties, WriterVersion};
+use weir_engine_contract::conformance::{
+    Column, ColumnType, DataFixtures, FixtureError, Table, Value,
+};
 
 /// Writes and reads the conformance kit's tables as Parquet.
 ///
 /// ```
-/// use engine_contract::conformance::{Column, ColumnType, DataFixtures, Table, Value};
-/// use engine_conformance::ParquetFixtures;
+/// use weir_engine_contract::conformance::{Column, ColumnType, DataFixtures, Table, Value};
+/// use weir_engine_conformance::ParquetFixtures;
 ///
 /// let table = Table {
 ///     columns: vec![Column { name: "offset".into(), data_type: ColumnType::Int64, nullable: false }],

@@ -5,12 +5,12 @@ mod fixtures;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use engine_contract::conformance::{
+pub use fixtures::ParquetFixtures;
+pub use weir_engine_contract::conformance::{
     Check, CheckReport, CheckStatus, Column, ColumnType, ConformanceOptions, ConformanceReport,
     DataFixtures, DataSetup, FixtureError, Table, Value, Verdict,
 };
-pub use engine_contract::{ClientError, EngineAddress};
-pub use fixtures::ParquetFixtures;
+pub use weir_engine_contract::{ClientError, EngineAddress};
 
 /// Data for an engine on this host: it sees `dir` at the same path. `dir` should be a fresh,
 /// private folder (the kit opens its output folders to every user, for an engine running as
@@ -38,6 +38,9 @@ pub async fn run(
     engine: &str,
     data: DataSetup,
 ) -> Result<ConformanceReport, ClientError> {
-    engine_contract::conformance::run(address, &ConformanceOptions::new(engine).with_data(data))
-        .await
+    weir_engine_contract::conformance::run(
+        address,
+        &ConformanceOptions::new(engine).with_data(data),
+    )
+    .await
 }

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use criterion::{Criterion, Throughput, criterion_group};
-use engine_contract::model::{
+use weir_engine_contract::model::{
     OffsetInterval, Progress, RawQueryRequest, RawQuerySuccess, Transform, TransformRequest,
     TransformSql, TransformSuccess,
 };
-use engine_contract::{
+use weir_engine_contract::{
     Engine, EngineAddress, EngineClient, EngineError, EngineServer, ProgressSink,
 };
 

@@ -2,9 +2,9 @@
 #![allow(clippy::unwrap_used)] // benches: a panic is a failed run
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use engine_contract::grpc::Envelope;
-use engine_contract::model::{TransformRequest, TransformResponse};
 use std::hint::black_box;
+use weir_engine_contract::grpc::Envelope;
+use weir_engine_contract::model::{TransformRequest, TransformResponse};
 
 fn vector(name: &str) -> Vec<u8> {
     std::fs::read(

@@ -18,7 +18,7 @@ pub const ODF_IMAGE_PORT: u16 = 2884;
 /// `unix:/run/engine.sock` (Unix socket).
 ///
 /// ```
-/// use engine_contract::EngineAddress;
+/// use weir_engine_contract::EngineAddress;
 ///
 /// let tcp: EngineAddress = "127.0.0.1:5544".parse().unwrap();
 /// assert_eq!(tcp.to_string(), "127.0.0.1:5544");

@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! The ODF engine protocol: how a coordinator drives a data engine, wire
 //! compatible with existing ODF engines and coordinators.
 //!
@@ -21,8 +25,8 @@
 //! # Example
 //!
 //! ```
-//! use engine_contract::model::*;
-//! use engine_contract::{Engine, EngineAddress, EngineClient, EngineError, EngineServer, ProgressSink};
+//! use weir_engine_contract::model::*;
+//! use weir_engine_contract::{Engine, EngineAddress, EngineClient, EngineError, EngineServer, ProgressSink};
 //!
 //! struct CountingEngine;
 //!
@@ -98,6 +102,9 @@
 mod address;
 mod client;
 pub mod conformance;
+// flatc's accessors: not part of the API (hidden, outside semver), the owned `model` is; the crate's tests
+// use them to build messages the way another implementation might.
+#[doc(hidden)]
 pub mod generated;
 pub mod grpc;
 pub mod model;

@@ -15,7 +15,7 @@ use crate::model::{
 /// An operation of the `engine.Engine` service.
 ///
 /// ```
-/// use engine_contract::Operation;
+/// use weir_engine_contract::Operation;
 ///
 /// assert_eq!(Operation::ExecuteTransform.path(), "/engine.Engine/ExecuteTransform");
 /// assert_eq!(Operation::DeriveProvenance.to_string(), "DeriveProvenance");

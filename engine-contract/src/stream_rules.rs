@@ -38,7 +38,7 @@ pub enum StreamViolation {
 /// Tracks one response stream.
 ///
 /// ```
-/// use engine_contract::stream_rules::{MessageKind, ResponseStreamRules, StreamViolation};
+/// use weir_engine_contract::stream_rules::{MessageKind, ResponseStreamRules, StreamViolation};
 ///
 /// let mut rules = ResponseStreamRules::new();
 /// rules.on_message(MessageKind::Progress).unwrap();

@@ -2,36 +2,37 @@
 //! vocabulary, transform and watermark it carries are `odf`'s types, so a value read from a metadata block
 //! goes into a request unconverted (ARCHITECTURE.md, `engine-contract/`).
 
-use engine_contract::model;
+use weir_engine_contract::model;
 
-/// Binding the result to a `model::` type compiles only if it is the same type as the `odf::` one.
+/// Binding the result to a `model::` type compiles only if it is the same type as the `weir_odf::` one.
 fn same<T>(value: T) -> T {
     value
 }
 
 #[test]
 fn the_model_s_vocabulary_types_are_odf_s() {
-    let id: model::DatasetId = same::<odf::DatasetId>(odf::DatasetId::from_key([1; 32]));
+    let id: model::DatasetId = same::<weir_odf::DatasetId>(weir_odf::DatasetId::from_key([1; 32]));
     assert_eq!(
         id.to_string(),
-        odf::DatasetId::from_key([1; 32]).to_string()
+        weir_odf::DatasetId::from_key([1; 32]).to_string()
     );
 
     let interval: model::OffsetInterval =
-        same::<odf::OffsetInterval>(odf::OffsetInterval { start: 0, end: 9 });
+        same::<weir_odf::OffsetInterval>(weir_odf::OffsetInterval { start: 0, end: 9 });
     assert_eq!(interval.len(), 10);
 
-    let vocab: model::DatasetVocabulary = same::<odf::DatasetVocabulary>(Default::default());
+    let vocab: model::DatasetVocabulary = same::<weir_odf::DatasetVocabulary>(Default::default());
     assert_eq!(vocab.offset_column, "offset");
 
     let sql: model::TransformSql =
-        same::<odf::TransformSql>(odf::TransformSql::new("datafusion", "select 1"));
-    let transform: model::Transform = same::<odf::Transform>(odf::Transform::Sql(sql.clone()));
+        same::<weir_odf::TransformSql>(weir_odf::TransformSql::new("datafusion", "select 1"));
+    let transform: model::Transform =
+        same::<weir_odf::Transform>(weir_odf::Transform::Sql(sql.clone()));
     assert_eq!(transform.sql(), &sql);
-    let _: model::SqlQueryStep = same::<odf::SqlQueryStep>(sql.steps().remove(0));
+    let _: model::SqlQueryStep = same::<weir_odf::SqlQueryStep>(sql.steps().remove(0));
 
     let time = chrono::DateTime::UNIX_EPOCH;
-    let watermark: model::Watermark = same::<odf::Watermark>(odf::Watermark {
+    let watermark: model::Watermark = same::<weir_odf::Watermark>(weir_odf::Watermark {
         system_time: time,
         event_time: time,
     });

@@ -11,21 +11,21 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_contract::conformance::{
-    self, Check, CheckStatus, Column, ColumnType, ConformanceOptions, DataFixtures, DataSetup,
-    FixtureError, Table, Value, Verdict,
-};
-use engine_contract::grpc::Envelope;
-use engine_contract::grpc::raw::engine_server::{self, EngineServer as RawEngineServer};
-use engine_contract::model::{
-    EngineResponse, OffsetInterval, RawQueryRequest, RawQueryResponse, RawQuerySuccess, Transform,
-    TransformRequest, TransformResponse, TransformSuccess,
-};
-use engine_contract::{Engine, EngineAddress, EngineError, EngineServer, ProgressSink};
 use futures::Stream;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
+use weir_engine_contract::conformance::{
+    self, Check, CheckStatus, Column, ColumnType, ConformanceOptions, DataFixtures, DataSetup,
+    FixtureError, Table, Value, Verdict,
+};
+use weir_engine_contract::grpc::Envelope;
+use weir_engine_contract::grpc::raw::engine_server::{self, EngineServer as RawEngineServer};
+use weir_engine_contract::model::{
+    EngineResponse, OffsetInterval, RawQueryRequest, RawQueryResponse, RawQuerySuccess, Transform,
+    TransformRequest, TransformResponse, TransformSuccess,
+};
+use weir_engine_contract::{Engine, EngineAddress, EngineError, EngineServer, ProgressSink};
 
 // ---------------------------------------------------------------------------
 // JSON tables

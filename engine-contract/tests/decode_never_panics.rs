@@ -2,9 +2,9 @@
 //! protobuf envelope parser return a value or a specific error.
 #![allow(clippy::unwrap_used)] // tests: a panic is a failed test
 
-use engine_contract::grpc::Envelope;
-use engine_contract::model::*;
 use proptest::prelude::*;
+use weir_engine_contract::grpc::Envelope;
+use weir_engine_contract::model::*;
 
 fn decode_all(bytes: &[u8]) {
     let _ = TransformRequest::decode(bytes);

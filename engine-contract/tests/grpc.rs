@@ -7,22 +7,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
-use engine_contract::grpc::Envelope;
-use engine_contract::grpc::raw::engine_server::{self, EngineServer as RawEngineServer};
-use engine_contract::model::{
+use futures::Stream;
+use tokio::sync::oneshot;
+use tonic::{Request, Response, Status};
+use weir_engine_contract::grpc::Envelope;
+use weir_engine_contract::grpc::raw::engine_server::{self, EngineServer as RawEngineServer};
+use weir_engine_contract::model::{
     DatasetId, DatasetVocabulary, EngineResponse, MigrateQueryRequest, OffsetInterval,
     OutputColumn, Progress, RawQueryRequest, RawQueryResponse, RawQuerySuccess, Transform,
     TransformRequest, TransformRequestInput, TransformSql, TransformSuccess, ValidateQueryRequest,
     ValidateQuerySuccess,
 };
-use engine_contract::stream_rules::MessageKind;
-use engine_contract::{
+use weir_engine_contract::stream_rules::MessageKind;
+use weir_engine_contract::{
     ClientError, ConnectOptions, Engine, EngineAddress, EngineClient, EngineError, EngineServer,
     Operation, ProgressSink,
 };
-use futures::Stream;
-use tokio::sync::oneshot;
-use tonic::{Request, Response, Status};
 
 /// An engine whose behaviour is chosen by the query text:
 /// `progress:N`, `invalid`, `fail`, `panic`, `sleep:MS`, anything else
@@ -114,7 +114,7 @@ impl Engine for TestEngine {
 struct Running {
     address: EngineAddress,
     stop: Option<oneshot::Sender<()>>,
-    handle: tokio::task::JoinHandle<Result<(), engine_contract::ServeError>>,
+    handle: tokio::task::JoinHandle<Result<(), weir_engine_contract::ServeError>>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -337,7 +337,7 @@ async fn undecodable_request_is_answered_invalid_query() {
         Envelope::raw(&[0xFF, 0xFF, 0xFF][..]),
     ] {
         let error = client
-            .call_envelope::<engine_contract::ExecuteTransform>(envelope)
+            .call_envelope::<weir_engine_contract::ExecuteTransform>(envelope)
             .await
             .unwrap()
             .finish()

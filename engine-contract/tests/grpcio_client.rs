@@ -12,12 +12,12 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use engine_contract::grpc::Envelope;
-use engine_contract::model::{
+use weir_engine_contract::grpc::Envelope;
+use weir_engine_contract::model::{
     EngineResponse, RawQueryRequest, RawQueryResponse, RawQuerySuccess, Transform,
     TransformRequest, TransformSql, TransformSuccess,
 };
-use engine_contract::{Engine, EngineAddress, EngineError, EngineServer, ProgressSink};
+use weir_engine_contract::{Engine, EngineAddress, EngineError, EngineServer, ProgressSink};
 
 /// Answers a raw query with `num_records` = the number of input paths.
 struct CountingEngine;

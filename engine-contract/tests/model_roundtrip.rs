@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used)] // tests: a panic is a failed test
 
 use chrono::{TimeZone, Utc};
-use engine_contract::generated as fb;
-use engine_contract::model::*;
+use weir_engine_contract::generated as fb;
+use weir_engine_contract::model::*;
 
 fn id(byte: u8) -> DatasetId {
     DatasetId::from_key([byte; 32])

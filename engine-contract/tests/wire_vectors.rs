@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, TimeZone, Utc};
-use engine_contract::generated as fb;
-use engine_contract::model::{
+use weir_engine_contract::generated as fb;
+use weir_engine_contract::model::{
     DatasetId, DatasetVocabulary, EngineResponse, OffsetInterval, RawQueryRequest,
     RawQueryResponse, RawQuerySuccess, SqlQueryStep, Transform, TransformRequest,
     TransformResponse, TransformSql, TransformSuccess, Watermark, WireMessage,

@@ -1,6 +1,6 @@
 //! Container cold start to ready, and per-operation overhead, against the process runtime.
 //!
-//! `cargo bench -p engine-runtime --bench engine_start` (needs a Docker daemon for the container
+//! `cargo bench -p weir-engine-runtime --bench engine_start` (needs a Docker daemon for the container
 //! figures; builds the test-engine image first).
 #![allow(clippy::unwrap_used)] // a benchmark that fails should stop loudly
 
@@ -10,11 +10,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use engine_runtime::{
+use support::engine::{TEST_IMAGE, daemon, shared_tempdir, test_engine_binary, test_engine_image};
+use weir_engine_runtime::{
     ContainerEngine, ContainerRuntime, EngineHandle, EngineRuntime, OperationFolders, OperationId,
     ProcessEngine, ProcessRuntime, RuntimeConfig, StartRequest,
 };
-use support::engine::{TEST_IMAGE, daemon, shared_tempdir, test_engine_binary, test_engine_image};
 
 fn config() -> RuntimeConfig {
     RuntimeConfig::default()

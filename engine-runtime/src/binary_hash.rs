@@ -84,11 +84,11 @@ pub fn hashings() -> u64 {
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("engine");
 /// std::fs::write(&path, b"abc").unwrap();
-/// let hash = engine_runtime::binary_sha256(&path).unwrap();
+/// let hash = weir_engine_runtime::binary_sha256(&path).unwrap();
 /// assert_eq!(hash, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-/// let before = engine_runtime::binary_hashings();
-/// assert_eq!(engine_runtime::binary_sha256(&path).unwrap(), hash);
-/// assert_eq!(engine_runtime::binary_hashings(), before, "the second answer came from the cache");
+/// let before = weir_engine_runtime::binary_hashings();
+/// assert_eq!(weir_engine_runtime::binary_sha256(&path).unwrap(), hash);
+/// assert_eq!(weir_engine_runtime::binary_hashings(), before, "the second answer came from the cache");
 /// ```
 pub fn binary_sha256(path: &Path) -> Result<String, HashError> {
     let io = |source| HashError::Io {

@@ -6,7 +6,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use engine_runtime::RuntimeConfig;
+/// use weir_engine_runtime::RuntimeConfig;
 ///
 /// let config = RuntimeConfig::default().with_operation_deadline(Duration::from_secs(30));
 /// assert_eq!(config.operation_deadline(), Duration::from_secs(30));

@@ -6,9 +6,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use engine_contract::grpc::Envelope;
-use engine_contract::{ClientError, ConnectOptions, EngineAddress, EngineClient, ValidateQuery};
 use tokio::time::Instant;
+use weir_engine_contract::grpc::Envelope;
+use weir_engine_contract::{
+    ClientError, ConnectOptions, EngineAddress, EngineClient, ValidateQuery,
+};
 
 use crate::engine_log::EngineLog;
 use crate::error::RuntimeError;

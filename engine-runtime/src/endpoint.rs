@@ -8,7 +8,7 @@
 /// isolation that the runtime logs as a warning.
 ///
 /// ```
-/// use engine_runtime::EngineEndpoint;
+/// use weir_engine_runtime::EngineEndpoint;
 ///
 /// assert_eq!(EngineEndpoint::default(), EngineEndpoint::UnixSocket);
 /// assert_eq!(EngineEndpoint::odf_tcp(), EngineEndpoint::Tcp { port: 2884 });

@@ -327,7 +327,7 @@ pub enum RuntimeError {
         engine: String,
         /// The cause.
         #[source]
-        source: engine_contract::ServeError,
+        source: weir_engine_contract::ServeError,
     },
     /// The engine answered, but not with success: InvalidQuery, InternalError, UNIMPLEMENTED
     /// (`OperationNotSupported`), or a breach of the response-stream contract. The source says
@@ -340,7 +340,7 @@ pub enum RuntimeError {
         operation_id: String,
         /// What the client saw (boxed: it is large).
         #[source]
-        source: Box<engine_contract::ClientError>,
+        source: Box<weir_engine_contract::ClientError>,
     },
 }
 
@@ -349,12 +349,12 @@ impl RuntimeError {
     /// an InvalidQuery (the user's SQL) from an engine failure.
     ///
     /// ```
-    /// use engine_runtime::RuntimeError;
+    /// use weir_engine_runtime::RuntimeError;
     ///
     /// let error = RuntimeError::InputNotFound { location: "s3://b/x".into() };
     /// assert!(error.client_error().is_none());
     /// ```
-    pub fn client_error(&self) -> Option<&engine_contract::ClientError> {
+    pub fn client_error(&self) -> Option<&weir_engine_contract::ClientError> {
         match self {
             Self::Engine { source, .. } => Some(source),
             _ => None,

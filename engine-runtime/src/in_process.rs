@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_contract::{Engine, EngineAddress, EngineServer, ServeError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
+use weir_engine_contract::{Engine, EngineAddress, EngineServer, ServeError};
 
 use crate::config::RuntimeConfig;
 use crate::connect::{ListenProbe, connect_ready};
@@ -24,15 +24,15 @@ use crate::runtime::{EngineHandle, EngineIdentity, EngineRuntime, Instance, Star
 /// Runs an engine object in this process, one server per operation.
 ///
 /// ```no_run
-/// # use engine_contract::model::*;
-/// # use engine_contract::{Engine, EngineError, ProgressSink};
+/// # use weir_engine_contract::model::*;
+/// # use weir_engine_contract::{Engine, EngineError, ProgressSink};
 /// # struct MyEngine;
 /// # impl Engine for MyEngine {
 /// #   async fn execute_raw_query(&self, _: RawQueryRequest, _: ProgressSink) -> Result<RawQuerySuccess, EngineError> { Ok(RawQuerySuccess::default()) }
 /// #   async fn execute_transform(&self, _: TransformRequest, _: ProgressSink) -> Result<TransformSuccess, EngineError> { Ok(TransformSuccess::default()) }
 /// # }
-/// # async fn example() -> Result<(), engine_runtime::RuntimeError> {
-/// use engine_runtime::*;
+/// # async fn example() -> Result<(), weir_engine_runtime::RuntimeError> {
+/// use weir_engine_runtime::*;
 ///
 /// let runtime = InProcessRuntime::new("my-engine", "1.0.0", MyEngine, RuntimeConfig::default());
 /// let engine = runtime

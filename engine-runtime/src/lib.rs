@@ -4,9 +4,9 @@
 //! One trait, [`EngineRuntime`], with three implementations the coordinator does not need to tell
 //! apart: [`ContainerRuntime`] (Docker or Podman through bollard; no network, read-only root,
 //! non-root user, every capability dropped, resource limits), [`ProcessRuntime`] (a local binary as a
-//! child process) and [`InProcessRuntime`] (an [`Engine`](engine_contract::Engine) object served on
+//! child process) and [`InProcessRuntime`] (an [`Engine`](weir_engine_contract::Engine) object served on
 //! an in-process Unix socket). [`EngineRuntime::start`] returns an [`EngineHandle`]: a ready
-//! [`EngineClient`](engine_contract::EngineClient), the [`EngineIdentity`] to record (image id,
+//! [`EngineClient`](weir_engine_contract::EngineClient), the [`EngineIdentity`] to record (image id,
 //! binary hash, or name and version), the paths the engine sees, and [`EngineHandle::stop`].
 //! [`StagingArea`] brings remote inputs to local folders and uploads outputs;
 //! [`StsConfig::assume_role`] gets [`TemporaryCredentials`] limited to one transaction's
@@ -16,9 +16,9 @@
 //!
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-//! use engine_contract::model::{RawQueryRequest, RawQuerySuccess, Transform, TransformRequest, TransformSql, TransformSuccess};
-//! use engine_contract::{Engine, EngineError, ProgressSink};
-//! use engine_runtime::{EngineRuntime, InProcessRuntime, OperationFolders, OperationId, RuntimeConfig, StartRequest};
+//! use weir_engine_contract::model::{RawQueryRequest, RawQuerySuccess, Transform, TransformRequest, TransformSql, TransformSuccess};
+//! use weir_engine_contract::{Engine, EngineError, ProgressSink};
+//! use weir_engine_runtime::{EngineRuntime, InProcessRuntime, OperationFolders, OperationId, RuntimeConfig, StartRequest};
 //!
 //! /// Counts its inputs.
 //! struct Counter;

@@ -13,7 +13,7 @@ use crate::error::RuntimeError;
 /// `_`, `.` and `-`, starting with a letter or digit, at most 64 characters.
 ///
 /// ```
-/// use engine_runtime::OperationId;
+/// use weir_engine_runtime::OperationId;
 ///
 /// let id = OperationId::new("transform-42").unwrap();
 /// assert_eq!(id.as_str(), "transform-42");
@@ -79,7 +79,7 @@ pub(crate) fn random_u64() -> u64 {
 /// ([`engine_path`](crate::EngineHandle::engine_path)).
 ///
 /// ```
-/// use engine_runtime::OperationFolders;
+/// use weir_engine_runtime::OperationFolders;
 ///
 /// let folders = OperationFolders::new("/data/out").with_input("/data/in/slice-1.parquet");
 /// assert_eq!(folders.inputs().len(), 1);

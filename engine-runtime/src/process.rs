@@ -22,12 +22,12 @@ use crate::ownership::coordinator_ids;
 use crate::paths::PathMapping;
 use crate::runtime::{EngineHandle, EngineIdentity, EngineRuntime, Instance, StartRequest};
 use crate::shutdown::ProcessEntry;
-use engine_contract::EngineAddress;
+use weir_engine_contract::EngineAddress;
 
 /// Where a process engine listens, and how it is told.
 ///
 /// ```
-/// use engine_runtime::{EngineEndpoint, ProcessEndpoint};
+/// use weir_engine_runtime::{EngineEndpoint, ProcessEndpoint};
 ///
 /// assert_eq!(ProcessEndpoint::default(), ProcessEndpoint::UnixSocket);
 /// // An engine endpoint with a port is a fixed port the engine listens on by itself.
@@ -65,7 +65,7 @@ impl From<EngineEndpoint> for ProcessEndpoint {
 /// A local engine binary and how to run it.
 ///
 /// ```
-/// use engine_runtime::{ProcessEndpoint, ProcessEngine};
+/// use weir_engine_runtime::{ProcessEndpoint, ProcessEngine};
 ///
 /// // A Weir engine: told its Unix socket.
 /// let weir = ProcessEngine::new("datafusion", "target/debug/weir-engine").with_arg("--log-format=json");

@@ -5,12 +5,12 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use engine_contract::EngineClient;
-use engine_contract::model::{
-    Progress, RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess,
-};
 use futures::future::BoxFuture;
 use tracing::Instrument;
+use weir_engine_contract::EngineClient;
+use weir_engine_contract::model::{
+    Progress, RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess,
+};
 
 use crate::config::RuntimeConfig;
 use crate::container::ContainerInstance;
@@ -68,7 +68,7 @@ impl StartRequest {
 /// names only.
 ///
 /// ```
-/// use engine_runtime::EngineEnvironment;
+/// use weir_engine_runtime::EngineEnvironment;
 ///
 /// let env = EngineEnvironment::default().with("AWS_SECRET_ACCESS_KEY", "s3cr3t");
 /// assert_eq!(env.vars()[0].1, "s3cr3t");
@@ -249,7 +249,7 @@ impl EngineHandle {
         call: impl FnOnce(&'a EngineClient) -> F,
     ) -> Result<T, RuntimeError>
     where
-        F: Future<Output = Result<T, engine_contract::ClientError>>,
+        F: Future<Output = Result<T, weir_engine_contract::ClientError>>,
     {
         let deadline = self.config.operation_deadline();
         match tokio::time::timeout(deadline, call(&self.client)).await {
@@ -302,7 +302,7 @@ impl EngineHandle {
         }
     }
 
-    async fn explain(&self, error: engine_contract::ClientError) -> RuntimeError {
+    async fn explain(&self, error: weir_engine_contract::ClientError) -> RuntimeError {
         if crate::connect::is_deadline(&error) {
             return self.deadline_exceeded();
         }

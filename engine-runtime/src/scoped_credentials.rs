@@ -34,7 +34,7 @@ const WRITE_ACTIONS: &[&str] = &[
 /// writes under (`s3:PutObject`, `s3:AbortMultipartUpload`, `s3:ListMultipartUploadParts`).
 ///
 /// ```
-/// use engine_runtime::AccessGrant;
+/// use weir_engine_runtime::AccessGrant;
 ///
 /// let grant = AccessGrant::new("weir-data")
 ///     .read("datasets/source/data/slice-1.parquet")
@@ -102,7 +102,7 @@ impl AccessGrant {
     /// (one `prefix/*` instead of many keys).
     ///
     /// ```
-    /// use engine_runtime::{AccessGrant, RuntimeError};
+    /// use weir_engine_runtime::{AccessGrant, RuntimeError};
     ///
     /// let grant = AccessGrant::new("weir-data")
     ///     .read("in/slice-1.parquet")
@@ -181,7 +181,7 @@ fn under(prefix: &str) -> String {
 ///
 /// ```
 /// use std::time::Duration;
-/// use engine_runtime::StsConfig;
+/// use weir_engine_runtime::StsConfig;
 ///
 /// let sts = StsConfig::new("https://sts.amazonaws.com", "arn:aws:iam::123456789012:role/weir-engine")
 ///     .with_region("eu-west-1")

@@ -178,11 +178,11 @@ pub struct ShutdownReport {
 /// let mut terminate =
 ///     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
 /// terminate.recv().await;
-/// let report = engine_runtime::shutdown().await;
+/// let report = weir_engine_runtime::shutdown().await;
 /// eprintln!("removed {:?}", report.removed_containers);
 /// // Handles dropped while the async runtime shuts down remove their containers on threads of
 /// // their own: wait for them before exiting.
-/// engine_runtime::wait_for_removals(std::time::Duration::from_secs(15));
+/// weir_engine_runtime::wait_for_removals(std::time::Duration::from_secs(15));
 /// std::process::exit(143);
 /// # }
 /// ```

@@ -23,7 +23,7 @@ const PART_SIZE: usize = 5 << 20;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use engine_runtime::DataLocation;
+/// use weir_engine_runtime::DataLocation;
 /// use object_store::memory::InMemory;
 ///
 /// let local = DataLocation::local("/data/slices/1.parquet");
@@ -83,7 +83,7 @@ impl fmt::Debug for DataLocation {
 /// Connection settings for an S3-compatible store.
 ///
 /// ```
-/// use engine_runtime::S3Config;
+/// use weir_engine_runtime::S3Config;
 ///
 /// let config = S3Config::new("my-bucket", "http://127.0.0.1:9000").with_credentials("key", "secret");
 /// let store = config.build().unwrap();
@@ -192,7 +192,7 @@ pub struct PublishedObject {
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::sync::Arc;
-/// use engine_runtime::{DataLocation, StagingArea};
+/// use weir_engine_runtime::{DataLocation, StagingArea};
 /// use object_store::{ObjectStoreExt, memory::InMemory, path::Path};
 ///
 /// let store = Arc::new(InMemory::new());

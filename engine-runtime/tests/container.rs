@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::{CreateContainerOptionsBuilder, ListContainersOptionsBuilder};
-use engine_contract::ClientError;
-use engine_runtime::{
+use support::engine::{TEST_IMAGE, daemon_with_test_image, shared_tempdir};
+use support::requests;
+use weir_engine_contract::ClientError;
+use weir_engine_runtime::{
     ContainerEngine, ContainerRuntime, DockerDaemon, EngineEndpoint, EngineIdentity, EngineRuntime,
     LABEL_MANAGED, LABEL_OPERATION, LABEL_OWNER, OperationFolders, OperationId, RuntimeConfig,
     RuntimeError, StartRequest,
 };
-use support::engine::{TEST_IMAGE, daemon_with_test_image, shared_tempdir};
-use support::requests;
 
 fn config() -> RuntimeConfig {
     RuntimeConfig::default()
@@ -339,7 +339,7 @@ async fn two_tcp_engines_run_concurrently_on_distinct_loopback_ports() {
     let (a_address, b_address) = (a.client().address().clone(), b.client().address().clone());
     assert_ne!(a_address, b_address);
     for address in [&a_address, &b_address] {
-        let engine_contract::EngineAddress::Tcp(socket) = address else {
+        let weir_engine_contract::EngineAddress::Tcp(socket) = address else {
             panic!("TCP engine dialled at {address}")
         };
         assert!(socket.ip().is_loopback(), "{address}");
@@ -497,7 +497,7 @@ async fn containers_orphaned_by_a_dead_coordinator_are_removed_on_the_next_conne
     // it, which is the rule at work too.)
 
     // The next start of a coordinator (a new connection) cleans up.
-    let _next = DockerDaemon::connect(&engine_runtime::DaemonSocket::Auto)
+    let _next = DockerDaemon::connect(&weir_engine_runtime::DaemonSocket::Auto)
         .await
         .unwrap();
     let orphans_left = containers_of(&orphan_op).await;

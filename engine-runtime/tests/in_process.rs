@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use engine_contract::model::{
+use weir_engine_contract::model::{
     Progress, RawQueryRequest, RawQuerySuccess, Transform, TransformRequest, TransformSql,
     TransformSuccess,
 };
-use engine_contract::{ClientError, Engine, EngineError, ProgressSink};
-use engine_runtime::{
+use weir_engine_contract::{ClientError, Engine, EngineError, ProgressSink};
+use weir_engine_runtime::{
     EngineIdentity, EngineRuntime, InProcessRuntime, OperationFolders, OperationId, RuntimeConfig,
     RuntimeError, StartRequest,
 };
@@ -132,8 +132,8 @@ async fn engine_errors_reach_the_caller_typed() {
         ))
         .await
         .unwrap();
-    let validate = engine_contract::model::ValidateQueryRequest {
-        dataset_id: engine_contract::model::DatasetId::from_key([1; 32]),
+    let validate = weir_engine_contract::model::ValidateQueryRequest {
+        dataset_id: weir_engine_contract::model::DatasetId::from_key([1; 32]),
         dataset_alias: "derived".into(),
         vocab: Default::default(),
         transform: Transform::Sql(TransformSql::new("counter", "count")),

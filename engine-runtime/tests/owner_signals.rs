@@ -1,5 +1,5 @@
 //! What becomes of a process's engines when the process is signalled: SIGTERM with
-//! [`engine_runtime::shutdown`] in the handler removes its container and kills its engine process
+//! [`weir_engine_runtime::shutdown`] in the handler removes its container and kills its engine process
 //! before it exits; after SIGKILL the container stays until the next start of a runtime removes it
 //! as an orphan, and the engine process dies with its parent.
 //!
@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use engine_runtime::{
+use support::engine::{TEST_IMAGE, daemon_with_test_image, shared_tempdir, test_engine_binary};
+use weir_engine_runtime::{
     ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineRuntime, OperationFolders,
     OperationId, ProcessEngine, ProcessRuntime, RuntimeConfig, RuntimeError, StartRequest,
 };
-use support::engine::{TEST_IMAGE, daemon_with_test_image, shared_tempdir, test_engine_binary};
 
 /// Set (to the folder it may write in) for the owning process.
 const OWNER_ENV: &str = "WEIR_TEST_OWNER";
@@ -62,7 +62,7 @@ fn owner_process() {
         };
         let container = containers.start(start()).await.unwrap();
         let process = processes.start(start()).await.unwrap();
-        let engine_contract::EngineAddress::Unix(socket) = process.client().address().clone()
+        let weir_engine_contract::EngineAddress::Unix(socket) = process.client().address().clone()
         else {
             panic!("the process engine is not on a Unix socket")
         };
@@ -73,7 +73,7 @@ fn owner_process() {
 
         terminate.recv().await;
         // What a coordinator's signal handler does.
-        let report = engine_runtime::shutdown().await;
+        let report = weir_engine_runtime::shutdown().await;
         println!("owner-removed {}", report.removed_containers.join(","));
         println!("owner-killed {}", report.killed_processes);
         match containers.start(start()).await {

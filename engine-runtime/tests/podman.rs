@@ -11,13 +11,13 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use engine_runtime::{
-    ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineIdentity, EngineRuntime,
-    OperationFolders, OperationId, RuntimeConfig, RuntimeError, StartRequest,
-};
 use futures::StreamExt;
 use support::engine::{TEST_IMAGE, daemon_with_test_image, shared_tempdir};
 use support::requests;
+use weir_engine_runtime::{
+    ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineIdentity, EngineRuntime,
+    OperationFolders, OperationId, RuntimeConfig, RuntimeError, StartRequest,
+};
 
 fn required() -> bool {
     std::env::var("WEIR_REQUIRE_PODMAN").is_ok_and(|v| v == "1")
@@ -249,5 +249,7 @@ async fn podman_engine_that_never_listens_is_reported_as_never_listened() {
     );
     // The failed start's container is removed on a thread of its own: let it finish before the
     // test binary exits.
-    assert!(engine_runtime::wait_for_removals(Duration::from_secs(60)));
+    assert!(weir_engine_runtime::wait_for_removals(Duration::from_secs(
+        60
+    )));
 }

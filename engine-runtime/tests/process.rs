@@ -5,13 +5,13 @@ mod support;
 
 use std::time::Duration;
 
-use engine_runtime::{
-    EngineEndpoint, EngineIdentity, EngineRuntime, OperationFolders, OperationId, ProcessEndpoint,
-    ProcessEngine, ProcessRuntime, RuntimeConfig, RuntimeError, StartRequest,
-};
 use sha2::{Digest, Sha256};
 use support::engine::test_engine_binary;
 use support::requests;
+use weir_engine_runtime::{
+    EngineEndpoint, EngineIdentity, EngineRuntime, OperationFolders, OperationId, ProcessEndpoint,
+    ProcessEngine, ProcessRuntime, RuntimeConfig, RuntimeError, StartRequest,
+};
 
 fn config() -> RuntimeConfig {
     RuntimeConfig::default()
@@ -62,7 +62,7 @@ async fn process_engine_on_a_unix_socket_runs_a_raw_query_and_is_pinned_by_binar
     );
     assert!(matches!(
         engine.client().address(),
-        engine_contract::EngineAddress::Unix(_)
+        weir_engine_contract::EngineAddress::Unix(_)
     ));
     // A process sees host paths as they are.
     assert_eq!(engine.engine_path(&input).unwrap(), input);
@@ -227,7 +227,8 @@ async fn dropping_the_handle_kills_the_process() {
         ))
         .await
         .unwrap();
-    let engine_contract::EngineAddress::Unix(socket) = engine.client().address().clone() else {
+    let weir_engine_contract::EngineAddress::Unix(socket) = engine.client().address().clone()
+    else {
         panic!("expected a Unix socket")
     };
     drop(engine);
@@ -270,7 +271,7 @@ async fn engine_on_a_fixed_tcp_port_gets_only_its_own_arguments_and_no_unix_sock
     let engine = runtime.start(start_request(&input, &output)).await.unwrap();
     assert_eq!(
         engine.client().address(),
-        &engine_contract::EngineAddress::Tcp(([127, 0, 0, 1], port).into())
+        &weir_engine_contract::EngineAddress::Tcp(([127, 0, 0, 1], port).into())
     );
     let request = requests::raw_query(&engine, "copy", &[&input], &output.join("copy.txt"));
     assert_eq!(

@@ -13,9 +13,9 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
-use engine_runtime::{AccessGrant, RuntimeError, S3Config, StsConfig, TemporaryCredentials};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use weir_engine_runtime::{AccessGrant, RuntimeError, S3Config, StsConfig, TemporaryCredentials};
 
 const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/weir-transaction";
 const BASE_KEY: &str = "weir-base-key";

@@ -6,10 +6,10 @@ mod support;
 
 use std::sync::Arc;
 
-use engine_runtime::{DataLocation, RuntimeError, S3Config, StagingArea};
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use weir_engine_runtime::{DataLocation, RuntimeError, S3Config, StagingArea};
 
 async fn put(store: &dyn ObjectStore, path: &str, bytes: &[u8]) {
     store

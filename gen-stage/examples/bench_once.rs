@@ -4,7 +4,7 @@
 //! such as callgrind.
 //!
 //! ```sh
-//! cargo build --profile bench -p gen-stage --example bench_once
+//! cargo build --profile bench -p weir-gen-stage --example bench_once
 //! valgrind --tool=callgrind target/release/examples/bench_once chain 1000 current_thread weir 1000000
 //! ```
 //!

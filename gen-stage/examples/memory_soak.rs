@@ -8,8 +8,8 @@
 //! `events x 8` bytes (800 MB at the default count).
 //!
 //! ```sh
-//! cargo run --release -p gen-stage --example memory_soak
-//! cargo run --release -p gen-stage --example memory_soak -- --events 10000000 --max-demand 100 --runtime current_thread
+//! cargo run --release -p weir-gen-stage --example memory_soak
+//! cargo run --release -p weir-gen-stage --example memory_soak -- --events 10000000 --max-demand 100 --runtime current_thread
 //! ```
 //!
 //! Options: `--events N` (default 100 000 000), `--max-demand N` (default
@@ -22,12 +22,12 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use gen_stage::{
+use tokio::sync::oneshot;
+use weir_gen_stage::{
     Consumer, ConsumerContext, DemandMode, Noreply, Producer, ProducerConsumer,
     ProducerConsumerContext, ProducerContext, ProducerOptions, StopReason, SubscribeOptions,
     Subscription,
 };
-use tokio::sync::oneshot;
 
 /// Emits `0..end` as fast as it is asked; held in accumulate mode until the
 /// pipeline is subscribed.
@@ -210,7 +210,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     Ok(options)
 }
 
-async fn soak(options: &Options) -> Result<(), gen_stage::Error> {
+async fn soak(options: &Options) -> Result<(), weir_gen_stage::Error> {
     let subscribe = || {
         SubscribeOptions::new()
             .max_demand(options.max_demand)
@@ -219,15 +219,15 @@ async fn soak(options: &Options) -> Result<(), gen_stage::Error> {
     let started = Instant::now();
     report("before start     ", started);
 
-    let producer = gen_stage::start_producer(Numbers {
+    let producer = weir_gen_stage::start_producer(Numbers {
         next: 0,
         end: options.events,
     })
     .await?;
-    let doubler = gen_stage::start_producer_consumer(Doubler).await?;
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler).await?;
     doubler.subscribe(&producer, subscribe()).await?;
     let (done_tx, done_rx) = oneshot::channel();
-    let counter = gen_stage::start_consumer(SlowCounter {
+    let counter = weir_gen_stage::start_consumer(SlowCounter {
         work: options.work,
         total: options.events,
         seen: 0,

@@ -3,7 +3,7 @@
 //! dispatcher. Run it with:
 //!
 //! ```text
-//! cargo run -p gen-stage --example pipeline
+//! cargo run -p weir-gen-stage --example pipeline
 //! ```
 //!
 //! The producer emits 1..=N exactly as demanded and stops normally after its
@@ -13,11 +13,11 @@
 
 use std::time::Instant;
 
-use gen_stage::{
+use tokio::sync::mpsc;
+use weir_gen_stage::{
     Consumer, ConsumerContext, Msgs, Noreply, Producer, ProducerConsumer, ProducerConsumerContext,
     ProducerContext, StopReason, SubscribeOptions, Subscription,
 };
-use tokio::sync::mpsc;
 
 const EVENTS: u64 = 1_000_000;
 
@@ -116,15 +116,15 @@ impl Consumer for Summer {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), gen_stage::Error> {
+async fn main() -> Result<(), weir_gen_stage::Error> {
     let started = Instant::now();
 
-    let numbers = gen_stage::start_producer(Numbers {
+    let numbers = weir_gen_stage::start_producer(Numbers {
         next: 1,
         last: EVENTS,
     })
     .await?;
-    let doubler = gen_stage::start_producer_consumer(Doubler).await?;
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler).await?;
     let (out, mut reports) = mpsc::unbounded_channel();
     let mut consumers = Vec::new();
     for name in ["consumer A", "consumer B"] {
@@ -134,7 +134,7 @@ async fn main() -> Result<(), gen_stage::Error> {
             batches: 0,
             sum: 0,
         };
-        let consumer = gen_stage::start_consumer(Summer {
+        let consumer = weir_gen_stage::start_consumer(Summer {
             report,
             out: out.clone(),
         })

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use dispatchers::InfoId;
+use weir_dispatchers::InfoId;
 
 /// How many events a producer buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +67,8 @@ pub struct Taken<T> {
 /// A producer's buffer: events in order, with infos pinned behind them.
 ///
 /// ```
-/// use gen_stage::buffer::{Buffer, BufferKeep, BufferSize};
-/// use gen_stage::dispatchers::InfoId;
+/// use weir_gen_stage::buffer::{Buffer, BufferKeep, BufferSize};
+/// use weir_gen_stage::dispatchers::InfoId;
 ///
 /// let mut buffer = Buffer::new(BufferSize::Limited(3), BufferKeep::Last);
 /// buffer.store(vec![1, 2], 0);

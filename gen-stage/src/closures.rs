@@ -5,15 +5,15 @@
 //! pipeline needs no trait implementation at all:
 //!
 //! ```
-//! use gen_stage::SubscribeOptions;
+//! use weir_gen_stage::SubscribeOptions;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), gen_stage::Error> {
-//! let numbers = gen_stage::from_iter(1..=10u64).await?;
-//! let squares = gen_stage::map(|n: u64| n * n).await?;
+//! # async fn main() -> Result<(), weir_gen_stage::Error> {
+//! let numbers = weir_gen_stage::from_iter(1..=10u64).await?;
+//! let squares = weir_gen_stage::map(|n: u64| n * n).await?;
 //! squares.subscribe(&numbers, SubscribeOptions::new()).await?;
 //! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-//! let sink = gen_stage::for_each(move |n: u64| {
+//! let sink = weir_gen_stage::for_each(move |n: u64| {
 //!     let _ = tx.send(n);
 //! })
 //! .await?;

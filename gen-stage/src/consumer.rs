@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 
-use dispatchers::SubscriptionOptions;
+use weir_dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
 use crate::shared::Kind;
@@ -31,7 +31,7 @@ pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
 /// events, fed by a producer built from an iterator:
 ///
 /// ```
-/// use gen_stage::{Consumer, ConsumerContext, Noreply, StopReason, SubscribeOptions, Subscription};
+/// use weir_gen_stage::{Consumer, ConsumerContext, Noreply, StopReason, SubscribeOptions, Subscription};
 /// use tokio::sync::oneshot;
 ///
 /// struct Summer { sum: u64, seen: usize, done: Option<oneshot::Sender<u64>> }
@@ -51,10 +51,10 @@ pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let numbers = gen_stage::from_iter(1..=100u64).await?;
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let numbers = weir_gen_stage::from_iter(1..=100u64).await?;
 /// let (done, sum) = oneshot::channel();
-/// let summer = gen_stage::start_consumer(Summer { sum: 0, seen: 0, done: Some(done) }).await?;
+/// let summer = weir_gen_stage::start_consumer(Summer { sum: 0, seen: 0, done: Some(done) }).await?;
 /// summer.subscribe(&numbers, SubscribeOptions::new().max_demand(10)).await?;
 /// assert_eq!(sum.await.expect("the consumer reports"), 5050);
 /// // The producer stops normally after its last event; the permanent
@@ -188,14 +188,14 @@ pub async fn start_consumer<C: Consumer<M>, M: Messages>(
 /// its `init` returns are made too, after these.
 ///
 /// ```
-/// use gen_stage::{ConsumerOptions, ForEach, SubscribeOptions};
+/// use weir_gen_stage::{ConsumerOptions, ForEach, SubscribeOptions};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let numbers = gen_stage::from_iter(1..=3u32).await?;
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let numbers = weir_gen_stage::from_iter(1..=3u32).await?;
 /// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
 /// let options = ConsumerOptions::new().subscribe_to(&numbers, SubscribeOptions::new());
-/// gen_stage::start_consumer_with(ForEach::new(move |n: u32| {
+/// weir_gen_stage::start_consumer_with(ForEach::new(move |n: u32| {
 ///     let _ = tx.send(n);
 /// }), options).await?;
 /// assert_eq!(rx.recv().await, Some(1));

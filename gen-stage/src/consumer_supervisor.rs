@@ -174,13 +174,13 @@ struct Child<T> {
 /// `ConsumerSupervisor` functions of the same names do.
 ///
 /// ```
-/// use gen_stage::{CancelMode, ConsumerSupervisor, SubscribeOptions};
+/// use weir_gen_stage::{CancelMode, ConsumerSupervisor, SubscribeOptions};
 /// use tokio::sync::mpsc;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
 /// let (done, mut finished) = mpsc::unbounded_channel();
-/// let jobs = gen_stage::from_iter(1..=10u64).await?;
+/// let jobs = weir_gen_stage::from_iter(1..=10u64).await?;
 /// let _supervisor = ConsumerSupervisor::new(move |n: u64| {
 ///     let done = done.clone();
 ///     async move {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use dispatchers::SubscriptionId;
+use weir_dispatchers::SubscriptionId;
 
 use crate::handle::Mailbox;
 use crate::ids::IdMap;

@@ -13,7 +13,7 @@
 /// The automatic demand of one subscription.
 ///
 /// ```
-/// use gen_stage::demand::{AutomaticDemand, Batch};
+/// use weir_gen_stage::demand::{AutomaticDemand, Batch};
 ///
 /// // max_demand 100, min_demand 20: pieces of at most 80 events.
 /// let mut demand = AutomaticDemand::new(100, 20);

@@ -151,13 +151,13 @@ impl From<&AnyStage> for AnyStage {
 ///
 /// ```
 /// use std::time::Duration;
-/// use gen_stage::{Drain, DrainOutcome, SubscribeOptions};
+/// use weir_gen_stage::{Drain, DrainOutcome, SubscribeOptions};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let numbers = gen_stage::from_iter(0..u64::MAX).await?;
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let numbers = weir_gen_stage::from_iter(0..u64::MAX).await?;
 /// let (seen, mut received) = tokio::sync::mpsc::unbounded_channel();
-/// let printer = gen_stage::for_each(move |n: u64| {
+/// let printer = weir_gen_stage::for_each(move |n: u64| {
 ///     let _ = seen.send(n);
 /// })
 /// .await?;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use dispatchers::SubscriptionId;
+use weir_dispatchers::SubscriptionId;
 
 use crate::{Cancellation, StageId, StopReason};
 

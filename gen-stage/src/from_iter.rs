@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 
-use dispatchers::{Dispatcher, SubscriptionId, SubscriptionOptions};
 use futures::{Stream, StreamExt};
+use weir_dispatchers::{Dispatcher, SubscriptionId, SubscriptionOptions};
 
 use crate::stage::ProducerStage;
 use crate::{
@@ -221,17 +221,17 @@ async fn start_source<S: Source>(
 ///
 /// ```
 /// use futures::StreamExt;
-/// use gen_stage::SubscribeOptions;
+/// use weir_gen_stage::SubscribeOptions;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let letters = gen_stage::from_iter(['a', 'b', 'c']).await?;
-/// let all: Vec<char> = gen_stage::stream([(letters.clone(), SubscribeOptions::new())])?
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let letters = weir_gen_stage::from_iter(['a', 'b', 'c']).await?;
+/// let all: Vec<char> = weir_gen_stage::stream([(letters.clone(), SubscribeOptions::new())])?
 ///     .map(|e| e.expect("an event"))
 ///     .collect()
 ///     .await;
 /// assert_eq!(all, vec!['a', 'b', 'c']);
-/// assert_eq!(letters.stopped().await, gen_stage::StopReason::Normal);
+/// assert_eq!(letters.stopped().await, weir_gen_stage::StopReason::Normal);
 /// # Ok(())
 /// # }
 /// ```
@@ -264,12 +264,12 @@ where
 ///
 /// ```
 /// use futures::StreamExt;
-/// use gen_stage::SubscribeOptions;
+/// use weir_gen_stage::SubscribeOptions;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let source = gen_stage::from_stream(futures::stream::iter(1..=3u8)).await?;
-/// let all: Vec<u8> = gen_stage::stream([(source, SubscribeOptions::new())])?
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let source = weir_gen_stage::from_stream(futures::stream::iter(1..=3u8)).await?;
+/// let all: Vec<u8> = weir_gen_stage::stream([(source, SubscribeOptions::new())])?
 ///     .map(|e| e.expect("an event"))
 ///     .collect()
 ///     .await;

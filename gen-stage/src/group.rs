@@ -71,7 +71,7 @@ pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// # Example
 ///
 /// ```
-/// use gen_stage::{
+/// use weir_gen_stage::{
 ///     Consumer, ConsumerContext, Noreply, Producer, ProducerContext, ProducerOptions,
 ///     StageGroup, StopReason, SubscribeOptions, Subscription,
 /// };
@@ -119,7 +119,7 @@ pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// }
 ///
 /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-/// # async fn main() -> Result<(), gen_stage::Error> {
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
 /// let group = StageGroup::new();
 /// let producer = group.start_producer(Counter(0)).await?;
 /// let (seen, mut received) = tokio::sync::mpsc::unbounded_channel();

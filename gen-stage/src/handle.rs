@@ -12,8 +12,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dispatchers::SubscriptionId;
 use tokio::sync::oneshot;
+use weir_dispatchers::SubscriptionId;
 
 use crate::drain::DrainRequest;
 use crate::mailbox::Sender;
@@ -667,11 +667,11 @@ impl<S: Stage> StageRef<S> {
     /// [`DEFAULT_TIMEOUT`] (a callback running for long), [`Error::Timeout`].
     ///
     /// ```
-    /// use gen_stage::{StageKind, SubscribeOptions};
+    /// use weir_gen_stage::{StageKind, SubscribeOptions};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), gen_stage::Error> {
-    /// let numbers = gen_stage::from_iter(0..u64::MAX).await?;
+    /// # async fn main() -> Result<(), weir_gen_stage::Error> {
+    /// let numbers = weir_gen_stage::from_iter(0..u64::MAX).await?;
     /// let status = numbers.status().await?;
     /// assert_eq!(status.kind, StageKind::Producer);
     /// assert!(status.consumers.is_empty());

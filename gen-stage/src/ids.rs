@@ -5,7 +5,7 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dispatchers::{ConsumerId, SubscriptionId};
+use weir_dispatchers::{ConsumerId, SubscriptionId};
 
 /// A running stage (GenStage's pid). Unique for the life of the process,
 /// never reused.

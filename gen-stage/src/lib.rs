@@ -33,8 +33,8 @@ mod loom_group;
 #[cfg(all(test, loom))]
 mod loom_mailbox;
 
-pub use dispatchers;
-pub use dispatchers::{
+pub use weir_dispatchers;
+pub use weir_dispatchers::{
     BroadcastDispatcher, DemandDispatcher, Dispatcher, PartitionDispatcher, PartitionKey,
     SubscribeError, SubscriptionId, SubscriptionOptions,
 };

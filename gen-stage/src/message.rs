@@ -1,8 +1,8 @@
 //! The messages in a stage's mailbox: the GenStage protocol between stages
 //! (subscribe, ask, events, cancel) and the requests from handles.
 
-use dispatchers::{SubscriptionId, SubscriptionOptions};
 use tokio::sync::oneshot;
+use weir_dispatchers::{SubscriptionId, SubscriptionOptions};
 
 use crate::drain::DrainRequest;
 use crate::stage::Stage;

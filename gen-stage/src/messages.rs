@@ -65,7 +65,7 @@ pub struct Msgs<Call, Reply = (), Cast = (), Info = ()>(
 /// `Msgs<Call, Reply>` by its reader's name.
 ///
 /// ```
-/// use gen_stage::{Calls, Messages, Msgs};
+/// use weir_gen_stage::{Calls, Messages, Msgs};
 ///
 /// struct Query;
 /// fn same<A: Messages<Call = Query, Reply = usize, Cast = (), Info = ()>>() {}
@@ -80,7 +80,7 @@ pub type Casts<Cast> = Msgs<(), (), Cast>;
 /// A bundle with infos only: `Msgs<(), (), (), Info>`.
 ///
 /// ```
-/// use gen_stage::{Infos, Noreply, ProducerConsumer, ProducerConsumerContext, Subscription};
+/// use weir_gen_stage::{Infos, Noreply, ProducerConsumer, ProducerConsumerContext, Subscription};
 ///
 /// /// Sent by a timer.
 /// struct Tick;

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use dispatchers::{DemandDispatcher, Dispatcher};
+use weir_dispatchers::{DemandDispatcher, Dispatcher};
 
 use crate::buffer::{BufferKeep, BufferSize};
 use crate::{AsProducer, Error, ProducerRef, SubscribeOptions};
@@ -28,7 +28,7 @@ pub enum DemandMode {
 /// option; what neither sets has its default.
 ///
 /// ```
-/// use gen_stage::{BroadcastDispatcher, BufferKeep, DemandMode, ProducerOptions};
+/// use weir_gen_stage::{BroadcastDispatcher, BufferKeep, DemandMode, ProducerOptions};
 ///
 /// let options = ProducerOptions::<u64>::new()
 ///     .dispatcher(BroadcastDispatcher::new())
@@ -116,8 +116,8 @@ pub(crate) type SubscribeTo<T> = Vec<(ProducerRef<T>, SubscribeOptions<T>)>;
 /// those given at the start first.
 ///
 /// ```no_run
-/// # async fn example(producer: gen_stage::ProducerRef<u64>) {
-/// use gen_stage::{ConsumerOptions, SubscribeOptions};
+/// # async fn example(producer: weir_gen_stage::ProducerRef<u64>) {
+/// use weir_gen_stage::{ConsumerOptions, SubscribeOptions};
 ///
 /// let options = ConsumerOptions::new()
 ///     .subscribe_to(&producer, SubscribeOptions::new().max_demand(10));

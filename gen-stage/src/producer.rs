@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 
-use dispatchers::SubscriptionOptions;
+use weir_dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
 use crate::shared::Kind;
@@ -35,7 +35,7 @@ pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
 /// A counter emitting 0, 1, 2, ... exactly as demanded, consumed as a stream:
 ///
 /// ```
-/// use gen_stage::{Noreply, Producer, ProducerContext, SubscribeOptions};
+/// use weir_gen_stage::{Noreply, Producer, ProducerContext, SubscribeOptions};
 /// use futures::StreamExt;
 ///
 /// struct Counter(u64);
@@ -51,9 +51,9 @@ pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let counter = gen_stage::start_producer(Counter(0)).await?;
-/// let stream = gen_stage::stream([(counter.producer(), SubscribeOptions::new().max_demand(10))])?;
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let counter = weir_gen_stage::start_producer(Counter(0)).await?;
+/// let stream = weir_gen_stage::stream([(counter.producer(), SubscribeOptions::new().max_demand(10))])?;
 /// let first: Vec<u64> = stream.take(5).map(|e| e.expect("an event")).collect().await;
 /// assert_eq!(first, vec![0, 1, 2, 3, 4]);
 /// # Ok(())
@@ -184,7 +184,7 @@ pub async fn start_producer<P: Producer<M>, M: Messages>(
 /// its `init` sets win over these, one by one.
 ///
 /// ```
-/// use gen_stage::{BroadcastDispatcher, Noreply, Producer, ProducerContext, ProducerOptions};
+/// use weir_gen_stage::{BroadcastDispatcher, Noreply, Producer, ProducerContext, ProducerOptions};
 ///
 /// struct Ticks(u64);
 ///
@@ -199,9 +199,9 @@ pub async fn start_producer<P: Producer<M>, M: Messages>(
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
 /// let options = ProducerOptions::new().dispatcher(BroadcastDispatcher::new());
-/// let ticks = gen_stage::start_producer_with(Ticks(0), options).await?;
+/// let ticks = weir_gen_stage::start_producer_with(Ticks(0), options).await?;
 /// let status = ticks.status().await?;
 /// assert_eq!(status.producer.expect("a producer side").dispatcher, "broadcast");
 /// # Ok(())

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use dispatchers::SubscriptionOptions;
+use weir_dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
 use crate::shared::Kind;
@@ -36,7 +36,7 @@ pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerSt
 ///
 /// ```
 /// use futures::StreamExt;
-/// use gen_stage::{Noreply, ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions,
+/// use weir_gen_stage::{Noreply, ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions,
 ///                 SubscribeOptions, Subscription, StopReason};
 ///
 /// struct Doubler;
@@ -52,11 +52,11 @@ pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerSt
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let numbers = gen_stage::from_iter(0..5u64).await?;
-/// let doubler = gen_stage::start_producer_consumer(Doubler).await?;
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let numbers = weir_gen_stage::from_iter(0..5u64).await?;
+/// let doubler = weir_gen_stage::start_producer_consumer(Doubler).await?;
 /// doubler.subscribe(&numbers, SubscribeOptions::new()).await?;
-/// let doubled: Vec<u64> = gen_stage::stream([(doubler.producer(), SubscribeOptions::new())])?
+/// let doubled: Vec<u64> = weir_gen_stage::stream([(doubler.producer(), SubscribeOptions::new())])?
 ///     .map(|e| e.expect("an event"))
 ///     .collect()
 ///     .await;

@@ -8,12 +8,12 @@
 //! how it reacts (duplicated subscriptions, unknown subscriptions, refusals).
 //!
 //! ```
-//! use gen_stage::protocol::{RawConsumer, ToConsumer};
-//! use gen_stage::{SubscriptionOptions, new_subscription_id};
+//! use weir_gen_stage::protocol::{RawConsumer, ToConsumer};
+//! use weir_gen_stage::{SubscriptionOptions, new_subscription_id};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), gen_stage::Error> {
-//! let producer = gen_stage::from_iter(0..10u32).await?;
+//! # async fn main() -> Result<(), weir_gen_stage::Error> {
+//! let producer = weir_gen_stage::from_iter(0..10u32).await?;
 //! let mut consumer = RawConsumer::new();
 //! let sub = new_subscription_id();
 //! consumer.subscribe(&producer, sub, SubscriptionOptions::new(3, 1));
@@ -31,9 +31,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use dispatchers::{SubscriptionId, SubscriptionOptions};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::oneshot;
+use weir_dispatchers::{SubscriptionId, SubscriptionOptions};
 
 use crate::handle::{ConsumerEndpoint, ProducerEndpoint};
 use crate::ids::IdMap;
@@ -385,14 +385,14 @@ impl<T: Send + 'static> ProducerEndpoint<T> for RawProducerEnd<T> {
 /// producer going down.
 ///
 /// ```
-/// use gen_stage::protocol::{RawProducer, ToProducer};
-/// use gen_stage::{Error, StopReason, SubscribeOptions};
+/// use weir_gen_stage::protocol::{RawProducer, ToProducer};
+/// use weir_gen_stage::{Error, StopReason, SubscribeOptions};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Error> {
 /// // A consumer subscribing to a producer that refuses it.
 /// let mut producer = RawProducer::<u8>::new();
-/// let stream = gen_stage::stream([(producer.producer_ref(), SubscribeOptions::new())])?;
+/// let stream = weir_gen_stage::stream([(producer.producer_ref(), SubscribeOptions::new())])?;
 /// if let Some(ToProducer::Subscribe { subscription, consumer, .. }) = producer.recv().await {
 ///     producer.cancel(&consumer, subscription, StopReason::custom("no_thanks"));
 /// }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use dispatchers::SubscribeError;
+use weir_dispatchers::SubscribeError;
 
 /// Why a stage stopped, or why a subscription was cancelled (GenStage's exit
 /// and cancel reasons).
@@ -13,7 +13,7 @@ use dispatchers::SubscribeError;
 /// same reason.
 ///
 /// ```
-/// use gen_stage::StopReason;
+/// use weir_gen_stage::StopReason;
 ///
 /// assert!(StopReason::Normal.is_transient_shutdown());
 /// assert!(StopReason::ShutdownWith("rotating".into()).is_transient_shutdown());

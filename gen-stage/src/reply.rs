@@ -15,7 +15,7 @@ use crate::StopReason;
 /// and the only events list is the empty one.
 ///
 /// ```
-/// use gen_stage::{Noreply, StopReason};
+/// use weir_gen_stage::{Noreply, StopReason};
 ///
 /// let emit: Noreply<u64> = Noreply::Emit(vec![1, 2, 3]);
 /// let nothing: Noreply<u64> = Noreply::none();

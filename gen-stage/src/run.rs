@@ -15,10 +15,10 @@ use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use dispatchers::InfoId;
 use futures::FutureExt;
 use tokio::sync::oneshot;
 use tracing::Instrument;
+use weir_dispatchers::InfoId;
 
 use consumer_side::Queued;
 pub(crate) use consumer_side::Upstream;
@@ -42,7 +42,7 @@ pub(crate) type Flow = Result<(), StopReason>;
 /// and asks it gave back (Broadcast selector refunds).
 enum Pending {
     Info(InfoId),
-    Ask(dispatchers::SubscriptionId, usize),
+    Ask(weir_dispatchers::SubscriptionId, usize),
 }
 
 /// Builds the [`Context`] for a callback from the core's fields, borrowing
@@ -66,7 +66,7 @@ pub(crate) struct Core<S: Callbacks> {
     /// Producers and producer_consumers: dispatcher, buffer, consumers.
     producer: Option<ProducerSide<S::Out>>,
     /// Consumers and producer_consumers: subscriptions to producers.
-    pub(crate) upstream: IdMap<dispatchers::SubscriptionId, Upstream<S::In>>,
+    pub(crate) upstream: IdMap<weir_dispatchers::SubscriptionId, Upstream<S::In>>,
     /// Producer_consumers: incoming events (and the infos and cancellations
     /// behind them) waiting for downstream demand.
     pc_queue: VecDeque<Queued<S::In>>,

@@ -14,7 +14,7 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 
-use dispatchers::SubscriptionOptions;
+use weir_dispatchers::SubscriptionOptions;
 
 use crate::options::Setup;
 use crate::shared::Kind;

@@ -6,7 +6,7 @@
 //! answered by the stage's own task between two callbacks, so every number
 //! in one [`StageStatus`] belongs to the same moment of the stage's life.
 
-use dispatchers::SubscriptionId;
+use weir_dispatchers::SubscriptionId;
 
 use crate::{
     BufferKeep, BufferSize, CancelMode, ConsumerDemand, DemandMode, StageId, Subscription,

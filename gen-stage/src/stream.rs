@@ -5,8 +5,8 @@ use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use dispatchers::SubscriptionId;
 use futures::Stream;
+use weir_dispatchers::SubscriptionId;
 
 use crate::demand::AutomaticDemand;
 use crate::ids::IdMap;
@@ -72,14 +72,14 @@ impl<T> Unpin for EventStream<T> {}
 ///
 /// ```
 /// use futures::StreamExt;
-/// use gen_stage::{CancelMode, SubscribeOptions};
+/// use weir_gen_stage::{CancelMode, SubscribeOptions};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), gen_stage::Error> {
-/// let evens = gen_stage::from_iter((0..10u32).filter(|n| n % 2 == 0)).await?;
-/// let odds = gen_stage::from_iter((0..10u32).filter(|n| n % 2 == 1)).await?;
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// let evens = weir_gen_stage::from_iter((0..10u32).filter(|n| n % 2 == 0)).await?;
+/// let odds = weir_gen_stage::from_iter((0..10u32).filter(|n| n % 2 == 1)).await?;
 /// let transient = || SubscribeOptions::new().cancel(CancelMode::Transient);
-/// let mut all: Vec<u32> = gen_stage::stream([(evens, transient()), (odds, transient())])?
+/// let mut all: Vec<u32> = weir_gen_stage::stream([(evens, transient()), (odds, transient())])?
 ///     .map(|e| e.expect("an event"))
 ///     .collect()
 ///     .await;

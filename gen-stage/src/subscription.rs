@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use dispatchers::{PartitionKey, Selector, SubscriptionId, SubscriptionOptions};
+use weir_dispatchers::{PartitionKey, Selector, SubscriptionId, SubscriptionOptions};
 
 use crate::{Error, StageId, StopReason};
 
@@ -26,7 +26,7 @@ impl CancelMode {
     /// consumer.
     ///
     /// ```
-    /// use gen_stage::{CancelMode, StopReason};
+    /// use weir_gen_stage::{CancelMode, StopReason};
     ///
     /// assert!(CancelMode::Permanent.stops_consumer(&StopReason::Normal));
     /// assert!(!CancelMode::Transient.stops_consumer(&StopReason::Shutdown));
@@ -79,7 +79,7 @@ impl fmt::Display for Subscription {
 /// needs (`partition`, `selector`, extra options).
 ///
 /// ```
-/// use gen_stage::{CancelMode, SubscribeOptions};
+/// use weir_gen_stage::{CancelMode, SubscribeOptions};
 ///
 /// let options = SubscribeOptions::<u64>::new()
 ///     .max_demand(100)

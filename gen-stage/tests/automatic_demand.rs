@@ -4,23 +4,23 @@
 
 mod harness;
 
-use gen_stage::protocol::{RawProducer, ToProducer};
-use gen_stage::{CancelMode, ConsumerRef, SubscribeOptions, SubscriptionId};
 use harness::{Logs, Note, Notes, Recorder, RecorderCall, consumed, notes};
+use weir_gen_stage::protocol::{RawProducer, ToProducer};
+use weir_gen_stage::{CancelMode, ConsumerRef, SubscribeOptions, SubscriptionId};
 
 struct Setup {
     producer: RawProducer<u64>,
     consumer: ConsumerRef<u64>,
     sub: SubscriptionId,
     seen: Notes<u64>,
-    stage: gen_stage::ConsumerHandle<Recorder<u64>, harness::RecorderMessages>,
+    stage: weir_gen_stage::ConsumerHandle<Recorder<u64>, harness::RecorderMessages>,
 }
 
 /// A consumer subscribed with `max`/`min`; returns after its first ask.
 async fn subscribed(max: usize, min: usize) -> (Setup, usize) {
     let mut producer = RawProducer::new();
     let (notify, seen) = notes();
-    let stage = gen_stage::start_consumer(Recorder::new(notify))
+    let stage = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     stage
@@ -169,8 +169,10 @@ async fn excess_events_are_handed_over_and_logged() {
 #[tokio::test]
 async fn a_chain_with_max_demand_1_delivers_every_event_in_order() {
     let (notify, mut seen) = notes();
-    let numbers = gen_stage::from_iter(0..200u64).await.expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let numbers = weir_gen_stage::from_iter(0..200u64)
+        .await
+        .expect("producer");
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -201,8 +203,10 @@ async fn a_chain_with_max_demand_1_delivers_every_event_in_order() {
 async fn a_chain_on_a_multi_thread_runtime_delivers_every_event_once_in_order() {
     use futures::StreamExt;
     let (notify, _seen) = notes();
-    let numbers = gen_stage::from_iter(0..20_000u64).await.expect("producer");
-    let doubler = gen_stage::start_producer_consumer(harness::Doubler { notify })
+    let numbers = weir_gen_stage::from_iter(0..20_000u64)
+        .await
+        .expect("producer");
+    let doubler = weir_gen_stage::start_producer_consumer(harness::Doubler { notify })
         .await
         .expect("producer_consumer");
     doubler
@@ -215,7 +219,7 @@ async fn a_chain_on_a_multi_thread_runtime_delivers_every_event_once_in_order() 
         .await
         .expect("accepted");
     let events: Vec<u64> =
-        gen_stage::stream([(doubler.producer(), SubscribeOptions::new().max_demand(3))])
+        weir_gen_stage::stream([(doubler.producer(), SubscribeOptions::new().max_demand(3))])
             .expect("stream")
             .map(|e| e.expect("an event"))
             .take(20_000)

@@ -5,24 +5,24 @@ mod harness;
 
 use std::sync::{Arc, Mutex};
 
-use gen_stage::{
-    BufferKeep, CancelMode, Error, PartitionDispatcher, ProducerOptions, SubscribeOptions,
-};
 use harness::{
     Counter, CounterCall, CounterInfo, Logs, Note, Recorder, TIMEOUT, consumed, demand, drain,
     notes,
+};
+use weir_gen_stage::{
+    BufferKeep, CancelMode, Error, PartitionDispatcher, ProducerOptions, SubscribeOptions,
 };
 
 #[tokio::test]
 async fn events_emitted_without_consumers_are_buffered_and_served_first() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
     producer.cast(vec![100, 101, 102]).expect("cast");
     assert_eq!(producer.estimate_buffered_count().await, Ok(3));
 
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -51,7 +51,7 @@ async fn a_full_buffer_keeping_the_last_drops_the_oldest_and_reports_the_count()
     let (logs, _guard) = Logs::capture();
     let (notify, mut seen) = notes();
     let discards = Arc::new(Mutex::new(Vec::new()));
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::new(0, notify.clone())
             .silent()
             .with_options(ProducerOptions::new().buffer_size(5))
@@ -69,7 +69,7 @@ async fn a_full_buffer_keeping_the_last_drops_the_oldest_and_reports_the_count()
         logs.text()
     );
 
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -84,7 +84,7 @@ async fn handle_discarded_can_silence_the_warning_and_keep_first_drops_the_newes
     let (logs, _guard) = Logs::capture();
     let (notify, mut seen) = notes();
     let discards = Arc::new(Mutex::new(Vec::new()));
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::new(0, notify.clone())
             .silent()
             .with_options(
@@ -101,7 +101,7 @@ async fn handle_discarded_can_silence_the_warning_and_keep_first_drops_the_newes
     assert_eq!(*discards.lock().expect("discards"), vec![3]);
     assert!(!logs.text().contains("discarded"), "{}", logs.text());
 
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -114,7 +114,7 @@ async fn handle_discarded_can_silence_the_warning_and_keep_first_drops_the_newes
 #[tokio::test]
 async fn buffer_size_zero_is_refused_when_the_producer_starts() {
     let (notify, _seen) = notes();
-    let error = gen_stage::start_producer(
+    let error = weir_gen_stage::start_producer(
         Counter::new(0, notify).with_options(ProducerOptions::new().buffer_size(0)),
     )
     .await
@@ -136,14 +136,14 @@ fn by_parity() -> PartitionDispatcher<u64> {
 #[tokio::test]
 async fn partition_queues_show_in_the_buffered_count_estimate() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::new(0, notify.clone())
             .silent()
             .with_options(ProducerOptions::new().dispatcher(by_parity())),
     )
     .await
     .expect("producer");
-    let evens = gen_stage::start_consumer(Recorder::new(notify))
+    let evens = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     evens
@@ -164,7 +164,7 @@ async fn partition_queues_show_in_the_buffered_count_estimate() {
 async fn partition_queues_count_toward_the_buffer_limit() {
     let (notify, mut seen) = notes();
     let discards = Arc::new(Mutex::new(Vec::new()));
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::new(0, notify.clone())
             .silent()
             .with_options(
@@ -177,7 +177,7 @@ async fn partition_queues_count_toward_the_buffer_limit() {
     )
     .await
     .expect("producer");
-    let evens = gen_stage::start_consumer(Recorder::new(notify))
+    let evens = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     evens
@@ -201,7 +201,7 @@ async fn partition_queues_count_toward_the_buffer_limit() {
 #[tokio::test]
 async fn infos_keep_their_place_among_buffered_events() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
     producer.cast(vec![1, 2, 3]).expect("cast");
@@ -221,7 +221,7 @@ async fn infos_keep_their_place_among_buffered_events() {
         "both infos wait behind buffered events"
     );
 
-    let consumer = gen_stage::start_consumer(Recorder::new(notify).manual())
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify).manual())
         .await
         .expect("consumer");
     let sub = consumer

@@ -6,18 +6,18 @@ mod harness;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gen_stage::protocol::{RawConsumer, ToConsumer};
-use gen_stage::{
+use harness::{Counter, CounterCall, CounterInfo, Note, TIMEOUT, next_matching, notes};
+use weir_gen_stage::protocol::{RawConsumer, ToConsumer};
+use weir_gen_stage::{
     Consumer, ConsumerContext, Error, Msgs, Noreply, StopReason, Subscription, SubscriptionOptions,
     new_subscription_id,
 };
-use harness::{Counter, CounterCall, CounterInfo, Note, TIMEOUT, next_matching, notes};
 
 /// Runs `call` and reads the raw consumer concurrently; returns which
 /// arrived first, the reply or the events.
 async fn arrival_order(request: CounterCall) -> Vec<&'static str> {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify).silent())
         .await
         .expect("producer");
     let mut consumer = RawConsumer::<u64>::new();
@@ -69,7 +69,7 @@ async fn an_explicit_early_reply_goes_out_before_the_events() {
 #[tokio::test]
 async fn a_call_without_an_answer_times_out() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     let error = producer
@@ -82,7 +82,7 @@ async fn a_call_without_an_answer_times_out() {
 #[tokio::test]
 async fn a_call_may_stop_the_stage_with_or_without_a_reply() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(7, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(7, notify.clone()))
         .await
         .expect("producer");
     let reply = producer
@@ -99,7 +99,7 @@ async fn a_call_may_stop_the_stage_with_or_without_a_reply() {
         StopReason::Shutdown
     );
 
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     let error = producer
@@ -121,7 +121,7 @@ async fn a_call_may_stop_the_stage_with_or_without_a_reply() {
 #[tokio::test]
 async fn calling_a_stopped_stage_fails_at_once() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     producer.stop(StopReason::Normal).await.expect("stopped");
@@ -160,7 +160,9 @@ impl Consumer<NoCallsMessages> for NoCalls {
 
 #[tokio::test]
 async fn a_stage_without_handle_call_answers_no_reply_and_keeps_running() {
-    let stage = gen_stage::start_consumer(NoCalls).await.expect("consumer");
+    let stage = weir_gen_stage::start_consumer(NoCalls)
+        .await
+        .expect("consumer");
     assert_eq!(
         stage.call(1, TIMEOUT).await,
         Err(Error::NoReply { stage: stage.id() })
@@ -171,7 +173,7 @@ async fn a_stage_without_handle_call_answers_no_reply_and_keeps_running() {
 #[tokio::test]
 async fn send_info_goes_straight_to_handle_info_unlike_sync_info() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify).silent())
         .await
         .expect("producer");
     producer.cast(vec![1, 2]).expect("cast");
@@ -194,6 +196,7 @@ async fn send_info_goes_straight_to_handle_info_unlike_sync_info() {
 #[test]
 fn starting_outside_a_tokio_runtime_is_an_error() {
     let (notify, _seen) = notes();
-    let started = futures::executor::block_on(gen_stage::start_producer(Counter::new(0, notify)));
+    let started =
+        futures::executor::block_on(weir_gen_stage::start_producer(Counter::new(0, notify)));
     assert!(matches!(started, Err(Error::NoRuntime)), "{started:?}");
 }

@@ -3,11 +3,11 @@
 
 mod harness;
 
-use gen_stage::{
+use harness::{Counter, Note, Recorder, RecorderCall, TIMEOUT, next_matching, notes};
+use weir_gen_stage::{
     BroadcastDispatcher, CancelMode, Cancellation, PartitionDispatcher, ProducerOptions,
     StopReason, SubscribeError, SubscribeOptions,
 };
-use harness::{Counter, Note, Recorder, RecorderCall, TIMEOUT, next_matching, notes};
 
 #[derive(Clone, Copy)]
 enum Ending {
@@ -24,10 +24,10 @@ async fn end_subscription(
     ending: Ending,
 ) -> (Cancellation, Option<StopReason>) {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let sub = consumer
@@ -113,14 +113,14 @@ async fn temporary_never_stops_the_consumer() {
 #[tokio::test]
 async fn a_broadcast_refusing_a_second_subscription_leaves_a_permanent_consumer_running() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::new(0, notify.clone())
             .silent()
             .with_options(ProducerOptions::new().dispatcher(BroadcastDispatcher::new())),
     )
     .await
     .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -152,14 +152,14 @@ async fn a_broadcast_refusing_a_second_subscription_leaves_a_permanent_consumer_
 #[tokio::test]
 async fn a_dispatcher_refusal_cancels_that_subscription_and_the_producer_keeps_running() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).with_options(
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).with_options(
         ProducerOptions::new().dispatcher(PartitionDispatcher::with_hash(2, |n: u64| {
             Some((n, (n % 2) as usize))
         })),
     ))
     .await
     .expect("producer");
-    let lost = gen_stage::start_consumer(Recorder::new(notify.clone()))
+    let lost = weir_gen_stage::start_consumer(Recorder::new(notify.clone()))
         .await
         .expect("consumer");
     let refused = lost
@@ -170,7 +170,7 @@ async fn a_dispatcher_refusal_cancels_that_subscription_and_the_producer_keeps_r
         lost.stopped().await,
         StopReason::SubscriptionRefused(SubscribeError::PartitionUnknown { .. })
     ));
-    let evens = gen_stage::start_consumer(Recorder::new(notify))
+    let evens = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     evens

@@ -1,11 +1,11 @@
 //! Stages built from closures: `for_each`, `map`, `filter_map`,
 //! `flat_map`, and the closure types started with options or in a group.
 
-use gen_stage::{
+use tokio::sync::mpsc;
+use weir_gen_stage::{
     BroadcastDispatcher, ConsumerHandle, ForEach, Map, ProducerConsumerHandle,
     ProducerConsumerOptions, StageGroup, StopReason, SubscribeOptions,
 };
-use tokio::sync::mpsc;
 
 fn collect(rx: &mut mpsc::UnboundedReceiver<u64>) -> Vec<u64> {
     let mut got = Vec::new();
@@ -17,13 +17,15 @@ fn collect(rx: &mut mpsc::UnboundedReceiver<u64>) -> Vec<u64> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn from_iter_map_filter_map_for_each_is_a_pipeline_without_a_trait_impl() {
-    let numbers = gen_stage::from_iter(1..=20u64).await.expect("producer");
-    let doubled = gen_stage::map(|n: u64| n * 2).await.expect("map");
+    let numbers = weir_gen_stage::from_iter(1..=20u64)
+        .await
+        .expect("producer");
+    let doubled = weir_gen_stage::map(|n: u64| n * 2).await.expect("map");
     doubled
         .subscribe(&numbers, SubscribeOptions::new().max_demand(3))
         .await
         .expect("accepted");
-    let fours = gen_stage::filter_map(|n: u64| n.is_multiple_of(4).then_some(n / 4))
+    let fours = weir_gen_stage::filter_map(|n: u64| n.is_multiple_of(4).then_some(n / 4))
         .await
         .expect("filter_map");
     fours
@@ -31,7 +33,7 @@ async fn from_iter_map_filter_map_for_each_is_a_pipeline_without_a_trait_impl() 
         .await
         .expect("accepted");
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let sink = gen_stage::for_each(move |n: u64| {
+    let sink = weir_gen_stage::for_each(move |n: u64| {
         let _ = tx.send(n);
     })
     .await
@@ -46,8 +48,8 @@ async fn from_iter_map_filter_map_for_each_is_a_pipeline_without_a_trait_impl() 
 
 #[tokio::test(flavor = "current_thread")]
 async fn flat_map_emits_every_item_in_order_even_beyond_demand() {
-    let numbers = gen_stage::from_iter(0..4u64).await.expect("producer");
-    let triple = gen_stage::flat_map(|n: u64| [n * 10, n * 10 + 1, n * 10 + 2])
+    let numbers = weir_gen_stage::from_iter(0..4u64).await.expect("producer");
+    let triple = weir_gen_stage::flat_map(|n: u64| [n * 10, n * 10 + 1, n * 10 + 2])
         .await
         .expect("flat_map");
     triple
@@ -56,7 +58,7 @@ async fn flat_map_emits_every_item_in_order_even_beyond_demand() {
         .expect("accepted");
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Asks one at a time: most of what flat_map emits waits in its buffer.
-    let sink = gen_stage::for_each(move |n: u64| {
+    let sink = weir_gen_stage::for_each(move |n: u64| {
         let _ = tx.send(n);
     })
     .await
@@ -74,7 +76,7 @@ async fn flat_map_emits_every_item_in_order_even_beyond_demand() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closure_stages_start_in_a_group_with_a_dispatcher_option() {
     let group = StageGroup::new();
-    let numbers = gen_stage::from_iter(0..6u64).await.expect("producer");
+    let numbers = weir_gen_stage::from_iter(0..6u64).await.expect("producer");
     // Every consumer of `copies` gets every event: a Broadcast dispatcher
     // chosen at the start, no `init` written.
     let options = ProducerConsumerOptions::new().dispatcher(BroadcastDispatcher::new());

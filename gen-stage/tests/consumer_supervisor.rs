@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gen_stage::{
+use tokio::sync::{Semaphore, mpsc};
+use weir_gen_stage::{
     CancelMode, ChildId, ChildType, ConsumerSupervisor, CountChildren, Error, Restart, StopReason,
     SubscribeOptions,
 };
-use tokio::sync::{Semaphore, mpsc};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -30,7 +30,9 @@ async fn runs_at_most_max_demand_tasks_and_asks_again_once_min_demand_have_finis
     let in_flight = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let (gate, running, peak) = (permits.clone(), in_flight.clone(), most.clone());
-    let jobs = gen_stage::from_iter(0..100u64).await.expect("producer");
+    let jobs = weir_gen_stage::from_iter(0..100u64)
+        .await
+        .expect("producer");
     let supervisor = ConsumerSupervisor::new(move |n: u64| {
         let (gate, running, peak, started) = (
             gate.clone(),
@@ -86,7 +88,7 @@ async fn runs_at_most_max_demand_tasks_and_asks_again_once_min_demand_have_finis
 async fn transient_restarts_a_failing_task_with_the_same_event() {
     let (done_tx, mut done) = mpsc::unbounded_channel();
     let failed_once = Arc::new(Mutex::new(HashSet::new()));
-    let jobs = gen_stage::from_iter(0..6u64).await.expect("producer");
+    let jobs = weir_gen_stage::from_iter(0..6u64).await.expect("producer");
     let _supervisor = ConsumerSupervisor::new(move |n: u64| {
         let (failed_once, done) = (failed_once.clone(), done_tx.clone());
         async move {
@@ -113,7 +115,7 @@ async fn transient_restarts_a_failing_task_with_the_same_event() {
 
 #[tokio::test]
 async fn too_many_restarts_stop_the_supervisor_with_shutdown() {
-    let jobs = gen_stage::from_iter(0..3u64).await.expect("producer");
+    let jobs = weir_gen_stage::from_iter(0..3u64).await.expect("producer");
     let supervisor = ConsumerSupervisor::new(|_n: u64| async { Err::<(), _>("always fails") })
         .restart(Restart::Transient)
         .max_restarts(2)
@@ -130,7 +132,7 @@ async fn too_many_restarts_stop_the_supervisor_with_shutdown() {
 #[tokio::test]
 async fn temporary_failures_and_panics_free_their_slot() {
     let (tried_tx, mut tried) = mpsc::unbounded_channel();
-    let jobs = gen_stage::from_iter(0..20u64).await.expect("producer");
+    let jobs = weir_gen_stage::from_iter(0..20u64).await.expect("producer");
     let supervisor = ConsumerSupervisor::new(move |n: u64| {
         let tried = tried_tx.clone();
         async move {
@@ -165,8 +167,8 @@ async fn temporary_failures_and_panics_free_their_slot() {
 async fn blocked_children(
     restart: Restart,
 ) -> (
-    gen_stage::ProducerRef<u64>,
-    gen_stage::SupervisorHandle<u64, ChildFn>,
+    weir_gen_stage::ProducerRef<u64>,
+    weir_gen_stage::SupervisorHandle<u64, ChildFn>,
     mpsc::UnboundedReceiver<u64>,
 ) {
     blocked_children_with(restart, 2, 0).await
@@ -188,12 +190,12 @@ async fn blocked_children_with(
     max_demand: usize,
     min_demand: usize,
 ) -> (
-    gen_stage::ProducerRef<u64>,
-    gen_stage::SupervisorHandle<u64, ChildFn>,
+    weir_gen_stage::ProducerRef<u64>,
+    weir_gen_stage::SupervisorHandle<u64, ChildFn>,
     mpsc::UnboundedReceiver<u64>,
 ) {
     let (started_tx, started) = mpsc::unbounded_channel();
-    let jobs = gen_stage::from_iter(0..10u64).await.expect("producer");
+    let jobs = weir_gen_stage::from_iter(0..10u64).await.expect("producer");
     let child: ChildFn = Box::new(move |n: u64| {
         let started = started_tx.clone();
         Box::pin(async move {
@@ -277,7 +279,10 @@ async fn terminate_child_frees_its_demand_and_the_producer_emits_again() {
     // Both slots taken: the supervisor has nothing pending on the producer,
     // and the producer owes it nothing.
     let status = supervisor.status().await.expect("status");
-    assert_eq!(status.producers[0].mode, gen_stage::ConsumerDemand::Manual);
+    assert_eq!(
+        status.producers[0].mode,
+        weir_gen_stage::ConsumerDemand::Manual
+    );
     assert_eq!(status.producers[0].pending_demand, 0);
     assert_eq!(jobs.status().await.expect("status").consumers[0].demand, 0);
 

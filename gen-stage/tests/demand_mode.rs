@@ -3,20 +3,20 @@
 
 mod harness;
 
-use gen_stage::{DemandMode, Error, ProducerOptions, SubscribeOptions};
 use harness::{Counter, Doubler, Note, Recorder, TIMEOUT, consumed, drain, notes};
+use weir_gen_stage::{DemandMode, Error, ProducerOptions, SubscribeOptions};
 
 #[tokio::test]
 async fn accumulate_replays_demands_and_events_in_their_order() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::new(0, notify.clone())
             .with_options(ProducerOptions::new().demand(DemandMode::Accumulate)),
     )
     .await
     .expect("producer");
     assert_eq!(producer.demand_mode().await, Ok(DemandMode::Accumulate));
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -55,7 +55,7 @@ async fn accumulate_replays_demands_and_events_in_their_order() {
 #[tokio::test]
 async fn a_producer_consumer_is_always_forward() {
     let (notify, _seen) = notes();
-    let doubler = gen_stage::start_producer_consumer(Doubler { notify })
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler { notify })
         .await
         .expect("producer_consumer");
     assert_eq!(doubler.demand_mode().await, Ok(DemandMode::Forward));

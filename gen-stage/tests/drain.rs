@@ -13,13 +13,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gen_stage::{
+use proptest::prelude::*;
+use tokio::sync::mpsc;
+use weir_gen_stage::{
     AnyStage, BufferSize, CancelMode, ConsumerSupervisor, Drain, DrainOutcome, FlatMap, ForEach,
     Msgs, Noreply, Producer, ProducerContext, ProducerOptions, ProducerRef, StageGroup, StageId,
     StageKind, StopReason, SubscribeOptions,
 };
-use proptest::prelude::*;
-use tokio::sync::mpsc;
 
 /// Far longer than any drain here takes: the property fails (the report
 /// says the deadline passed) rather than hangs if something never drains.
@@ -219,7 +219,7 @@ async fn drain_loses_nothing(shape: Shape, placement: Placement) -> Result<(), T
         let numbers = Numbers::new(tag as u64, surplus, short, log.clone());
         let stage = match place() {
             Some(group) => group.start_producer_with(numbers, unbounded()).await,
-            None => gen_stage::start_producer_with(numbers, unbounded()).await,
+            None => weir_gen_stage::start_producer_with(numbers, unbounded()).await,
         }
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
         all.push((&stage).into());
@@ -230,7 +230,7 @@ async fn drain_loses_nothing(shape: Shape, placement: Placement) -> Result<(), T
         let stage = FlatMap::new(expand(fan_out));
         let stage = match place() {
             Some(group) => group.start_producer_consumer(stage).await,
-            None => gen_stage::start_producer_consumer(stage).await,
+            None => weir_gen_stage::start_producer_consumer(stage).await,
         }
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
         for producer in &previous {
@@ -255,7 +255,7 @@ async fn drain_loses_nothing(shape: Shape, placement: Placement) -> Result<(), T
         });
         let sink = match place() {
             Some(group) => group.start_consumer(sink).await,
-            None => gen_stage::start_consumer(sink).await,
+            None => weir_gen_stage::start_consumer(sink).await,
         }
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
         for producer in &previous {
@@ -360,14 +360,14 @@ drain_property!(
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn deadline_passes_when_a_consumer_never_asks_and_the_report_says_what_was_left() {
     let log: Log = Arc::default();
-    let producer = gen_stage::start_producer_with(Numbers::new(0, 0, false, log), unbounded())
+    let producer = weir_gen_stage::start_producer_with(Numbers::new(0, 0, false, log), unbounded())
         .await
         .expect("producer");
     // Ten events and no consumer: they wait in the buffer.
     producer.cast(10).expect("alive");
     // A manual consumer that never asks.
     let (seen, _received) = mpsc::unbounded_channel::<u64>();
-    let consumer = gen_stage::start_consumer(Manual(seen))
+    let consumer = weir_gen_stage::start_consumer(Manual(seen))
         .await
         .expect("consumer");
     consumer
@@ -399,23 +399,23 @@ async fn deadline_passes_when_a_consumer_never_asks_and_the_report_says_what_was
 /// A consumer in manual demand that never asks.
 struct Manual(mpsc::UnboundedSender<u64>);
 
-impl gen_stage::Consumer for Manual {
+impl weir_gen_stage::Consumer for Manual {
     type Event = u64;
 
     async fn handle_subscribe(
         &mut self,
-        _subscription: gen_stage::Subscription,
+        _subscription: weir_gen_stage::Subscription,
         _options: &SubscribeOptions<u64>,
-        _ctx: &mut gen_stage::ConsumerContext<'_, Self>,
-    ) -> Result<gen_stage::ConsumerDemand, StopReason> {
-        Ok(gen_stage::ConsumerDemand::Manual)
+        _ctx: &mut weir_gen_stage::ConsumerContext<'_, Self>,
+    ) -> Result<weir_gen_stage::ConsumerDemand, StopReason> {
+        Ok(weir_gen_stage::ConsumerDemand::Manual)
     }
 
     async fn handle_events(
         &mut self,
         events: Vec<u64>,
-        _from: gen_stage::Subscription,
-        _ctx: &mut gen_stage::ConsumerContext<'_, Self>,
+        _from: weir_gen_stage::Subscription,
+        _ctx: &mut weir_gen_stage::ConsumerContext<'_, Self>,
     ) -> Noreply {
         for event in events {
             let _ = self.0.send(event);
@@ -428,11 +428,11 @@ impl gen_stage::Consumer for Manual {
 async fn buffered_events_reach_the_consumers_before_the_producer_stops() {
     let log: Log = Arc::default();
     let producer =
-        gen_stage::start_producer_with(Numbers::new(0, 0, false, log.clone()), unbounded())
+        weir_gen_stage::start_producer_with(Numbers::new(0, 0, false, log.clone()), unbounded())
             .await
             .expect("producer");
     let (seen, mut received) = mpsc::unbounded_channel::<u64>();
-    let consumer = gen_stage::start_consumer(Manual(seen))
+    let consumer = weir_gen_stage::start_consumer(Manual(seen))
         .await
         .expect("consumer");
     let sub = consumer
@@ -459,11 +459,11 @@ async fn buffered_events_reach_the_consumers_before_the_producer_stops() {
 #[tokio::test(flavor = "current_thread")]
 async fn producers_outside_the_set_are_cancelled_and_keep_running() {
     let log: Log = Arc::default();
-    let outside = gen_stage::start_producer(Numbers::new(0, 0, false, log))
+    let outside = weir_gen_stage::start_producer(Numbers::new(0, 0, false, log))
         .await
         .expect("producer");
     let (seen, mut received) = mpsc::unbounded_channel::<u64>();
-    let consumer = gen_stage::for_each(move |e: u64| {
+    let consumer = weir_gen_stage::for_each(move |e: u64| {
         let _ = seen.send(e);
     })
     .await
@@ -489,8 +489,10 @@ async fn producers_outside_the_set_are_cancelled_and_keep_running() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_stage_already_stopped_is_reported_as_such() {
-    let numbers = gen_stage::from_iter(0..3u32).await.expect("producer");
-    let consumer = gen_stage::for_each(|_: u32| {}).await.expect("consumer");
+    let numbers = weir_gen_stage::from_iter(0..3u32).await.expect("producer");
+    let consumer = weir_gen_stage::for_each(|_: u32| {})
+        .await
+        .expect("consumer");
     consumer
         .subscribe(&numbers, SubscribeOptions::new())
         .await
@@ -514,7 +516,9 @@ async fn a_stage_already_stopped_is_reported_as_such() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_consumer_supervisor_drains_once_its_children_have_finished() {
-    let numbers = gen_stage::from_iter(0..u64::MAX).await.expect("producer");
+    let numbers = weir_gen_stage::from_iter(0..u64::MAX)
+        .await
+        .expect("producer");
     let finished = Arc::new(Mutex::new(Vec::new()));
     let (started, mut running) = mpsc::unbounded_channel();
     let done = finished.clone();
@@ -560,15 +564,19 @@ async fn a_consumer_supervisor_drains_once_its_children_have_finished() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_producer_consumer_flushes_what_it_emitted_beyond_demand() {
-    let numbers = gen_stage::from_iter(0..u64::MAX).await.expect("producer");
+    let numbers = weir_gen_stage::from_iter(0..u64::MAX)
+        .await
+        .expect("producer");
     // One event in, ten out: most wait in the producer_consumer's buffer.
-    let tenfold = gen_stage::flat_map(expand(10)).await.expect("flat_map");
+    let tenfold = weir_gen_stage::flat_map(expand(10))
+        .await
+        .expect("flat_map");
     tenfold
         .subscribe(&numbers, SubscribeOptions::new().max_demand(2))
         .await
         .expect("accepted");
     let (seen, mut received) = mpsc::unbounded_channel::<u64>();
-    let sink = gen_stage::for_each(move |e: u64| {
+    let sink = weir_gen_stage::for_each(move |e: u64| {
         let _ = seen.send(e);
     })
     .await

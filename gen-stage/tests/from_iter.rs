@@ -1,7 +1,9 @@
 //! Producers built from iterators and streams.
 
-use gen_stage::protocol::{RawConsumer, ToConsumer};
-use gen_stage::{FromIterOptions, OnCancel, StopReason, SubscriptionOptions, new_subscription_id};
+use weir_gen_stage::protocol::{RawConsumer, ToConsumer};
+use weir_gen_stage::{
+    FromIterOptions, OnCancel, StopReason, SubscriptionOptions, new_subscription_id,
+};
 
 async fn events(consumer: &mut RawConsumer<u64>) -> Vec<u64> {
     loop {
@@ -15,7 +17,7 @@ async fn events(consumer: &mut RawConsumer<u64>) -> Vec<u64> {
 
 #[tokio::test]
 async fn emits_exactly_the_demanded_sizes() {
-    let producer = gen_stage::from_iter(0u64..).await.expect("producer");
+    let producer = weir_gen_stage::from_iter(0u64..).await.expect("producer");
     let mut consumer = RawConsumer::new();
     let sub = new_subscription_id();
     consumer.subscribe(&producer, sub, SubscriptionOptions::new(10, 5));
@@ -27,7 +29,7 @@ async fn emits_exactly_the_demanded_sizes() {
 
 #[tokio::test]
 async fn stops_normally_after_its_last_events_are_dispatched() {
-    let producer = gen_stage::from_iter(0u64..5).await.expect("producer");
+    let producer = weir_gen_stage::from_iter(0u64..5).await.expect("producer");
     let mut consumer = RawConsumer::new();
     let sub = new_subscription_id();
     consumer.subscribe(&producer, sub, SubscriptionOptions::new(10, 5));
@@ -46,7 +48,7 @@ async fn stops_normally_after_its_last_events_are_dispatched() {
 #[tokio::test]
 async fn on_cancel_stop_stops_when_the_last_consumer_cancels() {
     let producer =
-        gen_stage::from_iter_with(0u64.., FromIterOptions::new().on_cancel(OnCancel::Stop))
+        weir_gen_stage::from_iter_with(0u64.., FromIterOptions::new().on_cancel(OnCancel::Stop))
             .await
             .expect("producer");
     let mut a = RawConsumer::new();
@@ -65,7 +67,7 @@ async fn on_cancel_stop_stops_when_the_last_consumer_cancels() {
 
 #[tokio::test]
 async fn on_cancel_continue_keeps_running() {
-    let producer = gen_stage::from_iter(0u64..).await.expect("producer");
+    let producer = weir_gen_stage::from_iter(0u64..).await.expect("producer");
     let mut a = RawConsumer::new();
     let sa = new_subscription_id();
     a.subscribe(&producer, sa, SubscriptionOptions::new(10, 5));
@@ -79,7 +81,7 @@ async fn on_cancel_continue_keeps_running() {
 #[tokio::test]
 async fn from_stream_waits_for_the_stream_to_fill_each_demand() {
     let (tx, rx) = futures::channel::mpsc::unbounded::<u64>();
-    let producer = gen_stage::from_stream(rx).await.expect("producer");
+    let producer = weir_gen_stage::from_stream(rx).await.expect("producer");
     let mut consumer = RawConsumer::new();
     let sub = new_subscription_id();
     consumer.subscribe(&producer, sub, SubscriptionOptions::new(10, 5));

@@ -1,5 +1,5 @@
 //! GenStage's `test/gen_stage/buffer_test.exs`: the producer buffer as a
-//! state machine, ported to [`gen_stage::buffer::Buffer`].
+//! state machine, ported to [`weir_gen_stage::buffer::Buffer`].
 //!
 //! Name mapping: GenStage's "temporary" entries are events
 //! ([`Buffer::store`]), its "permanent" entries are infos waiting behind them
@@ -10,8 +10,8 @@
 //! returns the info back (`store_info`) or an empty take. GenStage passes
 //! the keep strategy on each store; Weir's buffer is built with it.
 
-use gen_stage::buffer::{Buffer, BufferKeep, BufferSize, Stored, Taken};
-use gen_stage::dispatchers::InfoId;
+use weir_gen_stage::buffer::{Buffer, BufferKeep, BufferSize, Stored, Taken};
+use weir_gen_stage::dispatchers::InfoId;
 
 fn buffer(size: usize, keep: BufferKeep) -> Buffer<&'static str> {
     Buffer::new(BufferSize::Limited(size), keep)

@@ -25,11 +25,11 @@
 
 mod support;
 
-use gen_stage::{
+use support::*;
+use weir_gen_stage::{
     CancelMode, Cancellation, Consumer, ConsumerContext, ConsumerOptions, Error, Noreply,
     StopReason, SubscribeOptions, Subscription,
 };
-use support::*;
 
 /// A consumer whose `init` returns what it is given.
 struct InitWith(Option<Result<ConsumerOptions<u64>, StopReason>>);
@@ -56,18 +56,19 @@ impl Consumer for InitWith {
 
 #[tokio::test]
 async fn init_1() {
-    let stopped = gen_stage::start_consumer(InitWith(Some(Err(StopReason::custom("oops"))))).await;
+    let stopped =
+        weir_gen_stage::start_consumer(InitWith(Some(Err(StopReason::custom("oops"))))).await;
     assert!(
         matches!(&stopped, Err(Error::InitFailed { reason, .. }) if *reason == StopReason::custom("oops")),
         "{stopped:?}"
     );
 
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
     let bad_subscription =
         ConsumerOptions::new().subscribe_to(&producer, SubscribeOptions::new().max_demand(0));
-    let bad = gen_stage::start_consumer(InitWith(Some(Ok(bad_subscription)))).await;
+    let bad = weir_gen_stage::start_consumer(InitWith(Some(Ok(bad_subscription)))).await;
     assert!(
         matches!(
             &bad,
@@ -79,17 +80,19 @@ async fn init_1() {
         "{bad:?}"
     );
 
-    let started = gen_stage::start_consumer(InitWith(None)).await.unwrap();
+    let started = weir_gen_stage::start_consumer(InitWith(None))
+        .await
+        .unwrap();
     assert!(started.is_alive());
 }
 
 #[tokio::test]
 async fn handle_subscribe_4() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -112,10 +115,10 @@ async fn subscribed(
     cancel: CancelMode,
 ) -> (CounterRef<u64>, ForwarderRef<u64>, Subscription, Inbox<u64>) {
     let (notify, inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .expect("the producer starts");
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .expect("the consumer starts");
     let sub = consumer
@@ -252,7 +255,7 @@ async fn handle_cancel_3_on_producer_down_with_permanent_subscription() {
 #[tokio::test]
 async fn terminate_1() {
     let (notify, mut inbox) = inbox::<u64>();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 

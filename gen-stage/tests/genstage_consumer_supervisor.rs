@@ -51,13 +51,13 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use gen_stage::protocol::{RawProducer, ToProducer};
-use gen_stage::{
+use support::TIMEOUT;
+use tokio::sync::{mpsc, oneshot};
+use weir_gen_stage::protocol::{RawProducer, ToProducer};
+use weir_gen_stage::{
     CancelMode, Cancellation, ConsumerSupervisor, CountChildren, Error, Msgs, Noreply, Producer,
     ProducerContext, Reply, ReplyTo, Restart, StopReason, SubscribeOptions,
 };
-use support::TIMEOUT;
-use tokio::sync::{mpsc, oneshot};
 
 // ---- the children -----------------------------------------------------------
 
@@ -303,7 +303,7 @@ fn is_started(report: &Report) -> bool {
 type ChildFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 type ChildFn = Box<dyn Fn(Job) -> ChildFuture + Send + Sync>;
 type Sup = ConsumerSupervisor<Job, ChildFn>;
-type Supervisor = gen_stage::SupervisorHandle<Job, ChildFn>;
+type Supervisor = weir_gen_stage::SupervisorHandle<Job, ChildFn>;
 
 /// GenStage test's `Consumer.start_link(opts)`: temporary children and no
 /// restarts unless `configure` says otherwise.
@@ -368,10 +368,10 @@ impl Producer<JobProducerMessages> for JobProducer {
     }
 }
 
-type JobProducerRef = gen_stage::ProducerHandle<JobProducer, JobProducerMessages>;
+type JobProducerRef = weir_gen_stage::ProducerHandle<JobProducer, JobProducerMessages>;
 
 async fn job_producer() -> JobProducerRef {
-    gen_stage::start_producer(JobProducer)
+    weir_gen_stage::start_producer(JobProducer)
         .await
         .expect("the producer starts")
 }
@@ -665,7 +665,7 @@ async fn start_child() {
 
 #[tokio::test]
 async fn start_child_with_stream() {
-    let producer = gen_stage::from_iter(vec![Job::Run("ok2"); 3])
+    let producer = weir_gen_stage::from_iter(vec![Job::Run("ok2"); 3])
         .await
         .unwrap();
     let (sup, mut reports) = supervisor(|s| s).await;

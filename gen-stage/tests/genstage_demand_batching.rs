@@ -7,8 +7,10 @@
 
 mod support;
 
-use gen_stage::{CancelMode, Cancellation, ProducerConsumerOptions, StopReason, SubscribeOptions};
 use support::*;
+use weir_gen_stage::{
+    CancelMode, Cancellation, ProducerConsumerOptions, StopReason, SubscribeOptions,
+};
 
 fn demand(max: usize, min: usize) -> SubscribeOptions<u64> {
     SubscribeOptions::new().max_demand(max).min_demand(min)
@@ -19,10 +21,10 @@ fn demand(max: usize, min: usize) -> SubscribeOptions<u64> {
 #[tokio::test]
 async fn with_default_max_and_min_demand() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let _consumer = gen_stage::start_consumer(
+    let _consumer = weir_gen_stage::start_consumer(
         Forwarder::new(notify).subscribe_to(&producer, SubscribeOptions::new()),
     )
     .await
@@ -35,13 +37,14 @@ async fn with_default_max_and_min_demand() {
 #[tokio::test]
 async fn with_80_percent_min_demand() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let _consumer =
-        gen_stage::start_consumer(Forwarder::new(notify).subscribe_to(&producer, demand(100, 80)))
-            .await
-            .unwrap();
+    let _consumer = weir_gen_stage::start_consumer(
+        Forwarder::new(notify).subscribe_to(&producer, demand(100, 80)),
+    )
+    .await
+    .unwrap();
 
     inbox.assert_consumed(list(0..=19)).await;
     inbox.assert_consumed(list(20..=39)).await;
@@ -51,13 +54,14 @@ async fn with_80_percent_min_demand() {
 #[tokio::test]
 async fn with_20_percent_min_demand() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let _consumer =
-        gen_stage::start_consumer(Forwarder::new(notify).subscribe_to(&producer, demand(100, 20)))
-            .await
-            .unwrap();
+    let _consumer = weir_gen_stage::start_consumer(
+        Forwarder::new(notify).subscribe_to(&producer, demand(100, 20)),
+    )
+    .await
+    .unwrap();
 
     inbox.assert_consumed(list(0..=79)).await;
     inbox.assert_consumed(list(80..=99)).await;
@@ -69,10 +73,10 @@ async fn with_20_percent_min_demand() {
 #[tokio::test]
 async fn with_1_max_and_0_min_demand() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(1, 0)).unwrap();
@@ -87,19 +91,20 @@ async fn with_1_max_and_0_min_demand() {
 #[tokio::test]
 async fn with_80_percent_min_demand_with_init_subscription() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(
+    let doubler = weir_gen_stage::start_producer_consumer(
         Doubler::new(notify.clone())
             .with_options(ProducerConsumerOptions::new().subscribe_to(&producer, demand(100, 80))),
     )
     .await
     .unwrap();
-    let _consumer =
-        gen_stage::start_consumer(Forwarder::new(notify).subscribe_to(&doubler, demand(100, 50)))
-            .await
-            .unwrap();
+    let _consumer = weir_gen_stage::start_consumer(
+        Forwarder::new(notify).subscribe_to(&doubler, demand(100, 50)),
+    )
+    .await
+    .unwrap();
 
     inbox
         .assert_note(Note::ProducerConsumed(list(0..=19)))
@@ -117,19 +122,20 @@ async fn with_80_percent_min_demand_with_init_subscription() {
 #[tokio::test]
 async fn with_20_percent_min_demand_with_init_subscription() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(
+    let doubler = weir_gen_stage::start_producer_consumer(
         Doubler::new(notify.clone())
             .with_options(ProducerConsumerOptions::new().subscribe_to(&producer, demand(100, 20))),
     )
     .await
     .unwrap();
-    let _consumer =
-        gen_stage::start_consumer(Forwarder::new(notify).subscribe_to(&doubler, demand(100, 50)))
-            .await
-            .unwrap();
+    let _consumer = weir_gen_stage::start_consumer(
+        Forwarder::new(notify).subscribe_to(&doubler, demand(100, 50)),
+    )
+    .await
+    .unwrap();
 
     inbox
         .assert_note(Note::ProducerConsumed(list(0..=79)))
@@ -145,13 +151,13 @@ async fn with_20_percent_min_demand_with_init_subscription() {
 #[tokio::test]
 async fn with_80_percent_min_demand_with_late_subscription() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -175,13 +181,13 @@ async fn with_80_percent_min_demand_with_late_subscription() {
 #[tokio::test]
 async fn with_20_percent_min_demand_with_later_subscription() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -203,19 +209,20 @@ async fn with_20_percent_min_demand_with_later_subscription() {
 #[tokio::test]
 async fn stops_asking_when_consumer_stops_asking() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let postponer = gen_stage::start_producer_consumer(Postponer::new(
+    let postponer = weir_gen_stage::start_producer_consumer(Postponer::new(
         notify.clone(),
         ProducerConsumerOptions::new().subscribe_to(&producer, demand(10, 8)),
     ))
     .await
     .unwrap();
-    let _sleeper =
-        gen_stage::start_consumer(Sleeper::new(notify).subscribe_to(&postponer, demand(10, 5)))
-            .await
-            .unwrap();
+    let _sleeper = weir_gen_stage::start_consumer(
+        Sleeper::new(notify).subscribe_to(&postponer, demand(10, 5)),
+    )
+    .await
+    .unwrap();
 
     inbox.assert_note(Note::Postponed(vec![0, 1])).await;
     inbox.assert_note(Note::Sleep(vec![0, 1])).await;
@@ -238,19 +245,20 @@ async fn stops_asking_when_consumer_stops_asking() {
 #[tokio::test]
 async fn keeps_emitting_events_even_when_discarded() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let discarder = gen_stage::start_producer_consumer(Discarder::new(
+    let discarder = weir_gen_stage::start_producer_consumer(Discarder::new(
         notify.clone(),
         ProducerConsumerOptions::new().subscribe_to(&producer, demand(100, 80)),
     ))
     .await
     .unwrap();
-    let _consumer =
-        gen_stage::start_consumer(Forwarder::new(notify).subscribe_to(&discarder, demand(100, 50)))
-            .await
-            .unwrap();
+    let _consumer = weir_gen_stage::start_consumer(
+        Forwarder::new(notify).subscribe_to(&discarder, demand(100, 50)),
+    )
+    .await
+    .unwrap();
 
     inbox.assert_note(Note::Discarded(list(0..=19))).await;
     inbox.assert_note(Note::Discarded(list(100..=119))).await;
@@ -260,10 +268,10 @@ async fn keeps_emitting_events_even_when_discarded() {
 #[tokio::test]
 async fn queued_events_with_lost_producer() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
         .unwrap();
 
@@ -298,7 +306,7 @@ async fn queued_events_with_lost_producer() {
         matches!(note, Note::ProducerConsumed(_))
     });
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.subscribe(&doubler, demand(100, 50)).await.unwrap();

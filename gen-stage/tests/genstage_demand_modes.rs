@@ -8,8 +8,10 @@
 
 mod support;
 
-use gen_stage::{BroadcastDispatcher, DemandMode, ProducerOptions, StopReason, SubscribeOptions};
 use support::*;
+use weir_gen_stage::{
+    BroadcastDispatcher, DemandMode, ProducerOptions, StopReason, SubscribeOptions,
+};
 
 fn demand(max: usize, min: usize) -> SubscribeOptions<u64> {
     SubscribeOptions::new().max_demand(max).min_demand(min)
@@ -25,7 +27,7 @@ async fn settle(producer: &CounterRef<u64>, consumer: &ForwarderRef<u64>) {
 #[tokio::test]
 async fn can_be_set_to_accumulate_on_init() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::counting(0).with_options(ProducerOptions::new().demand(DemandMode::Accumulate)),
     )
     .await
@@ -35,7 +37,7 @@ async fn can_be_set_to_accumulate_on_init() {
         DemandMode::Accumulate
     );
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.subscribe(&producer, demand(4, 0)).await.unwrap();
@@ -50,7 +52,7 @@ async fn can_be_set_to_accumulate_on_init() {
 #[tokio::test]
 async fn can_be_set_to_accumulate_via_api_using_broadcast() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::notifying(notify.clone())
             .with_options(ProducerOptions::new().dispatcher(BroadcastDispatcher::new())),
     )
@@ -58,12 +60,12 @@ async fn can_be_set_to_accumulate_via_api_using_broadcast() {
     .unwrap();
     assert_eq!(producer.demand_mode().await.unwrap(), DemandMode::Forward);
 
-    let consumer1 = gen_stage::start_consumer(
+    let consumer1 = weir_gen_stage::start_consumer(
         Forwarder::new(notify.clone()).subscribe_to(&producer, SubscribeOptions::new()),
     )
     .await
     .unwrap();
-    let consumer2 = gen_stage::start_consumer(
+    let consumer2 = weir_gen_stage::start_consumer(
         Forwarder::new(notify.clone()).subscribe_to(&producer, SubscribeOptions::new()),
     )
     .await
@@ -86,12 +88,12 @@ async fn can_be_set_to_accumulate_via_api_using_broadcast() {
     async_queue(&producer, vec![4]);
     support::barrier(&producer).await;
 
-    let consumer1 = gen_stage::start_consumer(
+    let consumer1 = weir_gen_stage::start_consumer(
         Forwarder::new(notify.clone()).subscribe_to(&producer, SubscribeOptions::new()),
     )
     .await
     .unwrap();
-    let consumer2 = gen_stage::start_consumer(
+    let consumer2 = weir_gen_stage::start_consumer(
         Forwarder::new(notify).subscribe_to(&producer, SubscribeOptions::new()),
     )
     .await
@@ -126,7 +128,7 @@ async fn can_be_set_to_accumulate_via_api_using_broadcast() {
 #[tokio::test]
 async fn can_be_set_to_accumulate_via_api() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::counting(0))
         .await
         .unwrap();
     assert_eq!(producer.demand_mode().await.unwrap(), DemandMode::Forward);
@@ -139,7 +141,7 @@ async fn can_be_set_to_accumulate_via_api() {
         DemandMode::Accumulate
     );
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.subscribe(&producer, demand(4, 0)).await.unwrap();
@@ -154,7 +156,7 @@ async fn can_be_set_to_accumulate_via_api() {
 #[tokio::test]
 async fn can_be_set_to_forward_via_api_before_subscriptions() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::counting(0).with_options(ProducerOptions::new().demand(DemandMode::Accumulate)),
     )
     .await
@@ -166,7 +168,7 @@ async fn can_be_set_to_forward_via_api_before_subscriptions() {
     producer.set_demand_mode(DemandMode::Forward).await.unwrap();
     assert_eq!(producer.demand_mode().await.unwrap(), DemandMode::Forward);
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.subscribe(&producer, demand(4, 0)).await.unwrap();
@@ -176,12 +178,12 @@ async fn can_be_set_to_forward_via_api_before_subscriptions() {
 #[tokio::test]
 async fn is_not_reset_when_set_to_accumulate_and_is_already_accumulating() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::counting(0).with_options(ProducerOptions::new().demand(DemandMode::Accumulate)),
     )
     .await
     .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.subscribe(&producer, demand(4, 0)).await.unwrap();
@@ -200,15 +202,15 @@ async fn is_not_reset_when_set_to_accumulate_and_is_already_accumulating() {
 #[tokio::test]
 async fn does_not_combine_demands_when_accumulating() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(DemandProducer::new(
+    let producer = weir_gen_stage::start_producer(DemandProducer::new(
         ProducerOptions::new().demand(DemandMode::Accumulate),
     ))
     .await
     .unwrap();
-    let consumer1 = gen_stage::start_consumer(Forwarder::new(notify.clone()))
+    let consumer1 = weir_gen_stage::start_consumer(Forwarder::new(notify.clone()))
         .await
         .unwrap();
-    let consumer2 = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer2 = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer1

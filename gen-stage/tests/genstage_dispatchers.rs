@@ -22,13 +22,13 @@
 
 mod support;
 
-use gen_stage::protocol::RawConsumer;
-use gen_stage::{
+use support::*;
+use weir_gen_stage::protocol::RawConsumer;
+use weir_gen_stage::{
     BroadcastDispatcher, Cancellation, DemandMode, Error, FromIterOptions, PartitionDispatcher,
     ProducerConsumerOptions, ProducerOptions, StopReason, SubscribeError, SubscribeOptions,
     SubscriptionOptions, new_subscription_id,
 };
-use support::*;
 
 fn demand(max: usize, min: usize) -> SubscribeOptions<u64> {
     SubscribeOptions::new().max_demand(max).min_demand(min)
@@ -43,13 +43,13 @@ fn broadcast_counter() -> Counter<u64> {
 #[tokio::test]
 async fn producer_to_consumer_with_shared_broadcast_demand() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(broadcast_counter())
+    let producer = weir_gen_stage::start_producer(broadcast_counter())
         .await
         .unwrap();
-    let consumer1 = gen_stage::start_consumer(Forwarder::new(notify.clone()))
+    let consumer1 = weir_gen_stage::start_consumer(Forwarder::new(notify.clone()))
         .await
         .unwrap();
-    let consumer2 = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer2 = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -66,13 +66,13 @@ async fn producer_to_consumer_with_shared_broadcast_demand() {
 #[tokio::test]
 async fn producer_to_consumer_with_shared_broadcast_demand_and_synchronizer_subscriber() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(broadcast_counter())
+    let producer = weir_gen_stage::start_producer(broadcast_counter())
         .await
         .unwrap();
-    let consumer1 = gen_stage::start_consumer(Forwarder::new(notify.clone()))
+    let consumer1 = weir_gen_stage::start_consumer(Forwarder::new(notify.clone()))
         .await
         .unwrap();
-    let consumer2 = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer2 = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -99,16 +99,16 @@ async fn producer_to_consumer_with_shared_broadcast_demand_and_synchronizer_subs
 #[tokio::test]
 async fn with_shared_broadcast_demand_does_not_result_in_duplicate_upstream_demand() {
     let (notify, mut inbox) = inbox::<u64>();
-    let producer = gen_stage::start_producer(NothingProducer::new(
+    let producer = weir_gen_stage::start_producer(NothingProducer::new(
         notify.clone(),
         ProducerOptions::new().dispatcher(BroadcastDispatcher::new()),
     ))
     .await
     .unwrap();
-    let consumer1 = gen_stage::start_consumer(Sleeper::new(notify.clone()))
+    let consumer1 = weir_gen_stage::start_consumer(Sleeper::new(notify.clone()))
         .await
         .unwrap();
-    let consumer2 = gen_stage::start_consumer(Sleeper::new(notify))
+    let consumer2 = weir_gen_stage::start_consumer(Sleeper::new(notify))
         .await
         .unwrap();
 
@@ -129,10 +129,10 @@ async fn with_shared_broadcast_demand_does_not_result_in_duplicate_upstream_dema
 #[tokio::test]
 async fn producer_consumer_with_shared_broadcast_demand() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(
+    let doubler = weir_gen_stage::start_producer_consumer(
         Doubler::new(notify.clone()).with_options(
             ProducerConsumerOptions::new()
                 .dispatcher(BroadcastDispatcher::new())
@@ -141,10 +141,10 @@ async fn producer_consumer_with_shared_broadcast_demand() {
     )
     .await
     .unwrap();
-    let consumer1 = gen_stage::start_consumer(Forwarder::new(notify.clone()))
+    let consumer1 = weir_gen_stage::start_consumer(Forwarder::new(notify.clone()))
         .await
         .unwrap();
-    let consumer2 = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer2 = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -158,10 +158,10 @@ async fn producer_consumer_with_shared_broadcast_demand() {
 #[tokio::test]
 async fn producer_consumer_with_shared_broadcast_demand_and_synchronizer_subscriber() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(
+    let doubler = weir_gen_stage::start_producer_consumer(
         Doubler::new(notify.clone()).with_options(
             ProducerConsumerOptions::new()
                 .dispatcher(BroadcastDispatcher::new())
@@ -170,10 +170,10 @@ async fn producer_consumer_with_shared_broadcast_demand_and_synchronizer_subscri
     )
     .await
     .unwrap();
-    let consumer1 = gen_stage::start_consumer(Forwarder::new(notify.clone()))
+    let consumer1 = weir_gen_stage::start_consumer(Forwarder::new(notify.clone()))
         .await
         .unwrap();
-    let consumer2 = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer2 = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -212,7 +212,7 @@ async fn partition_dispatcher_with_partitions_named_odd_and_even() {
     let partitions = PartitionDispatcher::named(["odd", "even"], |n: u64| {
         Some((n, if n.is_multiple_of(2) { "even" } else { "odd" }))
     });
-    let producer = gen_stage::from_iter_with(
+    let producer = weir_gen_stage::from_iter_with(
         1..=10u64,
         FromIterOptions::new()
             .dispatcher(partitions)
@@ -222,12 +222,12 @@ async fn partition_dispatcher_with_partitions_named_odd_and_even() {
     .unwrap();
     let (notify_odd, mut odd) = inbox();
     let (notify_even, mut even) = inbox();
-    let odd_consumer = gen_stage::start_consumer(
+    let odd_consumer = weir_gen_stage::start_consumer(
         Forwarder::new(notify_odd).subscribe_to(&producer, demand(4, 2).partition("odd")),
     )
     .await
     .unwrap();
-    let even_consumer = gen_stage::start_consumer(
+    let even_consumer = weir_gen_stage::start_consumer(
         Forwarder::new(notify_even).subscribe_to(&producer, demand(4, 2).partition("even")),
     )
     .await
@@ -252,12 +252,12 @@ fn partitioned_counter(notify: &Notifier<u64>) -> Counter<u64> {
 #[tokio::test]
 async fn partition_events_without_a_consumer_wait_until_one_subscribes() {
     let (notify, _producer_inbox) = inbox();
-    let producer = gen_stage::start_producer(partitioned_counter(&notify))
+    let producer = weir_gen_stage::start_producer(partitioned_counter(&notify))
         .await
         .unwrap();
     let (notify0, mut inbox0) = inbox();
     let (notify1, mut inbox1) = inbox();
-    let consumer0 = gen_stage::start_consumer(Forwarder::new(notify0))
+    let consumer0 = weir_gen_stage::start_consumer(Forwarder::new(notify0))
         .await
         .unwrap();
     consumer0
@@ -270,7 +270,7 @@ async fn partition_events_without_a_consumer_wait_until_one_subscribes() {
     // Weir: partition queues count in the buffered-count estimate.
     assert_eq!(producer.estimate_buffered_count().await.unwrap(), 2);
 
-    let consumer1 = gen_stage::start_consumer(Forwarder::new(notify1))
+    let consumer1 = weir_gen_stage::start_consumer(Forwarder::new(notify1))
         .await
         .unwrap();
     consumer1
@@ -284,15 +284,15 @@ async fn partition_events_without_a_consumer_wait_until_one_subscribes() {
 #[tokio::test]
 async fn partition_taken_is_refused_and_the_producer_keeps_running() {
     let (notify, _producer_inbox) = inbox();
-    let producer = gen_stage::start_producer(partitioned_counter(&notify))
+    let producer = weir_gen_stage::start_producer(partitioned_counter(&notify))
         .await
         .unwrap();
     let (notify_a, mut inbox_a) = inbox();
     let (notify_b, _inbox_b) = inbox();
-    let first = gen_stage::start_consumer(Forwarder::new(notify_a))
+    let first = weir_gen_stage::start_consumer(Forwarder::new(notify_a))
         .await
         .unwrap();
-    let second = gen_stage::start_consumer(Forwarder::new(notify_b))
+    let second = weir_gen_stage::start_consumer(Forwarder::new(notify_b))
         .await
         .unwrap();
     first
@@ -325,7 +325,7 @@ async fn partition_taken_is_refused_and_the_producer_keeps_running() {
 #[tokio::test]
 async fn broadcast_selector_filters_what_a_consumer_receives() {
     let (notify, _producer_inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::<u64>::notifying(notify)
             .with_options(ProducerOptions::new().dispatcher(BroadcastDispatcher::new())),
     )
@@ -333,10 +333,10 @@ async fn broadcast_selector_filters_what_a_consumer_receives() {
     .unwrap();
     let (notify_even, mut evens) = inbox();
     let (notify_all, mut all) = inbox();
-    let even_consumer = gen_stage::start_consumer(Forwarder::new(notify_even))
+    let even_consumer = weir_gen_stage::start_consumer(Forwarder::new(notify_even))
         .await
         .unwrap();
-    let all_consumer = gen_stage::start_consumer(Forwarder::new(notify_all))
+    let all_consumer = weir_gen_stage::start_consumer(Forwarder::new(notify_all))
         .await
         .unwrap();
     even_consumer

@@ -4,7 +4,7 @@
 //!
 //! How the outcome is observed: where GenStage's test sends raw
 //! `$gen_producer` messages (subscribe, ask) it is a
-//! [`RawConsumer`](gen_stage::protocol::RawConsumer) here; `refute_received`
+//! [`RawConsumer`](weir_gen_stage::protocol::RawConsumer) here; `refute_received`
 //! comes after a sync call to the stage (a barrier), so the info would
 //! already have been delivered if it were not held. In "with moving buffer"
 //! the two asks are sent one after the other with a check in between, which
@@ -12,12 +12,12 @@
 
 mod support;
 
-use gen_stage::protocol::RawConsumer;
-use gen_stage::{
+use support::*;
+use weir_gen_stage::protocol::RawConsumer;
+use weir_gen_stage::{
     BufferKeep, BufferSize, ProducerConsumerOptions, ProducerOptions, SubscribeOptions,
     SubscriptionOptions, new_subscription_id,
 };
-use support::*;
 
 fn counter(notify: &Notifier<Item>, options: ProducerOptions<Item>) -> Counter<Item> {
     Counter::notifying(notify.clone()).with_options(options)
@@ -30,7 +30,7 @@ fn is_info(tag: &'static str) -> impl Fn(&Note<Item>) -> bool {
 #[tokio::test]
 async fn delivers_info_to_consumer() {
     let (notify, mut inbox) = inbox::<u64>();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -44,15 +44,16 @@ async fn delivers_info_to_consumer() {
 #[tokio::test]
 async fn delivers_info_to_producer_consumer_immediately_when_there_is_no_incoming_buffer() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(Doubler::new(notify.clone()).with_options(
-        ProducerConsumerOptions::new().subscribe_to(&producer, SubscribeOptions::new()),
-    ))
-    .await
-    .unwrap();
-    let _consumer = gen_stage::start_consumer(
+    let doubler =
+        weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()).with_options(
+            ProducerConsumerOptions::new().subscribe_to(&producer, SubscribeOptions::new()),
+        ))
+        .await
+        .unwrap();
+    let _consumer = weir_gen_stage::start_consumer(
         Forwarder::new(notify).subscribe_to(&doubler, SubscribeOptions::new()),
     )
     .await
@@ -68,14 +69,15 @@ async fn delivers_info_to_producer_consumer_immediately_when_there_is_no_incomin
 #[tokio::test]
 async fn delivers_info_to_producer_consumer_immediately_when_there_is_incoming_buffer() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
         .await
         .unwrap();
-    let doubler = gen_stage::start_producer_consumer(Doubler::new(notify.clone()).with_options(
-        ProducerConsumerOptions::new().subscribe_to(&producer, SubscribeOptions::new()),
-    ))
-    .await
-    .unwrap();
+    let doubler =
+        weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()).with_options(
+            ProducerConsumerOptions::new().subscribe_to(&producer, SubscribeOptions::new()),
+        ))
+        .await
+        .unwrap();
 
     // The producer received the subscription and then we guarantee the
     // producer sent events to the producer_consumer's queue.
@@ -94,7 +96,7 @@ async fn delivers_info_to_producer_consumer_immediately_when_there_is_incoming_b
     ping_doubler(&doubler).await;
     inbox.refute_received("the async info", |note| *note == Note::Info("async"));
 
-    let _consumer = gen_stage::start_consumer(
+    let _consumer = weir_gen_stage::start_consumer(
         Forwarder::new(notify).subscribe_to(&doubler, SubscribeOptions::new()),
     )
     .await
@@ -112,7 +114,7 @@ async fn delivers_info_to_producer_consumer_immediately_when_there_is_incoming_b
 #[tokio::test]
 async fn delivers_info_to_producer_immediately_when_there_is_no_buffer() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify))
         .await
         .unwrap();
 
@@ -142,10 +144,10 @@ async fn info_waits_for_buffered_events(
     through: Through,
 ) {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(counter(&notify, options))
+    let producer = weir_gen_stage::start_producer(counter(&notify, options))
         .await
         .expect("the producer starts");
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .expect("the consumer starts");
 
@@ -232,7 +234,7 @@ async fn delivers_async_info_to_producer_eventually_with_filled_buffer() {
 async fn delivers_info_to_producer_eventually_with_moving_buffer() {
     let (notify, mut inbox) = inbox();
     let producer =
-        gen_stage::start_producer(counter(&notify, ProducerOptions::new().buffer_size(3)))
+        weir_gen_stage::start_producer(counter(&notify, ProducerOptions::new().buffer_size(3)))
             .await
             .unwrap();
 
@@ -270,7 +272,7 @@ async fn delivers_info_to_producer_eventually_with_moving_buffer() {
 #[tokio::test]
 async fn delivers_info_to_producer_eventually_when_dropping_buffer() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(counter(
+    let producer = weir_gen_stage::start_producer(counter(
         &notify,
         ProducerOptions::new()
             .buffer_keep(BufferKeep::Last)
@@ -300,10 +302,10 @@ async fn delivers_info_to_producer_eventually_when_dropping_buffer() {
 async fn delivers_multiple_info_to_producer_in_fifo_order() {
     let (notify, mut inbox) = inbox();
     let producer =
-        gen_stage::start_producer(counter(&notify, ProducerOptions::new().buffer_size(10)))
+        weir_gen_stage::start_producer(counter(&notify, ProducerOptions::new().buffer_size(10)))
             .await
             .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer

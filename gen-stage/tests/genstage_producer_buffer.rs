@@ -13,8 +13,8 @@
 
 mod support;
 
-use gen_stage::{BufferKeep, BufferSize, ProducerOptions, SubscribeOptions};
 use support::*;
+use weir_gen_stage::{BufferKeep, BufferSize, ProducerOptions, SubscribeOptions};
 
 fn demand(max: usize, min: usize) -> SubscribeOptions<Item> {
     SubscribeOptions::new().max_demand(max).min_demand(min)
@@ -25,7 +25,7 @@ const DISCARDED_3: &str = "has discarded 3 events";
 #[tokio::test]
 async fn stores_events_when_there_is_no_demand() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<Item>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<Item>::counting(0))
         .await
         .unwrap();
     producer
@@ -33,7 +33,7 @@ async fn stores_events_when_there_is_no_demand() {
         .unwrap();
     async_queue(&producer, atoms("de"));
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(4, 0)).unwrap();
@@ -48,7 +48,7 @@ async fn stores_events_when_there_is_no_demand() {
 async fn emits_warning_and_keeps_first_when_it_exceeds_configured_size() {
     let (log, _guard) = CapturedLog::start();
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::<Item>::counting(0).with_options(
             ProducerOptions::new()
                 .buffer_size(5)
@@ -67,7 +67,7 @@ async fn emits_warning_and_keeps_first_when_it_exceeds_configured_size() {
     sync_queue(&producer, atoms("fgh")).await;
     assert!(log.contents().contains(DISCARDED_3), "{}", log.contents());
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(4, 0)).unwrap();
@@ -79,7 +79,7 @@ async fn emits_warning_and_keeps_first_when_it_exceeds_configured_size() {
 async fn emits_warning_and_keeps_last_when_it_exceeds_configured_size() {
     let (log, _guard) = CapturedLog::start();
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::<Item>::counting(0).with_options(ProducerOptions::new().buffer_size(5)),
     )
     .await
@@ -94,7 +94,7 @@ async fn emits_warning_and_keeps_last_when_it_exceeds_configured_size() {
     sync_queue(&producer, atoms("fgh")).await;
     assert!(log.contents().contains(DISCARDED_3), "{}", log.contents());
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(4, 0)).unwrap();
@@ -106,7 +106,7 @@ async fn emits_warning_and_keeps_last_when_it_exceeds_configured_size() {
 async fn may_have_limit_set_to_infinity() {
     let (log, _guard) = CapturedLog::start();
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::<Item>::counting(0)
             .with_options(ProducerOptions::new().buffer_size(BufferSize::Infinity)),
     )
@@ -115,7 +115,7 @@ async fn may_have_limit_set_to_infinity() {
     sync_queue(&producer, atoms("abcde")).await;
     sync_queue(&producer, atoms("fgh")).await;
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(4, 0)).unwrap();
@@ -133,7 +133,7 @@ async fn calls_optional_format_discarded_callback_with_discarded_count_when_it_e
  {
     let (log, _guard) = CapturedLog::start();
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(DiscardedBufferLogger::new(
+    let producer = weir_gen_stage::start_producer(DiscardedBufferLogger::new(
         notify.clone(),
         false,
         ProducerOptions::new()
@@ -147,7 +147,7 @@ async fn calls_optional_format_discarded_callback_with_discarded_count_when_it_e
     inbox.assert_note(Note::DiscardedCount(3)).await;
 
     log.clear();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(4, 0)).unwrap();
@@ -160,7 +160,7 @@ async fn calls_optional_format_discarded_callback_with_discarded_count_when_it_e
 async fn format_discarded_can_allow_printing_the_default_log_when_items_are_discarded() {
     let (log, _guard) = CapturedLog::start();
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(DiscardedBufferLogger::new(
+    let producer = weir_gen_stage::start_producer(DiscardedBufferLogger::new(
         notify.clone(),
         true,
         ProducerOptions::new()
@@ -175,7 +175,7 @@ async fn format_discarded_can_allow_printing_the_default_log_when_items_are_disc
     assert!(log.contents().contains(DISCARDED_3), "{}", log.contents());
 
     log.clear();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(5, 0)).unwrap();
@@ -187,7 +187,7 @@ async fn format_discarded_can_allow_printing_the_default_log_when_items_are_disc
 async fn format_discarded_can_prevent_printing_the_default_log_when_items_are_discarded() {
     let (log, _guard) = CapturedLog::start();
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(DiscardedBufferLogger::new(
+    let producer = weir_gen_stage::start_producer(DiscardedBufferLogger::new(
         notify.clone(),
         false,
         ProducerOptions::new()
@@ -202,7 +202,7 @@ async fn format_discarded_can_prevent_printing_the_default_log_when_items_are_di
     assert!(!log.contents().contains(DISCARDED_3), "{}", log.contents());
 
     log.clear();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(5, 0)).unwrap();
@@ -213,7 +213,7 @@ async fn format_discarded_can_prevent_printing_the_default_log_when_items_are_di
 #[tokio::test]
 async fn returns_the_correct_buffer_count_when_polled() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::<Item>::counting(0)
             .with_options(ProducerOptions::new().buffer_size(BufferSize::Infinity)),
     )
@@ -225,7 +225,7 @@ async fn returns_the_correct_buffer_count_when_polled() {
     sync_queue(&producer, atoms("fgh")).await;
     assert_eq!(producer.estimate_buffered_count().await.unwrap(), 8);
 
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.async_subscribe(&producer, demand(4, 0)).unwrap();

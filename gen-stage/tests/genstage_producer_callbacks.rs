@@ -28,13 +28,13 @@
 
 mod support;
 
-use gen_stage::protocol::{RawConsumer, ToConsumer};
-use gen_stage::{
+use support::*;
+use tokio::sync::oneshot;
+use weir_gen_stage::protocol::{RawConsumer, ToConsumer};
+use weir_gen_stage::{
     CancelMode, Cancellation, Error, Noreply, Producer, ProducerContext, ProducerOptions,
     StopReason, SubscribeOptions, Subscription, SubscriptionOptions, new_subscription_id,
 };
-use support::*;
-use tokio::sync::oneshot;
 
 /// A producer whose `init` returns what it is given.
 struct InitWith(Option<Result<ProducerOptions<u64>, StopReason>>);
@@ -60,14 +60,16 @@ impl Producer for InitWith {
 
 #[tokio::test]
 async fn init_1() {
-    let stopped = gen_stage::start_producer(InitWith(Some(Err(StopReason::custom("oops"))))).await;
+    let stopped =
+        weir_gen_stage::start_producer(InitWith(Some(Err(StopReason::custom("oops"))))).await;
     assert!(
         matches!(&stopped, Err(Error::InitFailed { reason, .. }) if *reason == StopReason::custom("oops")),
         "{stopped:?}"
     );
 
     let bad_buffer =
-        gen_stage::start_producer(InitWith(Some(Ok(ProducerOptions::new().buffer_size(0))))).await;
+        weir_gen_stage::start_producer(InitWith(Some(Ok(ProducerOptions::new().buffer_size(0)))))
+            .await;
     match bad_buffer {
         Err(
             error @ Error::InvalidOption {
@@ -81,17 +83,19 @@ async fn init_1() {
         other => panic!("expected a refused buffer_size, got {other:?}"),
     }
 
-    let started = gen_stage::start_producer(InitWith(None)).await.unwrap();
+    let started = weir_gen_stage::start_producer(InitWith(None))
+        .await
+        .unwrap();
     assert!(started.is_alive());
 }
 
 #[tokio::test]
 async fn handle_subscribe_4() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -112,10 +116,10 @@ async fn handle_subscribe_4() {
 #[tokio::test]
 async fn handle_cancel_3() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     let sub = consumer
@@ -149,10 +153,10 @@ async fn handle_cancel_3() {
 #[tokio::test]
 async fn handle_cancel_3_on_consumer_down() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify.clone()))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     let sub = consumer
@@ -182,7 +186,7 @@ async fn handle_cancel_3_on_consumer_down() {
 }
 
 /// A raw consumer subscribed to `producer` that asked for 3 events.
-fn subscribe_raw(producer: &CounterRef<u64>) -> (RawConsumer<u64>, gen_stage::SubscriptionId) {
+fn subscribe_raw(producer: &CounterRef<u64>) -> (RawConsumer<u64>, weir_gen_stage::SubscriptionId) {
     let mut raw = RawConsumer::new();
     let sub = new_subscription_id();
     raw.subscribe(producer, sub, SubscriptionOptions::new(1000, 500));
@@ -193,7 +197,7 @@ fn subscribe_raw(producer: &CounterRef<u64>) -> (RawConsumer<u64>, gen_stage::Su
 #[tokio::test]
 async fn handle_call_3_sends_events_before_reply() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify))
         .await
         .unwrap();
     let (mut raw, sub) = subscribe_raw(&producer);
@@ -225,7 +229,7 @@ async fn handle_call_3_sends_events_before_reply() {
 #[tokio::test]
 async fn handle_call_3_allows_replies_before_sending_events() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify))
         .await
         .unwrap();
     let (mut raw, sub) = subscribe_raw(&producer);
@@ -260,7 +264,7 @@ async fn handle_call_3_allows_replies_before_sending_events() {
 #[tokio::test]
 async fn handle_call_3_may_shut_stage_down() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify))
         .await
         .unwrap();
 
@@ -275,7 +279,7 @@ async fn handle_call_3_may_shut_stage_down() {
 #[tokio::test]
 async fn terminate_2() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(notify))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(notify))
         .await
         .unwrap();
 

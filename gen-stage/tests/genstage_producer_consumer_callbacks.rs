@@ -22,11 +22,11 @@
 
 mod support;
 
-use gen_stage::{
+use support::*;
+use weir_gen_stage::{
     CancelMode, Cancellation, Error, Noreply, ProducerConsumer, ProducerConsumerContext,
     ProducerConsumerOptions, StopReason, SubscribeOptions, Subscription,
 };
-use support::*;
 
 /// A producer_consumer whose `init` stops with `oops`.
 struct StopsInInit;
@@ -54,14 +54,14 @@ impl ProducerConsumer for StopsInInit {
 
 #[tokio::test]
 async fn init_1() {
-    let stopped = gen_stage::start_producer_consumer(StopsInInit).await;
+    let stopped = weir_gen_stage::start_producer_consumer(StopsInInit).await;
     assert!(
         matches!(&stopped, Err(Error::InitFailed { reason, .. }) if *reason == StopReason::custom("oops")),
         "{stopped:?}"
     );
 
     let (notify, _inbox) = inbox();
-    let started = gen_stage::start_producer_consumer(Doubler::new(notify))
+    let started = weir_gen_stage::start_producer_consumer(Doubler::new(notify))
         .await
         .unwrap();
     assert!(started.is_alive());
@@ -70,10 +70,10 @@ async fn init_1() {
 #[tokio::test]
 async fn producer_handle_subscribe_4() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
+    let producer = weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -97,10 +97,10 @@ async fn producer_handle_subscribe_4() {
 /// A doubler with a forwarder subscribed to it (temporary).
 async fn doubler_with_consumer() -> (DoublerRef, ForwarderRef<u64>, Subscription, Inbox<u64>) {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
+    let producer = weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
         .expect("the producer_consumer starts");
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .expect("the consumer starts");
     let sub = consumer
@@ -154,10 +154,10 @@ async fn producer_handle_cancel_3_on_consumer_down() {
 #[tokio::test]
 async fn consumer_handle_subscribe_4() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_producer_consumer(Doubler::new(notify))
+    let consumer = weir_gen_stage::start_producer_consumer(Doubler::new(notify))
         .await
         .unwrap();
 
@@ -181,13 +181,13 @@ async fn consumer_handle_subscribe_4() {
 /// A counting producer -> doubler (subscribed with `cancel`) -> forwarder.
 async fn pipeline(cancel: CancelMode) -> (CounterRef<u64>, DoublerRef, Subscription, Inbox<u64>) {
     let (notify, inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .expect("the producer starts");
-    let producer_consumer = gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
+    let producer_consumer = weir_gen_stage::start_producer_consumer(Doubler::new(notify.clone()))
         .await
         .expect("the producer_consumer starts");
-    let _consumer = gen_stage::start_consumer(
+    let _consumer = weir_gen_stage::start_consumer(
         Forwarder::new(notify).subscribe_to(&producer_consumer, SubscribeOptions::new()),
     )
     .await

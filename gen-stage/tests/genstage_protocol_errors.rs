@@ -13,13 +13,13 @@
 
 mod support;
 
-use gen_stage::protocol::{RawConsumer, RawProducer, ToConsumer, ToProducer};
-use gen_stage::{StopReason, SubscriptionOptions, new_subscription_id};
 use support::*;
+use weir_gen_stage::protocol::{RawConsumer, RawProducer, ToConsumer, ToProducer};
+use weir_gen_stage::{StopReason, SubscriptionOptions, new_subscription_id};
 
 #[tokio::test]
 async fn duplicated_subscriptions() {
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
     let mut raw = RawConsumer::new();
@@ -52,7 +52,7 @@ async fn duplicated_subscriptions() {
 
 #[tokio::test]
 async fn unknown_demand() {
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
     let mut raw = RawConsumer::new();
@@ -72,7 +72,7 @@ async fn unknown_demand() {
 #[tokio::test]
 async fn unknown_events() {
     let (notify, mut inbox) = inbox::<u64>();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     let mut raw = RawProducer::new();

@@ -3,7 +3,7 @@
 //! ending or failing by cancel mode) and producers built from enumerables.
 //!
 //! How the outcome is observed: GenStage's stream "exits" the caller; a
-//! Weir [`EventStream`](gen_stage::EventStream) yields one
+//! Weir [`EventStream`](weir_gen_stage::EventStream) yields one
 //! `Err(Error::SubscriptionCancelled { .. })` and ends. GenStage's tests
 //! check that no `$gen_consumer` message is left in the caller's mailbox
 //! after `Enum.take`; a Rust stream owns its channel, so the equivalent
@@ -23,15 +23,15 @@
 mod support;
 
 use futures::StreamExt;
-use gen_stage::protocol::{RawProducer, ToProducer};
-use gen_stage::{
+use support::*;
+use weir_gen_stage::protocol::{RawProducer, ToProducer};
+use weir_gen_stage::{
     CancelMode, Cancellation, Error, FromIterOptions, OnCancel, ProducerRef, StopReason,
     SubscribeOptions,
 };
-use support::*;
 
 /// `Enum.take(stream, n)`, failing on errors.
-async fn take_ok<T: Send + 'static>(stream: gen_stage::EventStream<T>, n: usize) -> Vec<T> {
+async fn take_ok<T: Send + 'static>(stream: weir_gen_stage::EventStream<T>, n: usize) -> Vec<T> {
     tokio::time::timeout(
         TIMEOUT,
         stream
@@ -44,7 +44,9 @@ async fn take_ok<T: Send + 'static>(stream: gen_stage::EventStream<T>, n: usize)
 }
 
 /// Everything the stream yields until it ends.
-async fn all_items<T: Send + 'static>(stream: gen_stage::EventStream<T>) -> Vec<Result<T, Error>> {
+async fn all_items<T: Send + 'static>(
+    stream: weir_gen_stage::EventStream<T>,
+) -> Vec<Result<T, Error>> {
     tokio::time::timeout(TIMEOUT, stream.collect())
         .await
         .expect("the stream ends within the timeout")
@@ -56,7 +58,7 @@ fn cancel(mode: CancelMode) -> SubscribeOptions<u64> {
 
 /// A producer that is not alive any more.
 async fn dead_producer() -> ProducerRef<u64> {
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .expect("the producer starts");
     producer
@@ -115,11 +117,11 @@ fn assert_cancelled(
 #[tokio::test]
 async fn may_consume_10_events_out_of_demand_of_1000() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting_with(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting_with(0, notify))
         .await
         .unwrap();
 
-    let stream = gen_stage::stream([(producer.producer(), SubscribeOptions::new())]).unwrap();
+    let stream = weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new())]).unwrap();
     assert_eq!(take_ok(stream, 10).await, list(0..=9));
 
     // The dropped stream leaves nothing behind: its subscription is cancelled.
@@ -134,12 +136,12 @@ async fn may_consume_10_events_out_of_demand_of_1000() {
 #[tokio::test]
 async fn may_consume_300_events_out_of_demand_of_100() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting_with(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting_with(0, notify))
         .await
         .unwrap();
 
     let stream =
-        gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(100))])
+        weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(100))])
             .unwrap();
     let events = take_ok(stream, 300).await;
     assert_eq!(events.len(), 300);
@@ -157,7 +159,8 @@ async fn may_consume_300_events_out_of_demand_of_100() {
 async fn exits_when_producer_is_dead_and_subscription_is_permanent_transient() {
     for mode in [CancelMode::Permanent, CancelMode::Transient] {
         let producer = dead_producer().await;
-        let items = all_items(gen_stage::stream([(producer.clone(), cancel(mode))]).unwrap()).await;
+        let items =
+            all_items(weir_gen_stage::stream([(producer.clone(), cancel(mode))]).unwrap()).await;
         assert_cancelled(&items, &producer, Cancellation::Down(StopReason::Noproc));
     }
 }
@@ -166,7 +169,8 @@ async fn exits_when_producer_is_dead_and_subscription_is_permanent_transient() {
 async fn exits_when_producer_does_not_ack_and_subscription_is_permanent_transient() {
     for mode in [CancelMode::Permanent, CancelMode::Transient] {
         let (producer, task) = refusing_producer(false).await;
-        let items = all_items(gen_stage::stream([(producer.clone(), cancel(mode))]).unwrap()).await;
+        let items =
+            all_items(weir_gen_stage::stream([(producer.clone(), cancel(mode))]).unwrap()).await;
         assert_cancelled(
             &items,
             &producer,
@@ -180,7 +184,8 @@ async fn exits_when_producer_does_not_ack_and_subscription_is_permanent_transien
 async fn exits_when_producer_does_not_ack_and_lives_and_subscription_is_permanent_transient() {
     for mode in [CancelMode::Permanent, CancelMode::Transient] {
         let (producer, task) = refusing_producer(true).await;
-        let items = all_items(gen_stage::stream([(producer.clone(), cancel(mode))]).unwrap()).await;
+        let items =
+            all_items(weir_gen_stage::stream([(producer.clone(), cancel(mode))]).unwrap()).await;
         assert_cancelled(
             &items,
             &producer,
@@ -196,14 +201,14 @@ async fn exits_when_producer_does_not_ack_and_lives_and_subscription_is_permanen
 #[tokio::test]
 async fn exits_when_producer_is_dead_and_subscription_is_temporary() {
     let producer = dead_producer().await;
-    let stream = gen_stage::stream([(producer, cancel(CancelMode::Temporary))]).unwrap();
+    let stream = weir_gen_stage::stream([(producer, cancel(CancelMode::Temporary))]).unwrap();
     assert_eq!(take_ok(stream, 10).await, Vec::<u64>::new());
 }
 
 #[tokio::test]
 async fn exits_when_producer_does_not_ack_and_subscription_is_temporary() {
     let (producer, task) = refusing_producer(false).await;
-    let stream = gen_stage::stream([(producer, cancel(CancelMode::Temporary))]).unwrap();
+    let stream = weir_gen_stage::stream([(producer, cancel(CancelMode::Temporary))]).unwrap();
     assert_eq!(take_ok(stream, 10).await, Vec::<u64>::new());
     assert!(task.await.unwrap().is_none());
 }
@@ -211,7 +216,8 @@ async fn exits_when_producer_does_not_ack_and_subscription_is_temporary() {
 #[tokio::test]
 async fn exits_when_producer_does_not_ack_and_lives_and_subscription_is_temporary() {
     let (producer, task) = refusing_producer(true).await;
-    let stream = gen_stage::stream([(producer.clone(), cancel(CancelMode::Temporary))]).unwrap();
+    let stream =
+        weir_gen_stage::stream([(producer.clone(), cancel(CancelMode::Temporary))]).unwrap();
     assert_eq!(take_ok(stream, 10).await, Vec::<u64>::new());
     // The producer is still running when the stream has ended.
     let still_running = task.await.unwrap();
@@ -221,9 +227,10 @@ async fn exits_when_producer_does_not_ack_and_lives_and_subscription_is_temporar
 
 #[tokio::test]
 async fn sends_termination_message_on_done() {
-    let producer = gen_stage::from_iter(0u64..).await.unwrap();
+    let producer = weir_gen_stage::from_iter(0u64..).await.unwrap();
 
-    let stream = gen_stage::stream([(producer.clone(), cancel(CancelMode::Transient))]).unwrap();
+    let stream =
+        weir_gen_stage::stream([(producer.clone(), cancel(CancelMode::Transient))]).unwrap();
     assert_eq!(take_ok(stream, 10).await, list(0..=9));
 
     // The infinite producer is not done: once it has handled the stream's
@@ -234,9 +241,10 @@ async fn sends_termination_message_on_done() {
 
 #[tokio::test]
 async fn sends_termination_message_on_halt() {
-    let producer = gen_stage::from_iter((0u64..).take(10)).await.unwrap();
+    let producer = weir_gen_stage::from_iter((0u64..).take(10)).await.unwrap();
 
-    let stream = gen_stage::stream([(producer.clone(), cancel(CancelMode::Transient))]).unwrap();
+    let stream =
+        weir_gen_stage::stream([(producer.clone(), cancel(CancelMode::Transient))]).unwrap();
     let items = all_items(stream).await;
     let events: Vec<u64> = items.into_iter().map(|e| e.expect("an event")).collect();
     assert_eq!(events, list(0..=9));
@@ -250,10 +258,11 @@ async fn sends_termination_message_on_halt() {
 
 #[tokio::test]
 async fn raises_on_bad_options() {
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let result = gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(0))]);
+    let result =
+        weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(0))]);
     match result {
         Err(
             error @ Error::InvalidOption {
@@ -274,28 +283,28 @@ async fn raises_on_bad_options() {
 async fn from_enumerable_accepts_a_on_cancel_option() {
     let cycle = || [1u64, 2, 3].into_iter().cycle();
 
-    let producer = gen_stage::from_iter(cycle()).await.unwrap();
-    let stream = gen_stage::stream([(producer.clone(), SubscribeOptions::new())]).unwrap();
+    let producer = weir_gen_stage::from_iter(cycle()).await.unwrap();
+    let stream = weir_gen_stage::stream([(producer.clone(), SubscribeOptions::new())]).unwrap();
     assert_eq!(take_ok(stream, 5).await, vec![1, 2, 3, 1, 2]);
     producer.estimate_buffered_count().await.unwrap();
     assert!(producer.is_alive());
 
-    let producer = gen_stage::from_iter_with(
+    let producer = weir_gen_stage::from_iter_with(
         cycle(),
         FromIterOptions::new().on_cancel(OnCancel::Continue),
     )
     .await
     .unwrap();
-    let stream = gen_stage::stream([(producer.clone(), SubscribeOptions::new())]).unwrap();
+    let stream = weir_gen_stage::stream([(producer.clone(), SubscribeOptions::new())]).unwrap();
     assert_eq!(take_ok(stream, 5).await, vec![1, 2, 3, 1, 2]);
     producer.estimate_buffered_count().await.unwrap();
     assert!(producer.is_alive());
 
     let producer =
-        gen_stage::from_iter_with(cycle(), FromIterOptions::new().on_cancel(OnCancel::Stop))
+        weir_gen_stage::from_iter_with(cycle(), FromIterOptions::new().on_cancel(OnCancel::Stop))
             .await
             .unwrap();
-    let stream = gen_stage::stream([(producer.clone(), SubscribeOptions::new())]).unwrap();
+    let stream = weir_gen_stage::stream([(producer.clone(), SubscribeOptions::new())]).unwrap();
     assert_eq!(take_ok(stream, 5).await, vec![1, 2, 3, 1, 2]);
     let reason = tokio::time::timeout(TIMEOUT, producer.stopped())
         .await

@@ -25,12 +25,12 @@
 
 mod support;
 
-use gen_stage::protocol::RawProducer;
-use gen_stage::{
+use support::*;
+use weir_gen_stage::protocol::RawProducer;
+use weir_gen_stage::{
     BroadcastDispatcher, CancelMode, Cancellation, Error, ProducerOptions, StopReason,
     SubscribeError, SubscribeOptions, new_subscription_id,
 };
-use support::*;
 
 fn bad_max_demand() -> SubscribeOptions<u64> {
     SubscribeOptions::new().max_demand(0)
@@ -54,7 +54,7 @@ const MIN_DEMAND_2000: &str =
 
 /// A producer that is not alive any more.
 async fn dead_producer() -> CounterRef<u64> {
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .expect("the producer starts");
     producer
@@ -65,8 +65,8 @@ async fn dead_producer() -> CounterRef<u64> {
 }
 
 fn subscribed_to(
-    producer: gen_stage::StageId,
-) -> impl Fn(&Note<u64>) -> Option<gen_stage::Subscription> {
+    producer: weir_gen_stage::StageId,
+) -> impl Fn(&Note<u64>) -> Option<weir_gen_stage::Subscription> {
     move |note| match note {
         Note::ConsumerSubscribed(s) if s.producer == producer => Some(*s),
         _ => None,
@@ -78,10 +78,10 @@ fn subscribed_to(
 #[tokio::test]
 async fn sync_subscribe_returns_ok_with_reference() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -100,10 +100,10 @@ async fn sync_subscribe_returns_ok_with_reference() {
 #[tokio::test]
 async fn caller_exits_when_the_consumer_is_dead() {
     let (notify, _inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer.stop(StopReason::Normal).await.unwrap();
@@ -120,7 +120,7 @@ async fn caller_exits_when_the_consumer_is_dead() {
 #[tokio::test]
 async fn sync_subscribe_returns_errors_on_bad_options() {
     let (notify, _inbox) = inbox();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     let mut whatever = RawProducer::<u64>::new();
@@ -147,7 +147,7 @@ async fn sync_subscribe_returns_errors_on_bad_options() {
 async fn consumer_exits_when_producer_is_dead_and_subscription_is_permanent() {
     let (notify, mut inbox) = inbox();
     let producer = dead_producer().await;
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -170,7 +170,7 @@ async fn consumer_exits_when_producer_is_dead_and_subscription_is_permanent() {
 async fn consumer_does_not_exit_when_producer_is_dead_and_subscription_is_temporary() {
     let (notify, mut inbox) = inbox();
     let producer = dead_producer().await;
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -200,7 +200,7 @@ async fn consumer_does_not_exit_when_producer_is_dead_and_subscription_is_tempor
 #[tokio::test]
 async fn handles_subscription_error_gracefully() {
     let (notify, _producer_inbox) = inbox();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::<u64>::notifying(notify)
             .with_options(ProducerOptions::new().dispatcher(BroadcastDispatcher::new())),
     )
@@ -208,10 +208,10 @@ async fn handles_subscription_error_gracefully() {
     .unwrap();
     let (notify1, mut inbox1) = inbox();
     let (notify2, mut inbox2) = inbox();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify1))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify1))
         .await
         .unwrap();
-    let consumer2 = gen_stage::start_consumer(Forwarder::new(notify2))
+    let consumer2 = weir_gen_stage::start_consumer(Forwarder::new(notify2))
         .await
         .unwrap();
 
@@ -259,10 +259,10 @@ async fn handles_subscription_error_gracefully() {
 #[tokio::test]
 async fn sync_resubscribe_returns_ok_with_reference() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     let old = consumer
@@ -303,10 +303,10 @@ async fn sync_resubscribe_returns_ok_with_reference() {
 #[tokio::test]
 async fn sync_resubscribe_returns_ok_with_reference_even_if_previous_subscription_does_not_exist() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -332,7 +332,7 @@ async fn sync_resubscribe_returns_ok_with_reference_even_if_previous_subscriptio
 #[tokio::test]
 async fn sync_resubscribe_returns_errors_on_bad_options() {
     let (notify, _inbox) = inbox();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     let whatever = RawProducer::<u64>::new();
@@ -367,10 +367,10 @@ async fn sync_resubscribe_returns_errors_on_bad_options() {
 #[tokio::test]
 async fn async_resubscribe_returns_ok_with_reference() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     let old = consumer
@@ -410,10 +410,10 @@ async fn async_resubscribe_returns_ok_with_reference() {
 async fn async_resubscribe_returns_ok_with_reference_even_if_previous_subscription_does_not_exist()
 {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
 
@@ -436,10 +436,10 @@ async fn async_resubscribe_returns_ok_with_reference_even_if_previous_subscripti
 #[tokio::test]
 async fn manual_demand_can_be_set_on_subscribe() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .unwrap();
     consumer
@@ -462,10 +462,10 @@ async fn manual_demand_can_be_set_on_subscribe() {
 #[tokio::test]
 async fn manual_demand_can_be_set_on_subscribe_on_init() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify).subscribe_to(
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify).subscribe_to(
         &producer,
         SubscribeOptions::new().extra("consumer_demand", "manual"),
     ))
@@ -487,10 +487,10 @@ async fn manual_demand_can_be_set_on_subscribe_on_init() {
 #[tokio::test]
 async fn subscribe_to_can_be_pid() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Counter::<u64>::counting(0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::counting(0))
         .await
         .unwrap();
-    let _consumer = gen_stage::start_consumer(
+    let _consumer = weir_gen_stage::start_consumer(
         Forwarder::new(notify).subscribe_to(&producer, SubscribeOptions::new()),
     )
     .await

@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use gen_stage::{
+use harness::{Counter, Doubler, Note, Recorder, consumed, next_matching, notes};
+use tokio::sync::mpsc;
+use weir_gen_stage::{
     CancelMode, Cancellation, Consumer, ConsumerContext, DemandMode, Error, FromIterOptions,
     Noreply, PartitionDispatcher, Producer, ProducerContext, ProducerOptions, StageGroup,
     StopReason, SubscribeOptions, Subscription,
 };
-use harness::{Counter, Doubler, Note, Recorder, consumed, next_matching, notes};
-use tokio::sync::mpsc;
 
 /// Emits `0..end` as demanded, then stops normally once it has emitted
 /// everything (its permanent consumers stop with it).
@@ -141,7 +141,7 @@ async fn a_grouped_chain_delivers_every_event_in_order_on_a_multi_thread_runtime
 async fn grouped_and_ungrouped_stages_subscribe_to_each_other() {
     let group = StageGroup::new();
     // Producer outside, consumer inside.
-    let outside = gen_stage::start_producer(Numbers::new(50))
+    let outside = weir_gen_stage::start_producer(Numbers::new(50))
         .await
         .expect("producer");
     let (collect, mut done) = Collect::new(50);
@@ -158,7 +158,9 @@ async fn grouped_and_ungrouped_stages_subscribe_to_each_other() {
         .await
         .expect("producer");
     let (collect, mut done) = Collect::new(30);
-    let ungrouped = gen_stage::start_consumer(collect).await.expect("consumer");
+    let ungrouped = weir_gen_stage::start_consumer(collect)
+        .await
+        .expect("consumer");
     ungrouped
         .subscribe(&grouped, SubscribeOptions::new().max_demand(7))
         .await
@@ -219,7 +221,7 @@ async fn a_partitioned_producer_in_a_group_feeds_each_partition_its_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_from_an_iterator_runs_in_a_group_and_stops_when_exhausted() {
     let group = StageGroup::new();
-    let producer = gen_stage::from_iter_with(0..100u64, FromIterOptions::new().group(&group))
+    let producer = weir_gen_stage::from_iter_with(0..100u64, FromIterOptions::new().group(&group))
         .await
         .expect("producer");
     let (collect, mut done) = Collect::new(100);
@@ -432,7 +434,7 @@ impl<T: Send + 'static> Consumer for Acts<T> {
 /// once the consumer has stopped normally and the producer is still alive.
 async fn acted<T: Send + 'static>(
     group: &StageGroup,
-    action: impl FnOnce(gen_stage::ProducerRef<u64>) -> BoxFuture<'static, T>,
+    action: impl FnOnce(weir_gen_stage::ProducerRef<u64>) -> BoxFuture<'static, T>,
 ) -> T {
     let producer = group
         .start_producer(Numbers::new(10))
@@ -580,7 +582,7 @@ async fn the_group_task_ends_once_its_stages_stopped_and_its_handles_are_gone() 
     let metrics = tokio::runtime::Handle::current().metrics();
     let before = metrics.num_alive_tasks();
     let group = StageGroup::new();
-    let producer = gen_stage::from_iter_with(0..10u64, FromIterOptions::new().group(&group))
+    let producer = weir_gen_stage::from_iter_with(0..10u64, FromIterOptions::new().group(&group))
         .await
         .expect("producer");
     let (collect, mut done) = Collect::new(10);

@@ -3,12 +3,12 @@
 
 mod harness;
 
-use gen_stage::{
-    CancelMode, Cancellation, Error, Noreply, Producer, ProducerContext, ProducerOptions,
-    StopReason, SubscribeOptions,
-};
 use harness::{
     Counter, CounterCall, Doubler, Note, Recorder, TIMEOUT, consumed, next_matching, notes,
+};
+use weir_gen_stage::{
+    CancelMode, Cancellation, Error, Noreply, Producer, ProducerContext, ProducerOptions,
+    StopReason, SubscribeOptions,
 };
 
 fn panicked(message: &str) -> StopReason {
@@ -18,10 +18,10 @@ fn panicked(message: &str) -> StopReason {
 #[tokio::test]
 async fn a_panic_in_handle_events_stops_the_consumer_with_panicked() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify).panicking())
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify).panicking())
         .await
         .expect("consumer");
     consumer
@@ -46,10 +46,10 @@ async fn a_panic_in_handle_events_stops_the_consumer_with_panicked() {
 #[tokio::test]
 async fn the_panic_travels_down_permanent_subscriptions_and_stops_at_temporary_ones() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
-    let doubler = gen_stage::start_producer_consumer(Doubler {
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler {
         notify: notify.clone(),
     })
     .await
@@ -58,14 +58,14 @@ async fn the_panic_travels_down_permanent_subscriptions_and_stops_at_temporary_o
         .subscribe(&producer, SubscribeOptions::new())
         .await
         .expect("accepted");
-    let permanent = gen_stage::start_consumer(Recorder::new(notify.clone()))
+    let permanent = weir_gen_stage::start_consumer(Recorder::new(notify.clone()))
         .await
         .expect("consumer");
     permanent
         .subscribe(&doubler, SubscribeOptions::new())
         .await
         .expect("accepted");
-    let temporary = gen_stage::start_consumer(Recorder::new(notify))
+    let temporary = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     temporary
@@ -108,7 +108,7 @@ async fn the_panic_travels_down_permanent_subscriptions_and_stops_at_temporary_o
 #[tokio::test]
 async fn a_panic_in_handle_call_answers_the_caller_with_the_stop_reason() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     assert_eq!(
@@ -123,10 +123,10 @@ async fn a_panic_in_handle_call_answers_the_caller_with_the_stop_reason() {
 #[tokio::test]
 async fn other_pipelines_keep_running_after_a_panic() {
     let (notify, mut seen) = notes();
-    let broken = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let broken = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let crashing = gen_stage::start_consumer(Recorder::new(notify.clone()).panicking())
+    let crashing = weir_gen_stage::start_consumer(Recorder::new(notify.clone()).panicking())
         .await
         .expect("consumer");
     crashing
@@ -134,10 +134,10 @@ async fn other_pipelines_keep_running_after_a_panic() {
         .expect("valid options");
     crashing.stopped().await;
 
-    let healthy = gen_stage::start_producer(Counter::new(100, notify.clone()))
+    let healthy = weir_gen_stage::start_producer(Counter::new(100, notify.clone()))
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -171,7 +171,7 @@ impl Producer for BrokenInit {
 
 #[tokio::test]
 async fn a_panic_in_init_makes_the_start_fail() {
-    let error = gen_stage::start_producer(BrokenInit)
+    let error = weir_gen_stage::start_producer(BrokenInit)
         .await
         .expect_err("no start");
     assert!(

@@ -3,19 +3,19 @@
 
 mod harness;
 
-use gen_stage::{CancelMode, Cancellation, StopReason, SubscribeOptions};
 use harness::{
     Counter, Doubler, Note, Recorder, RecorderCall, TIMEOUT, consumed, demand, drain, next,
     next_matching, notes,
 };
+use weir_gen_stage::{CancelMode, Cancellation, StopReason, SubscribeOptions};
 
 #[tokio::test]
 async fn without_downstream_demand_it_takes_at_most_max_demand_and_holds_them() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let doubler = gen_stage::start_producer_consumer(Doubler {
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler {
         notify: notify.clone(),
     })
     .await
@@ -41,7 +41,7 @@ async fn without_downstream_demand_it_takes_at_most_max_demand_and_holds_them() 
     );
 
     // A consumer's demand releases them, doubled, in order.
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -61,10 +61,10 @@ async fn without_downstream_demand_it_takes_at_most_max_demand_and_holds_them() 
 #[tokio::test]
 async fn a_sync_info_behind_queued_events_waits_for_them() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let doubler = gen_stage::start_producer_consumer(Doubler {
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler {
         notify: notify.clone(),
     })
     .await
@@ -94,7 +94,7 @@ async fn a_sync_info_behind_queued_events_waits_for_them() {
         "the info waits behind the queued events"
     );
 
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -129,10 +129,10 @@ async fn a_sync_info_behind_queued_events_waits_for_them() {
 #[tokio::test]
 async fn a_cancellation_behind_queued_events_waits_for_them() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let doubler = gen_stage::start_producer_consumer(Doubler {
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler {
         notify: notify.clone(),
     })
     .await
@@ -170,7 +170,7 @@ async fn a_cancellation_behind_queued_events_waits_for_them() {
         "handle_cancel waits behind the queued events"
     );
 
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -194,12 +194,12 @@ async fn a_cancellation_behind_queued_events_waits_for_them() {
 #[tokio::test]
 async fn its_own_consumers_cancellations_reach_the_same_handle_cancel() {
     let (notify, mut seen) = notes();
-    let doubler = gen_stage::start_producer_consumer(Doubler {
+    let doubler = weir_gen_stage::start_producer_consumer(Doubler {
         notify: notify.clone(),
     })
     .await
     .expect("producer_consumer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let sub = consumer

@@ -3,20 +3,20 @@
 
 mod harness;
 
-use gen_stage::protocol::{RawConsumer, RawProducer, ToConsumer, ToProducer};
-use gen_stage::{
+use harness::{Counter, Note, Recorder, RecorderCall, consumed, next, next_matching, notes};
+use weir_gen_stage::protocol::{RawConsumer, RawProducer, ToConsumer, ToProducer};
+use weir_gen_stage::{
     CancelMode, Cancellation, Error, StopReason, SubscribeOptions, SubscriptionOptions,
     new_subscription_id,
 };
-use harness::{Counter, Note, Recorder, RecorderCall, consumed, next, next_matching, notes};
 
 #[tokio::test]
 async fn consumer_subscribes_and_receives_events_in_order() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let sub = consumer
@@ -44,7 +44,7 @@ async fn consumer_subscribes_and_receives_events_in_order() {
 async fn consumer_asks_max_demand_right_after_subscribing_without_waiting_for_the_ack() {
     let mut producer = RawProducer::<u32>::new();
     let (notify, _seen) = notes();
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -79,7 +79,7 @@ async fn consumer_asks_max_demand_right_after_subscribing_without_waiting_for_th
 async fn sync_subscribe_waits_for_the_producers_ack() {
     let mut producer = RawProducer::<u32>::new();
     let (notify, _seen) = notes();
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let target = producer.producer_ref();
@@ -106,7 +106,7 @@ async fn sync_subscribe_waits_for_the_producers_ack() {
 async fn refused_subscription_is_reported_and_stops_a_permanent_consumer() {
     let mut producer = RawProducer::<u32>::new();
     let (notify, mut seen) = notes();
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let target = producer.producer_ref();
@@ -147,7 +147,7 @@ async fn refused_subscription_is_reported_and_stops_a_permanent_consumer() {
 async fn refused_temporary_subscription_leaves_the_consumer_running() {
     let mut producer = RawProducer::<u32>::new();
     let (notify, _seen) = notes();
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let target = producer.producer_ref();
@@ -182,7 +182,7 @@ async fn refused_temporary_subscription_leaves_the_consumer_running() {
 #[tokio::test]
 async fn duplicated_subscription_is_refused_and_the_first_keeps_working() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     let mut consumer = RawConsumer::<u64>::new();
@@ -213,7 +213,7 @@ async fn duplicated_subscription_is_refused_and_the_first_keeps_working() {
 #[tokio::test]
 async fn ask_for_an_unknown_subscription_is_answered_with_cancel() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     let mut consumer = RawConsumer::<u64>::new();
@@ -232,7 +232,7 @@ async fn ask_for_an_unknown_subscription_is_answered_with_cancel() {
 async fn events_for_an_unknown_subscription_are_answered_with_cancel() {
     let mut producer = RawProducer::<u32>::new();
     let (notify, _seen) = notes();
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let sub = new_subscription_id();
@@ -252,10 +252,10 @@ async fn events_for_an_unknown_subscription_are_answered_with_cancel() {
 #[tokio::test]
 async fn producer_sees_its_consumer_go_down_with_its_reason() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let sub = consumer
@@ -282,10 +282,10 @@ async fn producer_sees_its_consumer_go_down_with_its_reason() {
 #[tokio::test]
 async fn consumer_sees_its_producer_go_down_with_its_reason() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -314,12 +314,12 @@ async fn consumer_sees_its_producer_go_down_with_its_reason() {
 #[tokio::test]
 async fn subscribing_to_a_dead_producer_is_down_with_noproc() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
     producer.stop(StopReason::Normal).await.expect("stopped");
 
-    let temporary = gen_stage::start_consumer(Recorder::new(notify.clone()))
+    let temporary = weir_gen_stage::start_consumer(Recorder::new(notify.clone()))
         .await
         .expect("consumer");
     let refused = temporary
@@ -340,7 +340,7 @@ async fn subscribing_to_a_dead_producer_is_down_with_noproc() {
         .await
         .expect("still running");
 
-    let permanent = gen_stage::start_consumer(Recorder::new(notify))
+    let permanent = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     permanent
@@ -353,10 +353,10 @@ async fn subscribing_to_a_dead_producer_is_down_with_noproc() {
 #[tokio::test]
 async fn either_side_can_cancel_a_subscription() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let temporary = || SubscribeOptions::new().cancel(CancelMode::Temporary);
@@ -413,10 +413,10 @@ async fn either_side_can_cancel_a_subscription() {
 #[tokio::test]
 async fn resubscribe_cancels_the_old_subscription_and_returns_a_new_one() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     let old = consumer
@@ -457,10 +457,10 @@ async fn resubscribe_cancels_the_old_subscription_and_returns_a_new_one() {
 #[tokio::test]
 async fn invalid_subscription_options_are_refused_naming_option_and_value() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::<u64>::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::<u64>::new(notify))
         .await
         .expect("consumer");
     let error = consumer
@@ -484,7 +484,7 @@ async fn invalid_subscription_options_are_refused_naming_option_and_value() {
         }
     );
     // Invalid options in `init` make the start fail.
-    let error = gen_stage::start_consumer(
+    let error = weir_gen_stage::start_consumer(
         Recorder::<u64>::new(notes().0)
             .subscribe_on_init(&producer, SubscribeOptions::new().max_demand(0)),
     )
@@ -502,10 +502,10 @@ async fn invalid_subscription_options_are_refused_naming_option_and_value() {
 #[tokio::test]
 async fn extra_options_reach_the_producers_handle_subscribe() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()).silent())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify))
         .await
         .expect("consumer");
     consumer
@@ -526,10 +526,10 @@ async fn extra_options_reach_the_producers_handle_subscribe() {
 #[tokio::test]
 async fn manual_demand_asks_only_when_told_and_hands_whole_messages() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify.clone()))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify.clone()))
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Recorder::new(notify).manual())
+    let consumer = weir_gen_stage::start_consumer(Recorder::new(notify).manual())
         .await
         .expect("consumer");
     let sub = consumer
@@ -562,14 +562,18 @@ async fn manual_demand_asks_only_when_told_and_hands_whole_messages() {
 #[tokio::test(flavor = "current_thread")]
 #[allow(deprecated)]
 async fn the_deprecated_cancel_names_still_cancel_the_same_side() {
-    let numbers = gen_stage::from_iter(0..u64::MAX).await.expect("producer");
-    let middle = gen_stage::map(|n: u64| n).await.expect("map");
+    let numbers = weir_gen_stage::from_iter(0..u64::MAX)
+        .await
+        .expect("producer");
+    let middle = weir_gen_stage::map(|n: u64| n).await.expect("map");
     let temporary = || SubscribeOptions::new().cancel(CancelMode::Temporary);
     let upstream = middle
         .subscribe(&numbers, temporary())
         .await
         .expect("accepted");
-    let sink = gen_stage::for_each(|_: u64| {}).await.expect("consumer");
+    let sink = weir_gen_stage::for_each(|_: u64| {})
+        .await
+        .expect("consumer");
     let downstream = sink
         .subscribe(&middle, temporary())
         .await

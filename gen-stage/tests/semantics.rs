@@ -12,17 +12,17 @@
 
 mod support;
 
-use gen_stage::dispatchers::{
+use support::*;
+use weir_gen_stage::dispatchers::{
     DemandDispatcher, Dispatcher, Outbox, SubscribeError, Subscriber, SubscriptionId,
     SubscriptionOptions,
 };
-use gen_stage::protocol::{RawConsumer, ToConsumer};
-use gen_stage::{
+use weir_gen_stage::protocol::{RawConsumer, ToConsumer};
+use weir_gen_stage::{
     AsProducer, CancelMode, Cancellation, Error, Msgs, Noreply, Producer, ProducerConsumer,
     ProducerConsumerContext, ProducerContext, ProducerOptions, ReplyTo, StopReason,
     SubscribeOptions, Subscription, new_subscription_id,
 };
-use support::*;
 
 /// Events received so far (acks skipped), without waiting.
 fn received_now(raw: &mut RawConsumer<u64>) -> Vec<Vec<u64>> {
@@ -50,7 +50,7 @@ fn subscribed(producer: &impl AsProducer<u64>) -> (RawConsumer<u64>, Subscriptio
 
 #[tokio::test]
 async fn a_producer_buffers_ten_thousand_events_by_default_and_drops_the_oldest() {
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
         .await
         .expect("the producer starts");
 
@@ -94,7 +94,7 @@ impl ProducerConsumer<EmitterMessages> for Emitter {
 
 #[tokio::test]
 async fn a_producer_consumer_buffer_is_unbounded_by_default() {
-    let emitter = gen_stage::start_producer_consumer(Emitter)
+    let emitter = weir_gen_stage::start_producer_consumer(Emitter)
         .await
         .expect("the producer_consumer starts");
 
@@ -139,15 +139,15 @@ impl Producer for Generous {
         _request: (),
         _from: ReplyTo<()>,
         _ctx: &mut ProducerContext<'_, Self>,
-    ) -> gen_stage::Reply<(), u64> {
-        gen_stage::Reply::Reply((), Vec::new())
+    ) -> weir_gen_stage::Reply<(), u64> {
+        weir_gen_stage::Reply::Reply((), Vec::new())
     }
 }
 
 #[tokio::test]
 async fn events_beyond_the_demand_are_buffered_and_serve_the_next_ask() {
     let (notify, mut inbox) = inbox();
-    let producer = gen_stage::start_producer(Generous {
+    let producer = weir_gen_stage::start_producer(Generous {
         next: 0,
         factor: 3,
         notify,
@@ -185,7 +185,7 @@ async fn events_beyond_the_demand_are_buffered_and_serve_the_next_ask() {
 async fn handle_demand_is_called_once_per_ask_and_demands_are_not_summed() {
     let (notify, mut inbox) = inbox();
     let producer =
-        gen_stage::start_producer(NothingProducer::<u64>::new(notify, ProducerOptions::new()))
+        weir_gen_stage::start_producer(NothingProducer::<u64>::new(notify, ProducerOptions::new()))
             .await
             .expect("the producer starts");
     let (first, a) = subscribed(&producer);
@@ -209,7 +209,7 @@ async fn handle_demand_is_called_once_per_ask_and_demands_are_not_summed() {
 
 #[tokio::test]
 async fn events_travel_as_non_empty_batches() {
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
         .await
         .expect("the producer starts");
     let (mut raw, sub) = subscribed(&producer);
@@ -229,7 +229,7 @@ async fn events_travel_as_non_empty_batches() {
 
 #[tokio::test]
 async fn the_demand_dispatcher_serves_the_largest_outstanding_demand_first() {
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
         .await
         .expect("the producer starts");
     let (mut small, a) = subscribed(&producer);
@@ -252,7 +252,7 @@ async fn the_demand_dispatcher_serves_the_largest_outstanding_demand_first() {
 async fn the_demand_dispatcher_reuses_a_cancelled_consumers_unmet_demand() {
     let (notify, mut inbox) = inbox();
     let producer =
-        gen_stage::start_producer(NothingProducer::<u64>::new(notify, ProducerOptions::new()))
+        weir_gen_stage::start_producer(NothingProducer::<u64>::new(notify, ProducerOptions::new()))
             .await
             .expect("the producer starts");
     let (first, a) = subscribed(&producer);
@@ -276,7 +276,7 @@ async fn the_demand_dispatcher_reuses_a_cancelled_consumers_unmet_demand() {
 #[tokio::test]
 async fn the_demand_dispatcher_warns_about_an_ask_larger_than_the_expected_max_demand() {
     let (log, _guard) = CapturedLog::start();
-    let producer = gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
+    let producer = weir_gen_stage::start_producer(Counter::<u64>::notifying(inbox().0))
         .await
         .expect("the producer starts");
     let (first, a) = subscribed(&producer);
@@ -339,14 +339,14 @@ impl Dispatcher<u64> for Gated {
 
 #[tokio::test]
 async fn extra_subscription_options_reach_the_dispatcher() {
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::<u64>::notifying(inbox().0)
             .with_options(ProducerOptions::new().dispatcher(Gated(DemandDispatcher::new()))),
     )
     .await
     .expect("the producer starts");
     let (notify, mut consumed) = inbox();
-    let consumer = gen_stage::start_consumer(Forwarder::new(notify))
+    let consumer = weir_gen_stage::start_consumer(Forwarder::new(notify))
         .await
         .expect("the consumer starts");
 

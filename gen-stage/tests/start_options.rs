@@ -1,7 +1,7 @@
 //! Options given when a stage starts (`start_*_with`): the base that the
 //! options returned by `init` override, one by one.
 
-use gen_stage::{
+use weir_gen_stage::{
     BroadcastDispatcher, BufferKeep, BufferSize, ConsumerOptions, DemandMode, ForEach, Noreply,
     PartitionDispatcher, Producer, ProducerContext, ProducerHandle, ProducerOptions, StopReason,
     SubscribeOptions,
@@ -39,7 +39,7 @@ async fn options_given_at_the_start_are_used_when_init_sets_none() {
         .buffer_keep(BufferKeep::First)
         .demand(DemandMode::Accumulate);
     let quiet: ProducerHandle<Quiet> =
-        gen_stage::start_producer_with(Quiet { options: None }, options)
+        weir_gen_stage::start_producer_with(Quiet { options: None }, options)
             .await
             .expect("producer");
     let status = quiet.status().await.expect("running");
@@ -56,7 +56,7 @@ async fn what_init_sets_wins_option_by_option() {
     let at_start = ProducerOptions::new()
         .dispatcher(BroadcastDispatcher::new())
         .buffer_size(3);
-    let quiet = gen_stage::start_producer_with(
+    let quiet = weir_gen_stage::start_producer_with(
         Quiet {
             options: Some(from_init),
         },
@@ -79,9 +79,9 @@ async fn what_init_sets_wins_option_by_option() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_producer_consumer_keeps_its_own_defaults_under_start_options() {
-    let doubled = gen_stage::start_producer_consumer_with(
-        gen_stage::Map::new(|n: u32| n * 2),
-        gen_stage::ProducerConsumerOptions::new().buffer_keep(BufferKeep::First),
+    let doubled = weir_gen_stage::start_producer_consumer_with(
+        weir_gen_stage::Map::new(|n: u32| n * 2),
+        weir_gen_stage::ProducerConsumerOptions::new().buffer_keep(BufferKeep::First),
     )
     .await
     .expect("map");
@@ -98,7 +98,7 @@ async fn a_producer_consumer_keeps_its_own_defaults_under_start_options() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn buffer_size_zero_given_at_the_start_is_refused() {
-    let refused = gen_stage::start_producer_with(
+    let refused = weir_gen_stage::start_producer_with(
         Quiet { options: None },
         ProducerOptions::new().buffer_size(0),
     )
@@ -106,7 +106,7 @@ async fn buffer_size_zero_given_at_the_start_is_refused() {
     assert!(
         matches!(
             refused,
-            Err(gen_stage::Error::InvalidOption {
+            Err(weir_gen_stage::Error::InvalidOption {
                 option: "buffer_size",
                 ..
             })
@@ -117,9 +117,9 @@ async fn buffer_size_zero_given_at_the_start_is_refused() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_consumer_subscribes_to_the_producers_given_at_the_start() {
-    let numbers = gen_stage::from_iter(0..5u32).await.expect("producer");
+    let numbers = weir_gen_stage::from_iter(0..5u32).await.expect("producer");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let sink = gen_stage::start_consumer_with(
+    let sink = weir_gen_stage::start_consumer_with(
         ForEach::new(move |n: u32| {
             let _ = tx.send(n);
         }),

@@ -9,14 +9,14 @@
 //! reply), and a producer's snapshot taken after that sees the asks the
 //! consumer sent while handling them.
 
-use gen_stage::{
+use std::time::Duration;
+use weir_gen_stage::{
     BroadcastDispatcher, BufferKeep, BufferSize, CancelMode, Consumer, ConsumerContext,
     ConsumerDemand, DemandMode, Error, Msgs, Noreply, PartitionDispatcher, Producer,
     ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
     ProducerOptions, Reply, ReplyTo, StageGroup, StageKind, StopReason, SubscribeOptions,
     Subscription,
 };
-use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -130,9 +130,9 @@ impl ProducerConsumer for Pass {
 }
 
 /// The first `n` events a new subscriber gets.
-async fn first_events(producer: &impl gen_stage::AsProducer<u64>, n: usize) -> Vec<u64> {
+async fn first_events(producer: &impl weir_gen_stage::AsProducer<u64>, n: usize) -> Vec<u64> {
     use futures::StreamExt;
-    let stream = gen_stage::stream([(
+    let stream = weir_gen_stage::stream([(
         producer.producer_ref(),
         SubscribeOptions::new().max_demand(5),
     )])
@@ -142,10 +142,10 @@ async fn first_events(producer: &impl gen_stage::AsProducer<u64>, n: usize) -> V
 
 #[tokio::test]
 async fn a_consumer_with_max_100_min_80_has_the_demand_the_algorithm_says_after_each_batch() {
-    let producer = gen_stage::start_producer(Emitter::new())
+    let producer = weir_gen_stage::start_producer(Emitter::new())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Sink { manual: false })
+    let consumer = weir_gen_stage::start_consumer(Sink { manual: false })
         .await
         .expect("consumer");
     let sub = consumer
@@ -180,8 +180,8 @@ async fn a_consumer_with_max_100_min_80_has_the_demand_the_algorithm_says_after_
 
     // 10 events: outstanding 90, above min_demand: nothing asked.
     producer.call(10, TIMEOUT).await.expect("emitted");
-    let pending = |s: gen_stage::StageStatus| s.producers[0].pending_demand;
-    let given = |s: gen_stage::StageStatus| s.consumers[0].demand;
+    let pending = |s: weir_gen_stage::StageStatus| s.producers[0].pending_demand;
+    let given = |s: weir_gen_stage::StageStatus| s.consumers[0].demand;
     assert_eq!(pending(consumer.status().await.expect("status")), 90);
     assert_eq!(given(producer.status().await.expect("status")), 90);
 
@@ -200,10 +200,10 @@ async fn a_consumer_with_max_100_min_80_has_the_demand_the_algorithm_says_after_
 
 #[tokio::test]
 async fn default_options_show_as_max_1000_min_500_permanent() {
-    let producer = gen_stage::start_producer(Emitter::new())
+    let producer = weir_gen_stage::start_producer(Emitter::new())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Sink { manual: false })
+    let consumer = weir_gen_stage::start_consumer(Sink { manual: false })
         .await
         .expect("consumer");
     consumer
@@ -228,10 +228,10 @@ async fn default_options_show_as_max_1000_min_500_permanent() {
 
 #[tokio::test]
 async fn manual_demand_is_what_was_asked_minus_what_arrived() {
-    let producer = gen_stage::start_producer(Emitter::new())
+    let producer = weir_gen_stage::start_producer(Emitter::new())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Sink { manual: true })
+    let consumer = weir_gen_stage::start_consumer(Sink { manual: true })
         .await
         .expect("consumer");
     let sub = consumer
@@ -275,7 +275,7 @@ async fn manual_demand_is_what_was_asked_minus_what_arrived() {
 
 #[tokio::test]
 async fn overflowing_a_buffer_that_keeps_the_last_counts_the_dropped_oldest() {
-    let producer = gen_stage::start_producer(Emitter::with(
+    let producer = weir_gen_stage::start_producer(Emitter::with(
         ProducerOptions::new()
             .buffer_size(5)
             .buffer_keep(BufferKeep::Last),
@@ -321,7 +321,7 @@ async fn overflowing_a_buffer_that_keeps_the_last_counts_the_dropped_oldest() {
 
 #[tokio::test]
 async fn overflowing_a_buffer_that_keeps_the_first_counts_the_dropped_incoming() {
-    let producer = gen_stage::start_producer(Emitter::with(
+    let producer = weir_gen_stage::start_producer(Emitter::with(
         ProducerOptions::new()
             .buffer_size(5)
             .buffer_keep(BufferKeep::First),
@@ -346,13 +346,13 @@ async fn overflowing_a_buffer_that_keeps_the_first_counts_the_dropped_incoming()
 
 #[tokio::test]
 async fn a_cancelled_subscription_disappears_from_both_sides() {
-    let first = gen_stage::start_producer(Emitter::new())
+    let first = weir_gen_stage::start_producer(Emitter::new())
         .await
         .expect("producer");
-    let second = gen_stage::start_producer(Emitter::new())
+    let second = weir_gen_stage::start_producer(Emitter::new())
         .await
         .expect("producer");
-    let consumer = gen_stage::start_consumer(Sink { manual: false })
+    let consumer = weir_gen_stage::start_consumer(Sink { manual: false })
         .await
         .expect("consumer");
     let temporary = SubscribeOptions::new()
@@ -366,7 +366,8 @@ async fn a_cancelled_subscription_disappears_from_both_sides() {
         .subscribe(&second, temporary.clone())
         .await
         .expect("accepted");
-    let ids = |s: &gen_stage::StageStatus| s.producers.iter().map(|p| p.id()).collect::<Vec<_>>();
+    let ids =
+        |s: &weir_gen_stage::StageStatus| s.producers.iter().map(|p| p.id()).collect::<Vec<_>>();
     let status = consumer.status().await.expect("status");
     assert_eq!(ids(&status), vec![a, b]);
     assert!(
@@ -402,10 +403,10 @@ async fn a_cancelled_subscription_disappears_from_both_sides() {
 
 #[tokio::test]
 async fn a_producer_consumer_shows_both_sides_and_the_events_it_holds_for_downstream_demand() {
-    let producer = gen_stage::start_producer(Emitter::new())
+    let producer = weir_gen_stage::start_producer(Emitter::new())
         .await
         .expect("producer");
-    let pass = gen_stage::start_producer_consumer(Pass {
+    let pass = weir_gen_stage::start_producer_consumer(Pass {
         options: Some(ProducerConsumerOptions::new().dispatcher(BroadcastDispatcher::new())),
     })
     .await
@@ -431,7 +432,7 @@ async fn a_producer_consumer_shows_both_sides_and_the_events_it_holds_for_downst
     // GenStage's take_pc_events does), so the subscription counts 4
     // received (outstanding 6, above min_demand 5: no ask); 3 go out and
     // the fourth waits in the buffer.
-    let consumer = gen_stage::start_consumer(Sink { manual: true })
+    let consumer = weir_gen_stage::start_consumer(Sink { manual: true })
         .await
         .expect("consumer");
     let sub = consumer
@@ -451,7 +452,7 @@ async fn a_producer_consumer_shows_both_sides_and_the_events_it_holds_for_downst
 #[tokio::test]
 async fn accumulate_mode_and_partition_queues_show_in_the_producer_side() {
     let by_parity = PartitionDispatcher::with_hash(2, |n: u64| Some((n, (n % 2) as usize)));
-    let producer = gen_stage::start_producer(Emitter::with(
+    let producer = weir_gen_stage::start_producer(Emitter::with(
         ProducerOptions::new()
             .dispatcher(by_parity)
             .demand(DemandMode::Accumulate),
@@ -489,7 +490,7 @@ async fn accumulate_mode_and_partition_queues_show_in_the_producer_side() {
 
 #[tokio::test]
 async fn a_stopped_stage_answers_not_alive() {
-    let producer = gen_stage::start_producer(Emitter::new())
+    let producer = weir_gen_stage::start_producer(Emitter::new())
         .await
         .expect("producer");
     producer.stop(StopReason::Normal).await.expect("stopped");
@@ -538,7 +539,7 @@ async fn stages_in_a_group_answer_the_same_status() {
 
 #[tokio::test]
 async fn a_raw_protocol_end_has_no_status() {
-    let raw = gen_stage::protocol::RawProducer::<u64>::new();
+    let raw = weir_gen_stage::protocol::RawProducer::<u64>::new();
     let producer = raw.producer_ref();
     assert!(matches!(
         producer.status().await,
@@ -551,12 +552,12 @@ async fn a_raw_protocol_end_has_no_status() {
 
 #[tokio::test]
 async fn events_a_broadcast_selector_rejects_do_not_count_against_the_consumers_demand() {
-    let producer = gen_stage::start_producer(Emitter::with(
+    let producer = weir_gen_stage::start_producer(Emitter::with(
         ProducerOptions::new().dispatcher(BroadcastDispatcher::new()),
     ))
     .await
     .expect("producer");
-    let consumer = gen_stage::start_consumer(Sink { manual: true })
+    let consumer = weir_gen_stage::start_consumer(Sink { manual: true })
         .await
         .expect("consumer");
     let sub = consumer

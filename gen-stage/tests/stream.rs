@@ -3,20 +3,20 @@
 mod harness;
 
 use futures::StreamExt;
-use gen_stage::protocol::{RawProducer, ToProducer};
-use gen_stage::{
+use harness::{Counter, Note, TIMEOUT, demand, next_matching, notes};
+use weir_gen_stage::protocol::{RawProducer, ToProducer};
+use weir_gen_stage::{
     CancelMode, Cancellation, DemandMode, Error, ProducerOptions, StopReason, SubscribeOptions,
 };
-use harness::{Counter, Note, TIMEOUT, demand, next_matching, notes};
 
 #[tokio::test]
 async fn takes_10_events_out_of_a_demand_of_1000_and_cancels_on_drop() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     let stream =
-        gen_stage::stream([(producer.producer(), SubscribeOptions::new())]).expect("stream");
+        weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new())]).expect("stream");
     let first: Vec<u64> = stream.take(10).map(|e| e.expect("event")).collect().await;
     assert_eq!(first, (0..10).collect::<Vec<_>>());
     assert_eq!(demand(&mut seen).await, 1000);
@@ -33,11 +33,11 @@ async fn takes_10_events_out_of_a_demand_of_1000_and_cancels_on_drop() {
 #[tokio::test]
 async fn takes_300_events_with_max_demand_100_asking_as_it_goes() {
     let (notify, mut seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     let stream =
-        gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(100))])
+        weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(100))])
             .expect("stream");
     let events: Vec<u64> = stream.take(300).map(|e| e.expect("event")).collect().await;
     assert_eq!(events, (0..300).collect::<Vec<_>>());
@@ -48,10 +48,12 @@ async fn takes_300_events_with_max_demand_100_asking_as_it_goes() {
 #[tokio::test]
 async fn ends_when_its_producers_stop_normally() {
     let transient = || SubscribeOptions::new().cancel(CancelMode::Transient);
-    let a = gen_stage::from_iter(0..5u32).await.expect("producer");
-    let b = gen_stage::from_iter(100..103u32).await.expect("producer");
+    let a = weir_gen_stage::from_iter(0..5u32).await.expect("producer");
+    let b = weir_gen_stage::from_iter(100..103u32)
+        .await
+        .expect("producer");
     let mut events: Vec<u32> =
-        gen_stage::stream([(a.clone(), transient()), (b.clone(), transient())])
+        weir_gen_stage::stream([(a.clone(), transient()), (b.clone(), transient())])
             .expect("stream")
             .map(|e| e.expect("event"))
             .collect()
@@ -65,11 +67,11 @@ async fn ends_when_its_producers_stop_normally() {
 #[tokio::test]
 async fn a_permanent_subscription_ending_abnormally_yields_an_error_then_ends() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify).silent())
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify).silent())
         .await
         .expect("producer");
     let mut stream =
-        gen_stage::stream([(producer.producer(), SubscribeOptions::new())]).expect("stream");
+        weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new())]).expect("stream");
     producer
         .stop(StopReason::custom("boom"))
         .await
@@ -91,11 +93,11 @@ async fn a_permanent_subscription_ending_abnormally_yields_an_error_then_ends() 
 #[tokio::test]
 async fn a_temporary_subscription_to_a_dead_producer_ends_empty() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(Counter::new(0, notify))
+    let producer = weir_gen_stage::start_producer(Counter::new(0, notify))
         .await
         .expect("producer");
     producer.stop(StopReason::Normal).await.expect("stopped");
-    let events: Vec<_> = gen_stage::stream([(
+    let events: Vec<_> = weir_gen_stage::stream([(
         producer.producer(),
         SubscribeOptions::new().cancel(CancelMode::Temporary),
     )])
@@ -103,10 +105,11 @@ async fn a_temporary_subscription_to_a_dead_producer_ends_empty() {
     .collect()
     .await;
     assert!(events.is_empty());
-    let permanent: Vec<_> = gen_stage::stream([(producer.producer(), SubscribeOptions::new())])
-        .expect("stream")
-        .collect()
-        .await;
+    let permanent: Vec<_> =
+        weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new())])
+            .expect("stream")
+            .collect()
+            .await;
     assert!(
         matches!(
             permanent.as_slice(),
@@ -122,8 +125,8 @@ async fn a_temporary_subscription_to_a_dead_producer_ends_empty() {
 #[tokio::test]
 async fn a_refused_subscription_yields_the_refusal() {
     let mut producer = RawProducer::<u8>::new();
-    let mut stream =
-        gen_stage::stream([(producer.producer_ref(), SubscribeOptions::new())]).expect("stream");
+    let mut stream = weir_gen_stage::stream([(producer.producer_ref(), SubscribeOptions::new())])
+        .expect("stream");
     let Some(ToProducer::Subscribe {
         subscription,
         consumer,
@@ -147,7 +150,7 @@ async fn a_refused_subscription_yields_the_refusal() {
 #[tokio::test]
 async fn invalid_options_are_refused_before_anything_is_subscribed() {
     let mut producer = RawProducer::<u8>::new();
-    let error = gen_stage::stream([(
+    let error = weir_gen_stage::stream([(
         producer.producer_ref(),
         SubscribeOptions::new().max_demand(0),
     )])
@@ -165,13 +168,14 @@ async fn invalid_options_are_refused_before_anything_is_subscribed() {
 #[tokio::test]
 async fn it_releases_an_accumulating_producer() {
     let (notify, _seen) = notes();
-    let producer = gen_stage::start_producer(
+    let producer = weir_gen_stage::start_producer(
         Counter::new(0, notify).with_options(ProducerOptions::new().demand(DemandMode::Accumulate)),
     )
     .await
     .expect("producer");
-    let stream = gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(5))])
-        .expect("stream");
+    let stream =
+        weir_gen_stage::stream([(producer.producer(), SubscribeOptions::new().max_demand(5))])
+            .expect("stream");
     let events: Vec<u64> =
         tokio::time::timeout(TIMEOUT, stream.take(5).map(|e| e.expect("event")).collect())
             .await

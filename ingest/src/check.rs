@@ -19,14 +19,14 @@ use chrono::{DateTime, Utc};
 use crate::error::{BadData, IngestError, Place};
 use crate::read::Placed;
 use crate::schema::{self, type_name};
-use odf::{DatasetVocabulary, MergeStrategy};
 use weir_dataset::data::utc_millis;
+use weir_odf::{DatasetVocabulary, MergeStrategy};
 
 /// Refuses a schema with a column ODF's logical hash cannot hash (the slice could not be committed).
 fn hashable(schema: &Schema, file: &str) -> Result<(), BadData> {
-    match odf::logical_hash::LogicalHasher::new(schema) {
+    match weir_odf::logical_hash::LogicalHasher::new(schema) {
         Ok(_) => Ok(()),
-        Err(odf::logical_hash::LogicalHashError::UnsupportedType { field, data_type }) => {
+        Err(weir_odf::logical_hash::LogicalHashError::UnsupportedType { field, data_type }) => {
             Err(BadData::UnhashableType {
                 file: file.to_string(),
                 column: field,
@@ -302,7 +302,7 @@ mod tests {
     }
 
     fn snapshot() -> MergeStrategy {
-        MergeStrategy::Snapshot(odf::MergeStrategySnapshot {
+        MergeStrategy::Snapshot(weir_odf::MergeStrategySnapshot {
             primary_key: vec!["id".into(), "name".into()],
             compare_columns: None,
         })

@@ -11,7 +11,7 @@
 //! `FromMetadata` reads it from the copy.
 
 use chrono::{DateTime, NaiveDate, TimeZone as _, Utc};
-use odf::{EventTimeSource, FetchStep};
+use weir_odf::{EventTimeSource, FetchStep};
 
 use super::fetch::{FetchError, Fetched};
 

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt as _;
 
-use odf::{FetchStepUrl, Sha3Hasher, SourceState};
 use weir_dataset::progress::{Phase, Progress, Report};
+use weir_odf::{FetchStepUrl, Sha3Hasher, SourceState};
 
 /// Source state kind of a glob: the name of the last file ingested.
 pub const STATE_LAST_FILE: &str = "weir/last-file";

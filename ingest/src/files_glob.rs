@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use odf::{AddData, FetchStepFilesGlob, SourceState};
+use weir_odf::{AddData, FetchStepFilesGlob, SourceState};
 
 use crate::fetch::{FetchError, Fetched, STATE_LAST_FILE};
 use crate::source_file::{FileSnapshot, FileStamp, RecordedFile, SnapshotError, hash_file};
@@ -152,7 +152,7 @@ pub struct PendingFile {
 
 impl PendingFile {
     /// The extra attributes of the `AddData` that ingests it: what it was when it was read.
-    pub fn extra(&self) -> Option<odf::ExtraAttributes> {
+    pub fn extra(&self) -> Option<weir_odf::ExtraAttributes> {
         self.snapshot.recorded().to_extra()
     }
 }

@@ -22,12 +22,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use odf::{FetchStepUrl, Sha3Hasher, SourceState};
 use reqwest::StatusCode;
 use reqwest::header::{
     ETAG, HeaderMap, HeaderName, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
 };
 use tracing::{info, warn};
+use weir_odf::{FetchStepUrl, Sha3Hasher, SourceState};
 
 use super::fetch::{FetchError, Fetched, STATE_ETAG};
 use weir_dataset::progress::{Phase, Progress, Report};

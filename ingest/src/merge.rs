@@ -14,8 +14,8 @@ use arrow::compute::{cast, interleave};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 
-use odf::{DatasetVocabulary, MergeStrategy};
 use weir_dataset::data::{self, DataError, arrow_err};
+use weir_odf::{DatasetVocabulary, MergeStrategy};
 
 /// `+A`: a new record.
 pub const OP_APPEND: i32 = 0;
@@ -375,7 +375,7 @@ fn digests(batch: &RecordBatch, columns: &[String]) -> Result<Vec<[u8; 16]>, Dat
     Ok(rows
         .iter()
         .map(|r| {
-            let h = odf::Multihash::sha3_256(r.as_ref());
+            let h = weir_odf::Multihash::sha3_256(r.as_ref());
             let mut d = [0u8; 16];
             d.copy_from_slice(&h.digest()[..16]);
             d
@@ -628,7 +628,7 @@ mod tests {
     #[test]
     fn ledger_drops_records_already_seen() {
         let v = DatasetVocabulary::default();
-        let s = MergeStrategy::Ledger(odf::MergeStrategyLedger {
+        let s = MergeStrategy::Ledger(weir_odf::MergeStrategyLedger {
             primary_key: vec!["id".into()],
         });
         let first = merge(&s, None, &rows(&[1, 2], &["a", "b"]), &v).unwrap();
@@ -641,7 +641,7 @@ mod tests {
     #[test]
     fn a_ledger_index_drops_what_the_history_or_an_earlier_batch_holds_as_merge_does() {
         let v = DatasetVocabulary::default();
-        let s = MergeStrategy::Ledger(odf::MergeStrategyLedger {
+        let s = MergeStrategy::Ledger(weir_odf::MergeStrategyLedger {
             primary_key: vec!["id".into()],
         });
         let prev = stored(
@@ -675,7 +675,7 @@ mod tests {
     #[test]
     fn snapshot_emits_appends_corrections_and_retractions() {
         let v = DatasetVocabulary::default();
-        let s = MergeStrategy::Snapshot(odf::MergeStrategySnapshot {
+        let s = MergeStrategy::Snapshot(weir_odf::MergeStrategySnapshot {
             primary_key: vec!["id".into()],
             compare_columns: None,
         });
@@ -739,7 +739,7 @@ mod tests {
     #[test]
     fn a_streamed_snapshot_merge_equals_the_whole_history_merge() {
         let v = DatasetVocabulary::default();
-        let s = MergeStrategy::Snapshot(odf::MergeStrategySnapshot {
+        let s = MergeStrategy::Snapshot(weir_odf::MergeStrategySnapshot {
             primary_key: vec!["id".into()],
             compare_columns: None,
         });

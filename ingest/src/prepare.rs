@@ -18,8 +18,8 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use odf::{CompressionFormat, PrepStep, ReadStep};
 use tokio::io::AsyncReadExt as _;
+use weir_odf::{CompressionFormat, PrepStep, ReadStep};
 
 use super::fetch::Fetched;
 
@@ -301,7 +301,7 @@ mod tests {
             name: name.into(),
             path,
             size: bytes.len() as u64,
-            state: odf::SourceState {
+            state: weir_odf::SourceState {
                 source_name: "default".into(),
                 kind: "odf/etag".into(),
                 value: "x".into(),
@@ -310,7 +310,7 @@ mod tests {
     }
 
     fn csv() -> ReadStep {
-        ReadStep::Csv(odf::ReadStepCsv::default())
+        ReadStep::Csv(weir_odf::ReadStepCsv::default())
     }
 
     #[tokio::test]
@@ -320,7 +320,7 @@ mod tests {
         gz.write_all(b"a,b\n1,2\n").unwrap();
         let gz = gz.finish().unwrap();
         let f = fetched(dir.path(), "s.csv.gz", &gz);
-        let step = PrepStep::Decompress(odf::PrepStepDecompress {
+        let step = PrepStep::Decompress(weir_odf::PrepStepDecompress {
             format: CompressionFormat::Gzip,
             sub_path: None,
         });
@@ -348,7 +348,7 @@ mod tests {
         let bytes = w.finish().unwrap().into_inner();
         let f = fetched(dir.path(), "s.zip", &bytes);
         let step = |sub: Option<&str>| {
-            PrepStep::Decompress(odf::PrepStepDecompress {
+            PrepStep::Decompress(weir_odf::PrepStepDecompress {
                 format: CompressionFormat::Zip,
                 sub_path: sub.map(str::to_string),
             })
@@ -375,7 +375,7 @@ mod tests {
     async fn a_pipe_runs_in_its_own_folder_with_a_minimal_environment() {
         let dir = tempfile::tempdir().unwrap();
         let f = fetched(dir.path(), "s.csv", b"preamble\nOBSERVATIONS\na,b\n1,2\n");
-        let sed = PrepStep::Pipe(odf::PrepStepPipe {
+        let sed = PrepStep::Pipe(weir_odf::PrepStepPipe {
             command: vec!["sed".into(), "-e".into(), "1,/OBSERVATIONS/d".into()],
         });
         let out = prepare(&[sed], &csv(), f.clone(), dir.path(), dir.path())
@@ -383,7 +383,7 @@ mod tests {
             .unwrap();
         assert_eq!(std::fs::read_to_string(&out.path).unwrap(), "a,b\n1,2\n");
         // The command sees PATH, LC_ALL, HOME and TMPDIR, none of the calling environment.
-        let env = PrepStep::Pipe(odf::PrepStepPipe {
+        let env = PrepStep::Pipe(weir_odf::PrepStepPipe {
             command: vec![
                 "sh".into(),
                 "-c".into(),
@@ -399,7 +399,7 @@ mod tests {
         }
         assert!(!text.contains("CARGO"), "{text}");
         assert!(text.trim_end().ends_with("prepare-0"), "{text}");
-        let failing = PrepStep::Pipe(odf::PrepStepPipe {
+        let failing = PrepStep::Pipe(weir_odf::PrepStepPipe {
             command: vec!["sh".into(), "-c".into(), "echo broken >&2; exit 3".into()],
         });
         let err = prepare(&[failing], &csv(), f, dir.path(), dir.path())

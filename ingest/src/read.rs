@@ -19,8 +19,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{BadData, IngestError, Place, Places, Unit};
 use crate::schema::{self, type_name};
-use odf::ReadStep;
 use weir_dataset::data::{DataError, utc_millis};
+use weir_odf::ReadStep;
 
 /// Records per batch.
 const BATCH_ROWS: usize = 8192;
@@ -278,7 +278,7 @@ pub struct CsvOptions {
 impl CsvOptions {
     /// The options a read step gives. Its `encoding` must be UTF-8 and its date and timestamp formats
     /// `rfc3339` (what kamu reads too); `weir validate` refuses others.
-    pub fn of(step: &odf::ReadStepCsv) -> Result<Self, DataError> {
+    pub fn of(step: &weir_odf::ReadStepCsv) -> Result<Self, DataError> {
         let one_byte = |name: &str, v: Option<&str>, default: Option<u8>| match v {
             None => Ok(default),
             Some("") => Ok(None),
@@ -854,7 +854,7 @@ mod tests {
     use super::*;
 
     fn csv_step(schema: &[&str]) -> ReadStep {
-        ReadStep::Csv(odf::ReadStepCsv {
+        ReadStep::Csv(weir_odf::ReadStepCsv {
             schema: Some(schema.iter().map(|s| s.to_string()).collect()),
             header: Some(true),
             ..Default::default()
@@ -878,7 +878,7 @@ mod tests {
         let b = read(&csv_step(&[]), &text.clone().into(), "t.csv").unwrap();
         assert_eq!(b.num_rows(), 2);
         assert_eq!(b.schema().field(0).data_type(), &DataType::Utf8);
-        let infer = ReadStep::Csv(odf::ReadStepCsv {
+        let infer = ReadStep::Csv(weir_odf::ReadStepCsv {
             header: Some(true),
             infer_schema: Some(true),
             ..Default::default()
@@ -889,7 +889,7 @@ mod tests {
 
     #[test]
     fn csv_with_ddl_schema_parses_timestamps() {
-        let step = ReadStep::Csv(odf::ReadStepCsv {
+        let step = ReadStep::Csv(weir_odf::ReadStepCsv {
             schema: Some(vec!["at TIMESTAMP".into(), "v DOUBLE".into()]),
             separator: Some(";".into()),
             header: Some(false),
@@ -1006,7 +1006,7 @@ mod tests {
 
     #[test]
     fn ndjson_is_inferred() {
-        let step = ReadStep::NdJson(odf::ReadStepNdJson::default());
+        let step = ReadStep::NdJson(weir_odf::ReadStepNdJson::default());
         let b = read(
             &step,
             &Bytes::from("{\"a\": 1}\n{\"a\": 2}\n").into(),
@@ -1019,7 +1019,7 @@ mod tests {
 
     #[test]
     fn ndjson_refusals_name_the_line_past_blank_lines() {
-        let step = ReadStep::NdJson(odf::ReadStepNdJson {
+        let step = ReadStep::NdJson(weir_odf::ReadStepNdJson {
             schema: Some(vec!["id BIGINT".into()]),
             ..Default::default()
         });
@@ -1036,7 +1036,7 @@ mod tests {
 
     #[test]
     fn an_ndjson_number_is_not_a_timestamp() {
-        let step = ReadStep::NdJson(odf::ReadStepNdJson {
+        let step = ReadStep::NdJson(weir_odf::ReadStepNdJson {
             schema: Some(vec!["at TIMESTAMP".into()]),
             ..Default::default()
         });

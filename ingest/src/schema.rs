@@ -12,9 +12,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{BadData, ChangedType, IngestError};
-use odf::{DataSlice, DatasetVocabulary};
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind};
 use weir_dataset::data::{DataError, arrow_err, parquet_err};
+use weir_odf::{DataSlice, DatasetVocabulary};
 
 /// The data columns (all but offset, op and system time) a root dataset's records have, or `None` before
 /// its first data. Today that is the schema of its first data slice; it is the one place to read it from
@@ -267,7 +267,7 @@ mod tests {
         let slice = DataSlice {
             logical_hash: hash,
             physical_hash: hash,
-            offset_interval: odf::OffsetInterval { start: 0, end: 1 },
+            offset_interval: weir_odf::OffsetInterval { start: 0, end: 1 },
             size,
         };
         assert_eq!(slice_schema(&store, &slice).await.unwrap(), expected);

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use odf::{Multihash, Sha3Hasher};
 use weir_dataset::progress::{Phase, Progress, Report};
+use weir_odf::{Multihash, Sha3Hasher};
 
 /// What identifies a file's content short of reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,14 +269,14 @@ impl RecordedFile {
     pub const KEY: &'static str = "weir.dev/source-file";
 
     /// The extra attributes of an `AddData` recording this file.
-    pub fn to_extra(&self) -> Option<odf::ExtraAttributes> {
+    pub fn to_extra(&self) -> Option<weir_odf::ExtraAttributes> {
         let mut map = serde_json::Map::new();
         map.insert(Self::KEY.to_string(), serde_json::to_value(self).ok()?);
-        odf::ExtraAttributes::from_map(&map).ok()
+        weir_odf::ExtraAttributes::from_map(&map).ok()
     }
 
     /// The file an `AddData`'s extra attributes record, if any (anything else there is ignored).
-    pub fn from_extra(extra: &odf::ExtraAttributes) -> Option<Self> {
+    pub fn from_extra(extra: &weir_odf::ExtraAttributes) -> Option<Self> {
         let value = extra.get(Self::KEY).ok()??;
         serde_json::from_value(value).ok()
     }

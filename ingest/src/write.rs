@@ -12,9 +12,9 @@ use arrow::datatypes::SchemaRef;
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
 
-use odf::logical_hash::{HashingThread, LogicalHasher};
-use odf::{DatasetVocabulary, Multihash, Sha3Hasher};
 use weir_dataset::data::{self, DataError};
+use weir_odf::logical_hash::{HashingThread, LogicalHasher};
+use weir_odf::{DatasetVocabulary, Multihash, Sha3Hasher};
 
 /// Batches queued for the logical hash's thread: the writer runs at most this far ahead of it.
 const HASH_QUEUE: usize = 16;
@@ -86,7 +86,7 @@ pub struct WrittenSlice {
     pub max_event_time: Option<DateTime<Utc>>,
 }
 
-fn hash_err(e: odf::logical_hash::LogicalHashError) -> DataError {
+fn hash_err(e: weir_odf::logical_hash::LogicalHashError) -> DataError {
     DataError::Column {
         message: e.to_string(),
     }

@@ -1,12 +1,12 @@
 //! ODF's logical hash of 1 000 000 records shaped like a Weir data slice (offset, op, system_time,
 //! event_time, a city name, two numbers), in batches of 65 536 rows as the coordinator reads them:
 //! `LogicalHasher` (a batch's columns hashed on several threads) against arrow-digest's `RecordDigestV0`
-//! (one thread), and `RecordDigestV0` over the crate's SHA3-256 (`odf::Sha3Hasher`, assembly on x86_64 and
+//! (one thread), and `RecordDigestV0` over the crate's SHA3-256 (`weir_odf::Sha3Hasher`, assembly on x86_64 and
 //! aarch64) against it over RustCrypto's portable `sha3`, interleaved in one run. The hashes are checked
 //! equal first.
 //!
 //! ```sh
-//! cargo bench -p odf --features arrow --bench logical_hash     # `cargo xtask bench -p odf` runs it too
+//! cargo bench -p weir-odf --features arrow --bench logical_hash     # `cargo xtask bench -p weir-odf` runs it too
 //! ```
 
 use std::hint::black_box;
@@ -19,7 +19,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow_digest::{RecordDigest, RecordDigestV0};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use odf::logical_hash::LogicalHasher;
+use weir_odf::logical_hash::LogicalHasher;
 
 const ROWS: usize = 1_000_000;
 const BATCH: usize = 64 * 1024;
@@ -105,10 +105,10 @@ fn bench(c: &mut Criterion) {
         "the same logical hash"
     );
     assert_eq!(
-        arrow_digest::<odf::Sha3Hasher>(&schema, &batches),
+        arrow_digest::<weir_odf::Sha3Hasher>(&schema, &batches),
         arrow_digest::<Portable>(&schema, &batches),
         "the same SHA3-256 ({})",
-        odf::Sha3Hasher::BACKEND
+        weir_odf::Sha3Hasher::BACKEND
     );
     let mut group = c.benchmark_group("logical_hash");
     group
@@ -118,7 +118,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(arrow_digest::<Portable>(&schema, &batches)))
     });
     group.bench_function("record_digest_v0_one_thread_odf_sha3", |b| {
-        b.iter(|| black_box(arrow_digest::<odf::Sha3Hasher>(&schema, &batches)))
+        b.iter(|| black_box(arrow_digest::<weir_odf::Sha3Hasher>(&schema, &batches)))
     });
     group.bench_function("logical_hasher_columns_on_threads", |b| {
         b.iter(|| black_box(weir(&schema, &batches)))

@@ -3,13 +3,13 @@
 //!
 //! ```
 //! use arrow::datatypes::{DataType as Arrow, Field, Schema, TimeUnit as ArrowUnit};
-//! use odf::{DataField, DataSchema, DataType, DataTypeTimestamp, TimeUnit};
+//! use weir_odf::{DataField, DataSchema, DataType, DataTypeTimestamp, TimeUnit};
 //!
 //! let arrow = Schema::new(vec![
 //!     Field::new("system_time", Arrow::Timestamp(ArrowUnit::Millisecond, Some("UTC".into())), false),
 //!     Field::new("city", Arrow::Utf8, true),
 //! ]);
-//! let odf = odf::arrow_schema::data_schema_from_arrow(&arrow)?;
+//! let odf = weir_odf::arrow_schema::data_schema_from_arrow(&arrow)?;
 //! assert_eq!(odf, DataSchema::new(vec![
 //!     DataField::new("system_time", DataType::Timestamp(DataTypeTimestamp {
 //!         unit: TimeUnit::Millisecond,
@@ -19,8 +19,8 @@
 //! ]));
 //!
 //! let as_views = Schema::new(vec![arrow.field(0).clone(), Field::new("city", Arrow::Utf8View, true)]);
-//! assert!(odf::arrow_schema::same_logical_schema(&arrow, &as_views));
-//! # Ok::<(), odf::arrow_schema::UnsupportedArrowType>(())
+//! assert!(weir_odf::arrow_schema::same_logical_schema(&arrow, &as_views));
+//! # Ok::<(), weir_odf::arrow_schema::UnsupportedArrowType>(())
 //! ```
 
 use arrow::datatypes::{DataType as Arrow, Field, Fields, Schema, TimeUnit as ArrowUnit};

@@ -22,7 +22,7 @@ const BASE58BTC_PREFIX: char = 'z';
 /// `did:odf:fed01…`.
 ///
 /// ```
-/// use odf::DatasetId;
+/// use weir_odf::DatasetId;
 /// let id = DatasetId::from_key([7; 32]);
 /// let text = id.to_string();
 /// assert!(text.starts_with("did:odf:fed01"));
@@ -32,7 +32,7 @@ const BASE58BTC_PREFIX: char = 'z';
 /// let base58 = id.to_base58_did();
 /// assert!(base58.starts_with("did:odf:z"));
 /// assert_eq!(base58.parse::<DatasetId>()?, id);
-/// # Ok::<(), odf::DatasetIdError>(())
+/// # Ok::<(), weir_odf::DatasetIdError>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DatasetId {

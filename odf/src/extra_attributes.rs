@@ -14,10 +14,10 @@ use crate::generated as fb;
 /// text meant for kamu should be in that form; with feature `serde`, [`ExtraAttributes::from_map`] writes it.
 ///
 /// ```
-/// let extra = odf::ExtraAttributes::from_json(r#"{"weir.dev/engine":"datafusion"}"#);
+/// let extra = weir_odf::ExtraAttributes::from_json(r#"{"weir.dev/engine":"datafusion"}"#);
 /// assert_eq!(extra.as_json(), r#"{"weir.dev/engine":"datafusion"}"#);
-/// assert!(odf::ExtraAttributes::is_valid_key("weir.dev/engine"));
-/// assert!(!odf::ExtraAttributes::is_valid_key("engine"));
+/// assert!(weir_odf::ExtraAttributes::is_valid_key("weir.dev/engine"));
+/// assert!(!weir_odf::ExtraAttributes::is_valid_key("engine"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ExtraAttributes {

@@ -2,8 +2,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-// The generated code is the only unsafe code of the crate (flatc's accessors, behind the verifier).
+// The generated code is the only unsafe code of the crate (flatc's accessors, behind the verifier). It is
+// not part of the API (hidden, outside semver): the owned model is; the crate's tests use it to build
+// malformed buffers another implementation might send.
 #[allow(unsafe_code)]
+#[doc(hidden)]
 pub mod generated;
 
 mod codec;

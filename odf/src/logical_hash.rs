@@ -20,14 +20,14 @@
 //! let batch = |from: i64| {
 //!     RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(from..from + 2))])
 //! };
-//! let mut in_one = odf::logical_hash::LogicalHasher::new(&schema)?;
+//! let mut in_one = weir_odf::logical_hash::LogicalHasher::new(&schema)?;
 //! in_one.update(&RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..4))])?)?;
-//! let mut in_two = odf::logical_hash::LogicalHasher::new(&schema)?;
+//! let mut in_two = weir_odf::logical_hash::LogicalHasher::new(&schema)?;
 //! in_two.update(&batch(0)?)?;
 //! in_two.update(&batch(2)?)?;
 //! let hash = in_one.finish();
 //! assert_eq!(hash, in_two.finish());
-//! assert_eq!(hash.codec(), odf::Multicodec::Arrow0_Sha3_256);
+//! assert_eq!(hash.codec(), weir_odf::Multicodec::Arrow0_Sha3_256);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -5,7 +5,7 @@ use std::fmt;
 /// A multicodec code known to ODF (<https://github.com/multiformats/multicodec>).
 ///
 /// ```
-/// use odf::Multicodec;
+/// use weir_odf::Multicodec;
 /// assert_eq!(Multicodec::from_code(0x16), Some(Multicodec::Sha3_256));
 /// assert_eq!(Multicodec::OdfMetadataBlock.code(), 0x40_0000);
 /// assert_eq!(Multicodec::Arrow0_Sha3_256.to_string(), "arrow0-sha3-256");

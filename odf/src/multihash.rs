@@ -16,14 +16,14 @@ pub const DIGEST_LEN: usize = 32;
 /// A multihash: a hash [`Multicodec`] and a 32-byte digest.
 ///
 /// ```
-/// use odf::{Multicodec, Multihash};
+/// use weir_odf::{Multicodec, Multihash};
 /// let h = Multihash::sha3_256(b"hello");
 /// assert_eq!(h.codec(), Multicodec::Sha3_256);
 /// let text = h.to_string();
 /// assert!(text.starts_with("f1620"));
 /// assert_eq!(text.parse::<Multihash>()?, h);
 /// assert_eq!(Multihash::from_bytes(&h.to_bytes())?, h);
-/// # Ok::<(), odf::MultihashError>(())
+/// # Ok::<(), weir_odf::MultihashError>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Multihash {
@@ -185,7 +185,7 @@ impl FromStr for Multihash {
 /// each other, `tests/vectors.rs` to the reference's hashes.
 ///
 /// ```
-/// use odf::{Multihash, Sha3Hasher};
+/// use weir_odf::{Multihash, Sha3Hasher};
 /// let mut hasher = Sha3Hasher::new();
 /// hasher.update(b"hel");
 /// hasher.update(b"lo");

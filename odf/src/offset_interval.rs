@@ -7,7 +7,7 @@ use flatbuffers::WIPOffset;
 /// A closed interval of record offsets `[start, end]`.
 ///
 /// ```
-/// let slice = odf::OffsetInterval { start: 10, end: 19 };
+/// let slice = weir_odf::OffsetInterval { start: 10, end: 19 };
 /// assert_eq!(slice.len(), 10);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

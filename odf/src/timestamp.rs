@@ -5,10 +5,10 @@
 //! ```
 //! use chrono::{TimeZone, Utc};
 //! let t = Utc.with_ymd_and_hms(2024, 2, 1, 0, 0, 3).unwrap();
-//! let fb = odf::timestamp::to_flatbuffers(&t);
+//! let fb = weir_odf::timestamp::to_flatbuffers(&t);
 //! assert_eq!((fb.year(), fb.ordinal(), fb.seconds_from_midnight()), (2024, 32, 3));
-//! assert_eq!(odf::timestamp::from_flatbuffers(&fb)?, t);
-//! # Ok::<(), odf::TimestampError>(())
+//! assert_eq!(weir_odf::timestamp::from_flatbuffers(&fb)?, t);
+//! # Ok::<(), weir_odf::TimestampError>(())
 //! ```
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Timelike, Utc};

@@ -128,7 +128,7 @@ impl TransformSql {
     /// A one-step SQL transform in the form ODF stores (one step without alias in `queries`).
     ///
     /// ```
-    /// use odf::{SqlQueryStep, TransformSql};
+    /// use weir_odf::{SqlQueryStep, TransformSql};
     /// let sql = TransformSql::new("datafusion", "select * from foo");
     /// assert_eq!(sql.steps(), vec![SqlQueryStep { alias: None, query: "select * from foo".into() }]);
     /// ```

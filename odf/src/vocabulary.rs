@@ -5,10 +5,10 @@ use crate::SetVocab;
 /// The names of a dataset's system columns, with ODF's defaults filled in (what `SetVocab` leaves out).
 ///
 /// ```
-/// let vocab = odf::DatasetVocabulary::default();
+/// let vocab = weir_odf::DatasetVocabulary::default();
 /// assert_eq!(vocab.offset_column, "offset");
-/// let custom = odf::SetVocab { event_time_column: Some("date".into()), ..Default::default() };
-/// assert_eq!(odf::DatasetVocabulary::from(&custom).event_time_column, "date");
+/// let custom = weir_odf::SetVocab { event_time_column: Some("date".into()), ..Default::default() };
+/// assert_eq!(weir_odf::DatasetVocabulary::from(&custom).event_time_column, "date");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]

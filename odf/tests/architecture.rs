@@ -38,11 +38,11 @@ fn odf_depends_on_no_runtime_engine_or_query_crate() {
         "datafusion",
         "tonic",
         "object_store",
-        "engine-contract",
-        "engine-runtime",
-        "coordinator",
-        "reference-engine",
-        "gen-stage",
+        "weir-engine-contract",
+        "weir-engine-runtime",
+        "weir-cli",
+        "weir-reference-engine",
+        "weir-gen-stage",
     ] {
         assert!(
             !deps

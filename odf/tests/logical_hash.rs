@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
-use odf::logical_hash::LogicalHasher;
-use odf::{MetadataEvent, Multicodec, Multihash};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use weir_odf::logical_hash::LogicalHasher;
+use weir_odf::{MetadataEvent, Multicodec, Multihash};
 
 fn vectors_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/odf/vectors/chain");
@@ -63,19 +63,25 @@ fn logical_hashes_of_both_parquet_files_equal_the_recorded_ones() {
         let hash = hasher.finish();
         assert_eq!(hash.codec(), Multicodec::Arrow0_Sha3_256);
         assert_eq!(hash, recorded_logical_hash(name), "{name}");
-        assert_eq!(odf::logical_hash::of_batches(&schema, &batches), Ok(hash));
+        assert_eq!(
+            weir_odf::logical_hash::of_batches(&schema, &batches),
+            Ok(hash)
+        );
     }
 }
 
 #[test]
 fn the_logical_hash_does_not_depend_on_batch_boundaries() {
     let (schema, batches) = read_parquet("data_root.parquet");
-    let whole = odf::logical_hash::of_batches(&schema, &batches).expect("hashes");
+    let whole = weir_odf::logical_hash::of_batches(&schema, &batches).expect("hashes");
     let rows: Vec<RecordBatch> = batches
         .iter()
         .flat_map(|b| (0..b.num_rows()).map(move |i| b.slice(i, 1)))
         .collect();
-    assert_eq!(odf::logical_hash::of_batches(&schema, &rows), Ok(whole));
+    assert_eq!(
+        weir_odf::logical_hash::of_batches(&schema, &rows),
+        Ok(whole)
+    );
 }
 
 #[test]
@@ -86,7 +92,7 @@ fn a_batch_of_another_schema_is_a_schema_mismatch() {
     let mut hasher = LogicalHasher::new(&root).expect("supported");
     assert!(matches!(
         hasher.update(&projected),
-        Err(odf::logical_hash::LogicalHashError::SchemaMismatch { .. })
+        Err(weir_odf::logical_hash::LogicalHashError::SchemaMismatch { .. })
     ));
 }
 
@@ -99,7 +105,7 @@ fn a_null_column_is_unsupported_rather_than_a_panic() {
     )]);
     assert!(matches!(
         LogicalHasher::new(&schema),
-        Err(odf::logical_hash::LogicalHashError::UnsupportedType { .. })
+        Err(weir_odf::logical_hash::LogicalHashError::UnsupportedType { .. })
     ));
 }
 
@@ -110,9 +116,11 @@ fn the_arrow_schema_of_each_data_file_converts_to_its_set_data_schema() {
         ("data_deriv.parquet", "deriv/03_SetDataSchema.bin"),
     ] {
         let (schema, _) = read_parquet(data);
-        let converted = odf::arrow_schema::data_schema_from_arrow(&schema).expect("convertible");
+        let converted =
+            weir_odf::arrow_schema::data_schema_from_arrow(&schema).expect("convertible");
         let bytes = std::fs::read(vectors_dir().join(block)).expect("the block");
-        let MetadataEvent::SetDataSchema(e) = odf::decode_block(&bytes).expect("decodes").event
+        let MetadataEvent::SetDataSchema(e) =
+            weir_odf::decode_block(&bytes).expect("decodes").event
         else {
             panic!("{block} is not a SetDataSchema");
         };
@@ -142,19 +150,19 @@ fn string_and_binary_encodings_are_one_logical_type_even_when_nested() {
         ])
     };
     let a = nested(A::Utf8, A::Binary);
-    assert!(odf::arrow_schema::same_logical_schema(
+    assert!(weir_odf::arrow_schema::same_logical_schema(
         &a,
         &nested(A::Utf8View, A::LargeBinary)
     ));
-    assert!(odf::arrow_schema::same_logical_schema(
+    assert!(weir_odf::arrow_schema::same_logical_schema(
         &a,
         &nested(A::LargeUtf8, A::BinaryView)
     ));
-    assert!(!odf::arrow_schema::same_logical_schema(
+    assert!(!weir_odf::arrow_schema::same_logical_schema(
         &a,
         &nested(A::Binary, A::Binary)
     ));
     let (root, _) = read_parquet("data_root.parquet");
     let (deriv, _) = read_parquet("data_deriv.parquet");
-    assert!(odf::arrow_schema::same_logical_schema(&root, &deriv));
+    assert!(weir_odf::arrow_schema::same_logical_schema(&root, &deriv));
 }

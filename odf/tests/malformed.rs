@@ -1,8 +1,8 @@
 //! Bytes that are not a metadata block this crate reads: each gives its own error, never a panic.
 
 use flatbuffers::FlatBufferBuilder;
-use odf::generated as fb;
-use odf::{DatasetIdError, Error, TimestampError};
+use weir_odf::generated as fb;
+use weir_odf::{DatasetIdError, Error, TimestampError};
 
 fn seed_file() -> Vec<u8> {
     let path = concat!(
@@ -54,7 +54,7 @@ fn a_truncated_block_is_an_invalid_manifest_buffer() {
     for len in [0, 3, 20, bytes.len() / 2, bytes.len() - 1] {
         assert!(
             matches!(
-                odf::decode_block(&bytes[..len]),
+                weir_odf::decode_block(&bytes[..len]),
                 Err(Error::InvalidFlatbuffer {
                     buffer: "manifest",
                     ..
@@ -72,7 +72,7 @@ fn garbage_is_an_invalid_manifest_buffer() {
         b"kind: MetadataBlock\nversion: 2\n".to_vec(),
     ] {
         assert!(matches!(
-            odf::decode_block(&garbage),
+            weir_odf::decode_block(&garbage),
             Err(Error::InvalidFlatbuffer {
                 buffer: "manifest",
                 ..
@@ -87,7 +87,7 @@ fn a_manifest_of_another_kind_is_not_a_metadata_block() {
     id.extend([7; 32]);
     let content = seed_content(&id, a_valid_time());
     assert_eq!(
-        odf::decode_block(&manifest(0x16, 2, &content)),
+        weir_odf::decode_block(&manifest(0x16, 2, &content)),
         Err(Error::NotAMetadataBlock { kind: 0x16 })
     );
 }
@@ -95,10 +95,12 @@ fn a_manifest_of_another_kind_is_not_a_metadata_block() {
 #[test]
 fn manifest_versions_1_and_4_are_not_supported() {
     let bytes = seed_file();
-    let content = odf::manifest::read(&bytes).expect("a manifest").content;
+    let content = weir_odf::manifest::read(&bytes)
+        .expect("a manifest")
+        .content;
     for version in [1, 4] {
         assert_eq!(
-            odf::decode_block(&manifest(0x40_0000, version, content)),
+            weir_odf::decode_block(&manifest(0x40_0000, version, content)),
             Err(Error::UnsupportedManifestVersion { version })
         );
     }
@@ -107,18 +109,21 @@ fn manifest_versions_1_and_4_are_not_supported() {
 #[test]
 fn manifest_version_3_is_read() {
     let bytes = seed_file();
-    let content = odf::manifest::read(&bytes).expect("a manifest").content;
-    let (block, version) = odf::MetadataBlock::decode_versioned(&manifest(0x40_0000, 3, content))
-        .expect("version 3 is read");
-    assert_eq!(version, odf::ManifestVersion::V3);
-    assert_eq!(block, odf::decode_block(&bytes).expect("decodes"));
+    let content = weir_odf::manifest::read(&bytes)
+        .expect("a manifest")
+        .content;
+    let (block, version) =
+        weir_odf::MetadataBlock::decode_versioned(&manifest(0x40_0000, 3, content))
+            .expect("version 3 is read");
+    assert_eq!(version, weir_odf::ManifestVersion::V3);
+    assert_eq!(block, weir_odf::decode_block(&bytes).expect("decodes"));
 }
 
 #[test]
 fn a_seed_with_a_3_byte_id_is_an_invalid_dataset_id() {
     let content = seed_content(&[0xed, 0x01, 0x00], a_valid_time());
     assert_eq!(
-        odf::decode_block(&manifest(0x40_0000, 2, &content)),
+        weir_odf::decode_block(&manifest(0x40_0000, 2, &content)),
         Err(Error::InvalidDatasetId {
             field: "Seed.dataset_id",
             source: DatasetIdError::WrongLength { len: 3 },
@@ -132,7 +137,7 @@ fn a_block_without_system_time_is_missing_a_field() {
     id.extend([7; 32]);
     let content = seed_content(&id, None);
     assert_eq!(
-        odf::decode_block(&manifest(0x40_0000, 2, &content)),
+        weir_odf::decode_block(&manifest(0x40_0000, 2, &content)),
         Err(Error::MissingField {
             field: "MetadataBlock.system_time"
         })
@@ -145,7 +150,7 @@ fn day_0_of_a_year_is_an_invalid_timestamp() {
     id.extend([7; 32]);
     let content = seed_content(&id, Some(fb::Timestamp::new(2024, 0, 0, 0)));
     assert_eq!(
-        odf::decode_block(&manifest(0x40_0000, 2, &content)),
+        weir_odf::decode_block(&manifest(0x40_0000, 2, &content)),
         Err(Error::InvalidTimestamp {
             field: "MetadataBlock.system_time",
             source: TimestampError::InvalidDate {
@@ -159,9 +164,11 @@ fn day_0_of_a_year_is_an_invalid_timestamp() {
 #[test]
 fn truncated_content_is_an_invalid_metadata_block_buffer() {
     let bytes = seed_file();
-    let content = odf::manifest::read(&bytes).expect("a manifest").content;
+    let content = weir_odf::manifest::read(&bytes)
+        .expect("a manifest")
+        .content;
     assert!(matches!(
-        odf::decode_block(&manifest(0x40_0000, 2, &content[..content.len() / 2])),
+        weir_odf::decode_block(&manifest(0x40_0000, 2, &content[..content.len() / 2])),
         Err(Error::InvalidFlatbuffer {
             buffer: "metadata block",
             ..
@@ -180,7 +187,7 @@ fn an_unknown_event_type_is_an_unknown_union_type() {
     let root = b.finish();
     fbb.finish(root, None);
     assert_eq!(
-        odf::decode_block(&manifest(0x40_0000, 2, fbb.finished_data())),
+        weir_odf::decode_block(&manifest(0x40_0000, 2, fbb.finished_data())),
         Err(Error::UnknownUnionType {
             field: "MetadataBlock.event",
             tag: 99
@@ -192,13 +199,13 @@ fn an_unknown_event_type_is_an_unknown_union_type() {
 fn every_prefix_and_every_flipped_byte_of_every_vector_decodes_or_errs_without_panicking() {
     let bytes = seed_file();
     for len in 0..bytes.len() {
-        let _ = odf::decode_block(&bytes[..len]);
+        let _ = weir_odf::decode_block(&bytes[..len]);
     }
     for at in 0..bytes.len() {
         for bit in 0..8 {
             let mut flipped = bytes.clone();
             flipped[at] ^= 1 << bit;
-            let _ = odf::decode_block(&flipped);
+            let _ = weir_odf::decode_block(&flipped);
         }
     }
 }

@@ -1,10 +1,10 @@
 //! Random blocks of every event: decode(encode(b)) == b, and encoding what was decoded gives the same bytes.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use odf::*;
 use proptest::collection::vec;
 use proptest::option::of;
 use proptest::prelude::*;
+use weir_odf::*;
 
 fn text() -> impl Strategy<Value = String> {
     "[a-zA-Z0-9 _./:-]{0,12}"

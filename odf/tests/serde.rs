@@ -2,8 +2,8 @@
 //! vectors (`kamu_yaml` in vectors.json, transcribed).
 #![cfg(feature = "serde")]
 
-use odf::{DatasetSnapshot, MetadataBlock, MetadataEvent};
 use serde_json::json;
+use weir_odf::{DatasetSnapshot, MetadataBlock, MetadataEvent};
 
 fn block(file: &str) -> MetadataBlock {
     let path = format!(
@@ -12,7 +12,7 @@ fn block(file: &str) -> MetadataBlock {
     );
     let bytes = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("the ODF chain vectors are missing ({path}): {e}"));
-    odf::decode_block(&bytes).expect("decodes")
+    weir_odf::decode_block(&bytes).expect("decodes")
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn a_dataset_snapshot_manifest_reads_into_the_model() {
         ]
     }))
     .expect("a snapshot");
-    assert_eq!(snapshot.kind, odf::DatasetKind::Derivative);
+    assert_eq!(snapshot.kind, weir_odf::DatasetKind::Derivative);
     let MetadataEvent::SetTransform(t) = &snapshot.metadata[0] else {
         panic!("SetTransform first")
     };
@@ -128,7 +128,8 @@ fn unknown_fields_and_keys_that_are_not_domain_paths_are_rejected() {
             .is_err()
     );
     assert!(
-        serde_json::from_value::<odf::ExtraAttributes>(json!({"engine": "datafusion"})).is_err(),
+        serde_json::from_value::<weir_odf::ExtraAttributes>(json!({"engine": "datafusion"}))
+            .is_err(),
         "a key without a domain"
     );
 }

@@ -1,4 +1,4 @@
-//! The crate's SHA3-256 (`odf::Sha3Hasher`: CRYPTOGAMS assembly on x86_64 and aarch64) gives RustCrypto's
+//! The crate's SHA3-256 (`weir_odf::Sha3Hasher`: CRYPTOGAMS assembly on x86_64 and aarch64) gives RustCrypto's
 //! portable SHA3-256 for any bytes fed in any pieces: every hash ODF stores goes through it.
 
 use proptest::prelude::*;
@@ -6,7 +6,7 @@ use sha3::Digest as _;
 
 /// The crate's digest of `bytes`, in one update.
 fn digest(bytes: &[u8]) -> [u8; 32] {
-    let mut hasher = odf::Sha3Hasher::new();
+    let mut hasher = weir_odf::Sha3Hasher::new();
     hasher.update(bytes);
     *hasher.finish().digest()
 }
@@ -37,8 +37,8 @@ fn a_large_input_matches() {
         .collect();
     assert_eq!(digest(&bytes), portable(&bytes));
     assert_eq!(
-        odf::Multihash::sha3_256(&bytes),
-        odf::Multihash::from_sha3_256_digest(portable(&bytes))
+        weir_odf::Multihash::sha3_256(&bytes),
+        weir_odf::Multihash::from_sha3_256_digest(portable(&bytes))
     );
 }
 
@@ -48,7 +48,7 @@ proptest! {
                                       cuts in proptest::collection::vec(0usize..2048, 0..12)) {
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
         cuts.sort_unstable();
-        let mut hasher = odf::Sha3Hasher::new();
+        let mut hasher = weir_odf::Sha3Hasher::new();
         let mut from = 0;
         for cut in cuts.into_iter().chain([bytes.len()]) {
             hasher.update(&bytes[from..cut]);

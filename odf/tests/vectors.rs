@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use odf::{DataSlice, DatasetId, ManifestVersion, MetadataBlock, MetadataEvent, Multihash};
 use serde_json::Value;
+use weir_odf::{DataSlice, DatasetId, ManifestVersion, MetadataBlock, MetadataEvent, Multihash};
 
 fn vectors_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/odf/vectors/chain");
@@ -53,7 +53,7 @@ fn every_block_decodes_as_a_version_2_metadata_block_matching_vectors_json() {
             "{file}"
         );
         assert_eq!(entry["manifest_kind"].as_u64(), Some(0x40_0000), "{file}");
-        let manifest = odf::manifest::read(&bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let manifest = weir_odf::manifest::read(&bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(manifest.version, ManifestVersion::V2, "{file}");
         assert_eq!(
             manifest.content.len() as u64,
@@ -95,8 +95,8 @@ fn re_encoding_every_decoded_block_gives_identical_bytes() {
     for entry in all_entries(&v) {
         let file = text(&entry["file"]);
         let bytes = read(file);
-        let block = odf::decode_block(&bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let encoded = odf::encode_block(&block);
+        let block = weir_odf::decode_block(&bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let encoded = weir_odf::encode_block(&block);
         if encoded != bytes {
             let first = encoded.iter().zip(&bytes).position(|(a, b)| a != b);
             panic!(
@@ -118,10 +118,10 @@ fn block_hashes_match_the_recorded_ones_and_link_the_chains() {
         for (seq, entry) in blocks.iter().enumerate() {
             let file = text(&entry["file"]);
             let bytes = read(file);
-            let hash = odf::block_hash(&bytes);
+            let hash = weir_odf::block_hash(&bytes);
             assert_eq!(hash.to_string(), text(&entry["block_hash"]), "{file}");
             assert_eq!(MetadataBlock::hash(&bytes), hash);
-            let block = odf::decode_block(&bytes).expect("decodes");
+            let block = weir_odf::decode_block(&bytes).expect("decodes");
             assert_eq!(block.sequence_number, seq as u64, "{file}");
             assert_eq!(block.prev_block_hash, prev, "{file}");
             if seq == 0 {
@@ -165,10 +165,10 @@ fn hashes_and_dataset_ids_parse_and_print_to_the_exact_text() {
     }
     for file in v["data_files"].as_array().expect("data files") {
         let logical: Multihash = text(&file["logical_hash"]).parse().expect("a multihash");
-        assert_eq!(logical.codec(), odf::Multicodec::Arrow0_Sha3_256);
+        assert_eq!(logical.codec(), weir_odf::Multicodec::Arrow0_Sha3_256);
         assert_eq!(logical.to_string(), text(&file["logical_hash"]));
         let physical: Multihash = text(&file["physical_hash"]).parse().expect("a multihash");
-        assert_eq!(physical.codec(), odf::Multicodec::Sha3_256);
+        assert_eq!(physical.codec(), weir_odf::Multicodec::Sha3_256);
     }
 }
 
@@ -182,13 +182,17 @@ fn seeds_carry_the_dataset_ids_and_kinds() {
         .map(|d| text(&d["id"]).parse().expect("an id"))
         .collect();
     for (file, id, kind) in [
-        ("root/00_Seed.bin", ids[0], odf::DatasetKind::Root),
-        ("deriv/00_Seed.bin", ids[1], odf::DatasetKind::Derivative),
+        ("root/00_Seed.bin", ids[0], weir_odf::DatasetKind::Root),
+        (
+            "deriv/00_Seed.bin",
+            ids[1],
+            weir_odf::DatasetKind::Derivative,
+        ),
     ] {
-        let block = odf::decode_block(&read(file)).expect("decodes");
+        let block = weir_odf::decode_block(&read(file)).expect("decodes");
         assert_eq!(
             block.event,
-            MetadataEvent::Seed(odf::Seed {
+            MetadataEvent::Seed(weir_odf::Seed {
                 dataset_id: id,
                 dataset_kind: kind
             }),
@@ -198,7 +202,7 @@ fn seeds_carry_the_dataset_ids_and_kinds() {
 }
 
 fn data_slice(file: &str) -> DataSlice {
-    match odf::decode_block(&read(file)).expect("decodes").event {
+    match weir_odf::decode_block(&read(file)).expect("decodes").event {
         MetadataEvent::AddData(e) => e.new_data.expect("new data"),
         MetadataEvent::ExecuteTransform(e) => e.new_data.expect("new data"),
         other => panic!("{file}: {} carries no data", other.name()),
@@ -216,7 +220,7 @@ fn data_slices_give_the_parquet_files_size_and_physical_hash() {
         let bytes = read(data);
         assert_eq!(slice.size, bytes.len() as u64, "{data}");
         assert_eq!(slice.physical_hash, Multihash::sha3_256(&bytes), "{data}");
-        let mut hasher = odf::Sha3Hasher::new();
+        let mut hasher = weir_odf::Sha3Hasher::new();
         std::io::copy(&mut bytes.as_slice(), &mut hasher).expect("hashing never fails");
         assert_eq!(hasher.finish(), slice.physical_hash);
         let recorded = v["data_files"]
@@ -232,7 +236,7 @@ fn data_slices_give_the_parquet_files_size_and_physical_hash() {
         let interval = recorded["offset_interval"].as_array().expect("interval");
         assert_eq!(
             slice.offset_interval,
-            odf::OffsetInterval {
+            weir_odf::OffsetInterval {
                 start: interval[0].as_u64().expect("start"),
                 end: interval[1].as_u64().expect("end")
             }
@@ -246,7 +250,7 @@ fn execute_transform_names_the_root_seed_and_head_and_set_transform_the_same_id(
     let root_id: DatasetId = text(&v["datasets"][0]["id"]).parse().expect("an id");
     let root_head: Multihash = text(&v["root_head"]).parse().expect("a hash");
     let MetadataEvent::ExecuteTransform(et) =
-        odf::decode_block(&read("deriv/04_ExecuteTransform.bin"))
+        weir_odf::decode_block(&read("deriv/04_ExecuteTransform.bin"))
             .expect("decodes")
             .event
     else {
@@ -254,7 +258,7 @@ fn execute_transform_names_the_root_seed_and_head_and_set_transform_the_same_id(
     };
     assert_eq!(
         et.query_inputs,
-        vec![odf::ExecuteTransformInput {
+        vec![weir_odf::ExecuteTransformInput {
             dataset_id: root_id,
             prev_block_hash: None,
             new_block_hash: Some(root_head),
@@ -262,9 +266,10 @@ fn execute_transform_names_the_root_seed_and_head_and_set_transform_the_same_id(
             new_offset: Some(2),
         }]
     );
-    let MetadataEvent::SetTransform(st) = odf::decode_block(&read("deriv/01_SetTransform.bin"))
-        .expect("decodes")
-        .event
+    let MetadataEvent::SetTransform(st) =
+        weir_odf::decode_block(&read("deriv/01_SetTransform.bin"))
+            .expect("decodes")
+            .event
     else {
         panic!("not a SetTransform");
     };
@@ -276,7 +281,7 @@ fn execute_transform_names_the_root_seed_and_head_and_set_transform_the_same_id(
     assert_eq!(
         sql.queries.as_deref(),
         Some(
-            &[odf::SqlQueryStep {
+            &[weir_odf::SqlQueryStep {
                 alias: None,
                 query: text(&v["transform_query_used"]).to_owned()
             }][..]
@@ -293,9 +298,11 @@ fn timestamps_of_version_2_sit_unaligned_where_kamu_put_them() {
         ("root/01_SetPollingSource.bin", 50),
     ] {
         let bytes = read(file);
-        let content = odf::manifest::read(&bytes).expect("a manifest").content;
-        let block = odf::decode_block(&bytes).expect("decodes");
-        let ts = odf::timestamp::to_flatbuffers(&block.system_time);
+        let content = weir_odf::manifest::read(&bytes)
+            .expect("a manifest")
+            .content;
+        let block = weir_odf::decode_block(&bytes).expect("decodes");
+        let ts = weir_odf::timestamp::to_flatbuffers(&block.system_time);
         assert_eq!(&content[at..at + 16], &ts.0[..], "{file}");
         assert_eq!(&block.encode_content()[..], content, "{file}");
     }

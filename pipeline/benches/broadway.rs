@@ -23,9 +23,9 @@
 //! `$WEIR_BENCH_REPORT_DIR/pipeline.md` (`cargo xtask bench` sets it).
 //!
 //! ```sh
-//! cargo xtask bench -p pipeline            # N = 10 000 000
-//! cargo xtask bench -p pipeline --quick    # N = 1 000 000, criterion --quick
-//! WEIR_BENCH_MESSAGES=2000000 cargo bench -p pipeline --bench broadway
+//! cargo xtask bench -p weir-pipeline            # N = 10 000 000
+//! cargo xtask bench -p weir-pipeline --quick    # N = 1 000 000, criterion --quick
+//! WEIR_BENCH_MESSAGES=2000000 cargo bench -p weir-pipeline --bench broadway
 //! ```
 //!
 //! Without `--bench` (as under `cargo test --all-targets`) every case runs
@@ -38,14 +38,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use gen_stage::{
+use tokio::runtime::Runtime;
+use tokio::sync::Notify;
+use weir_gen_stage::{
     AnyStage, Consumer, ConsumerContext, DemandDispatcher, DemandMode, Dispatcher, Drain, Noreply,
     PartitionDispatcher, Producer, ProducerConsumer, ProducerConsumerContext, ProducerContext,
     ProducerOptions, SubscribeOptions, Subscription,
 };
-use pipeline::{Acknowledger, Batcher, Message, Pipeline};
-use tokio::runtime::Runtime;
-use tokio::sync::Notify;
+use weir_pipeline::{Acknowledger, Batcher, Message, Pipeline};
 
 const DEFAULT_MESSAGES: u64 = 10_000_000;
 const SMOKE_MESSAGES: u64 = 10_000;
@@ -169,7 +169,7 @@ impl<E: Send + 'static, F: FnMut(u64) -> E + Send + 'static> Producer for Number
     async fn init(
         &mut self,
         _ctx: &mut ProducerContext<'_, Self>,
-    ) -> Result<ProducerOptions<E>, gen_stage::StopReason> {
+    ) -> Result<ProducerOptions<E>, weir_gen_stage::StopReason> {
         let options = ProducerOptions::new().demand(DemandMode::Accumulate);
         Ok(match self.dispatcher.take() {
             Some(dispatcher) => options.boxed_dispatcher(dispatcher),
@@ -196,14 +196,14 @@ fn with_demand<E>(max_demand: usize) -> SubscribeOptions<E> {
 }
 
 fn temporary<E>(options: SubscribeOptions<E>) -> SubscribeOptions<E> {
-    options.cancel(gen_stage::CancelMode::Temporary)
+    options.cancel(weir_gen_stage::CancelMode::Temporary)
 }
 
 /// Release the producer, time until `tally` has all `n`, check, drain
 /// every stage (untimed).
 async fn timed(
     what: &str,
-    producer: &gen_stage::ProducerRef<impl Send + 'static>,
+    producer: &weir_gen_stage::ProducerRef<impl Send + 'static>,
     tally: &Tally,
     n: u64,
     sum: u64,
@@ -241,7 +241,7 @@ impl Acknowledger<u64> for Count {
 async fn layer_pipeline(n: u64) -> Duration {
     let tally = Tally::new(n);
     let acknowledger: Arc<dyn Acknowledger<u64>> = Arc::new(Count(tally.clone()));
-    let producer = gen_stage::start_producer(Numbers::new(
+    let producer = weir_gen_stage::start_producer(Numbers::new(
         n,
         move |i| Message::new(i, acknowledger.clone()),
         Box::new(DemandDispatcher::new()),
@@ -356,7 +356,7 @@ impl Consumer for HandBatchProcessor {
 async fn layer_hand(n: u64) -> Duration {
     let tally = Tally::new(n);
     let ack = Arc::new(Count(tally.clone()));
-    let producer = gen_stage::start_producer(Numbers::new(
+    let producer = weir_gen_stage::start_producer(Numbers::new(
         n,
         move |data| Msg {
             data,
@@ -367,14 +367,14 @@ async fn layer_hand(n: u64) -> Duration {
     .await
     .expect("the producer starts");
     let mut stages = vec![AnyStage::from(&producer)];
-    let batcher = gen_stage::start_producer_consumer(HandBatcher {
+    let batcher = weir_gen_stage::start_producer_consumer(HandBatcher {
         pending: Vec::with_capacity(BATCH_SIZE),
     })
     .await
     .expect("the batcher starts");
     let mut tail = Vec::new();
     for _ in 0..BATCH_PROCESSORS {
-        let processor = gen_stage::start_consumer(HandBatchProcessor)
+        let processor = weir_gen_stage::start_consumer(HandBatchProcessor)
             .await
             .expect("a batch processor starts");
         processor
@@ -387,7 +387,7 @@ async fn layer_hand(n: u64) -> Duration {
         tail.push(AnyStage::from(&processor));
     }
     for _ in 0..PROCESSORS {
-        let processor = gen_stage::start_producer_consumer(HandProcessor)
+        let processor = weir_gen_stage::start_producer_consumer(HandProcessor)
             .await
             .expect("a processor starts");
         batcher
@@ -465,16 +465,16 @@ async fn scaling_gen_stage(fan_out: FanOut, n: u64) -> Duration {
         FanOut::Demand => Box::new(DemandDispatcher::new()),
         FanOut::Partition => Box::new(PartitionDispatcher::new(CONSUMERS)),
     };
-    let producer = gen_stage::start_producer(Numbers::new(n, |i| i, dispatcher))
+    let producer = weir_gen_stage::start_producer(Numbers::new(n, |i| i, dispatcher))
         .await
         .expect("the producer starts");
     let mut stages = vec![AnyStage::from(&producer)];
     for partition in 0..CONSUMERS {
-        let consumer = gen_stage::start_consumer(Spinner(tally.clone()))
+        let consumer = weir_gen_stage::start_consumer(Spinner(tally.clone()))
             .await
             .expect("a consumer starts");
         let mut options =
-            with_demand(PROCESSOR_MAX_DEMAND).cancel(gen_stage::CancelMode::Temporary);
+            with_demand(PROCESSOR_MAX_DEMAND).cancel(weir_gen_stage::CancelMode::Temporary);
         if fan_out == FanOut::Partition {
             options = options.partition(partition);
         }
@@ -501,7 +501,7 @@ async fn scaling_pipeline(fan_out: FanOut, stages: Stages, n: u64) -> Duration {
     let mut builder = Pipeline::builder();
     let mut given = None;
     if stages == Stages::PipelineGivenProducer {
-        let producer = gen_stage::start_producer(Numbers::new(
+        let producer = weir_gen_stage::start_producer(Numbers::new(
             n,
             move |i| Message::new(i, acknowledger.clone()),
             Box::new(DemandDispatcher::new()),

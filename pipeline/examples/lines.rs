@@ -7,8 +7,8 @@
 //! written fails all its messages.
 //!
 //! ```text
-//! cargo run -p pipeline --example lines                      # a generated sample file
-//! cargo run -p pipeline --example lines -- numbers.txt out/  # your file, batches into out/
+//! cargo run -p weir-pipeline --example lines                      # a generated sample file
+//! cargo run -p weir-pipeline --example lines -- numbers.txt out/  # your file, batches into out/
 //! ```
 
 use std::fs::File;
@@ -22,7 +22,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use pipeline::{Batcher, Message, Pipeline, Status};
+use weir_pipeline::{Batcher, Message, Pipeline, Status};
 
 /// Rows per Parquet file.
 const BATCH_SIZE: usize = 10_000;
@@ -87,7 +87,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]));
     let files = Arc::new(AtomicUsize::new(0));
     let directory = output.clone();
-    let source = gen_stage::from_iter(lines).await?;
+    let source = weir_gen_stage::from_iter(lines).await?;
     let pipeline = Pipeline::builder()
         .producer_of(&source, acknowledger)
         .processors(2, |message: &mut Message<Line>| {

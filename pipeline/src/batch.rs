@@ -85,7 +85,7 @@ impl<T> Weight<T> {
             Ok(weight) => weight,
             Err(payload) => {
                 let reason = crate::message::panic_reason(payload.as_ref());
-                tracing::warn!(target: "pipeline", %reason, "the batch_size function panicked: the message is batched alone");
+                tracing::warn!(target: "weir_pipeline", %reason, "the batch_size function panicked: the message is batched alone");
                 self.limit
             }
         }

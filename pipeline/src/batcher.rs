@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gen_stage::{
-    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Infos, Noreply, ProducerConsumer,
-    ProducerConsumerContext, StopReason, SubscribeOptions, Subscription,
-};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
+use weir_gen_stage::{
+    Cancellation, Consumer, ConsumerContext, ConsumerDemand, Infos, Noreply, ProducerConsumer,
+    ProducerConsumerContext, StopReason, SubscribeOptions, Subscription,
+};
 
 use crate::batch::{Accumulator, Weight};
 use crate::demand::Upstreams;
@@ -265,17 +265,17 @@ fn note_flush<T>(flush: &mut Vec<String>, message: &Message<T>) {
 }
 
 /// Ask `n` of `subscription` (manual demand), and count it.
-fn ask<S: gen_stage::Stage>(
+fn ask<S: weir_gen_stage::Stage>(
     upstreams: &mut Upstreams,
-    ctx: &mut gen_stage::Context<'_, S>,
-    subscription: gen_stage::SubscriptionId,
+    ctx: &mut weir_gen_stage::Context<'_, S>,
+    subscription: weir_gen_stage::SubscriptionId,
     n: usize,
 ) {
     if n > 0
         && upstreams.asked(subscription, n)
         && let Err(error) = ctx.ask(subscription, n)
     {
-        tracing::debug!(target: "pipeline", %error, "an ask found no subscription");
+        tracing::debug!(target: "weir_pipeline", %error, "an ask found no subscription");
     }
 }
 
@@ -312,7 +312,7 @@ impl<T: Send + 'static> Consumer for BatchProcessor<T> {
         let n = batches.len();
         for Batch { mut messages, info } in batches {
             let _span = tracing::debug_span!(
-                target: "pipeline",
+                target: "weir_pipeline",
                 "handle_batch",
                 name = %self.name,
                 batcher = %info.batcher,

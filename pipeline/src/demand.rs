@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use gen_stage::SubscriptionId;
+use weir_gen_stage::SubscriptionId;
 
 use crate::metrics::Counters;
 

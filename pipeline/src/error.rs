@@ -40,7 +40,7 @@ pub enum Error {
     },
     /// A stage of the pipeline could not be started, subscribed or reached.
     #[error("a stage of the pipeline could not be started, subscribed or reached")]
-    Stage(#[from] gen_stage::Error),
+    Stage(#[from] weir_gen_stage::Error),
     /// `test_message`, `test_batch` or `push_messages` on a pipeline built
     /// without `test_producer`.
     #[error("the pipeline has no test producer: build it with `test_producer()`")]

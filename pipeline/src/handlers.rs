@@ -18,7 +18,7 @@ pub(crate) type HandleFailed<T> = Arc<dyn Fn(&mut [Message<T>]) + Send + Sync>;
 pub(crate) fn run_prepare_messages<T>(prepare: &PrepareMessages<T>, messages: &mut [Message<T>]) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| prepare(messages))) {
         let reason = panic_reason(payload.as_ref());
-        tracing::warn!(target: "pipeline", messages = messages.len(), %reason, "prepare_messages panicked: the messages fail");
+        tracing::warn!(target: "weir_pipeline", messages = messages.len(), %reason, "prepare_messages panicked: the messages fail");
         for message in messages {
             message.fail(reason.clone());
         }
@@ -28,7 +28,7 @@ pub(crate) fn run_prepare_messages<T>(prepare: &PrepareMessages<T>, messages: &m
 /// `handle_message` panicked on `message`: it fails.
 pub(crate) fn fail_panicked<T>(message: &mut Message<T>, payload: &(dyn std::any::Any + Send)) {
     let reason = panic_reason(payload);
-    tracing::warn!(target: "pipeline", %reason, "handle_message panicked: the message fails");
+    tracing::warn!(target: "weir_pipeline", %reason, "handle_message panicked: the message fails");
     message.fail(reason);
 }
 
@@ -40,7 +40,7 @@ pub(crate) fn run_handle_batch<T>(
 ) {
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| handler(messages, info))) {
         let reason = panic_reason(payload.as_ref());
-        tracing::warn!(target: "pipeline", batcher = %info.batcher, size = info.size, %reason, "handle_batch panicked: the batch fails");
+        tracing::warn!(target: "weir_pipeline", batcher = %info.batcher, size = info.size, %reason, "handle_batch panicked: the batch fails");
         for message in messages {
             message.fail(reason.clone());
         }
@@ -62,7 +62,7 @@ pub(crate) fn ack_with_failed_hook<T: 'static>(
         return;
     }
     let _span = tracing::debug_span!(
-        target: "pipeline",
+        target: "weir_pipeline",
         "ack",
         stage,
         successful = successful.len(),
@@ -71,7 +71,7 @@ pub(crate) fn ack_with_failed_hook<T: 'static>(
     .entered();
     if let Some(hook) = handle_failed.filter(|_| !failed.is_empty()) {
         let _span = tracing::debug_span!(
-            target: "pipeline",
+            target: "weir_pipeline",
             "handle_failed",
             stage,
             messages = failed.len(),
@@ -79,7 +79,7 @@ pub(crate) fn ack_with_failed_hook<T: 'static>(
         .entered();
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| hook(&mut failed))) {
             let reason = panic_reason(payload.as_ref());
-            tracing::warn!(target: "pipeline", %reason, "handle_failed panicked: the messages are acked failed");
+            tracing::warn!(target: "weir_pipeline", %reason, "handle_failed panicked: the messages are acked failed");
         }
     }
     ack_messages(successful, failed);

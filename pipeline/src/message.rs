@@ -460,7 +460,7 @@ fn ack_group<T: 'static>(
     if let Err(payload) = acked {
         let reason = panic_reason(payload.as_ref());
         let (successful, failed) = counts;
-        tracing::error!(target: "pipeline", successful, failed, %reason, "an acknowledger panicked");
+        tracing::error!(target: "weir_pipeline", successful, failed, %reason, "an acknowledger panicked");
     }
 }
 

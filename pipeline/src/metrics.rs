@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use gen_stage::StageId;
+use weir_gen_stage::StageId;
 
 use crate::rate_limit::RateLimitingMetrics;
 

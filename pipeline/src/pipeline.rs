@@ -8,13 +8,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gen_stage::{
+use tokio::sync::mpsc;
+use weir_gen_stage::{
     AnyStage, AsProducer, BufferSize, CancelMode, ConsumerRef, DemandDispatcher, DemandMode,
     Dispatcher, Drain, DrainReport, FilterMap, Map, PartitionDispatcher, Producer,
     ProducerConsumerOptions, ProducerHandle, ProducerOptions, ProducerRef, StageId,
     SubscribeOptions,
 };
-use tokio::sync::mpsc;
 
 use crate::batch::Weight;
 use crate::batcher::{BatchProcessor, BatcherStage};
@@ -97,7 +97,7 @@ impl<T> Batcher<T> {
     /// is logged).
     ///
     /// ```
-    /// use pipeline::{Batcher, Message};
+    /// use weir_pipeline::{Batcher, Message};
     ///
     /// // Batches of at most 64 KiB of text.
     /// let batcher = Batcher::new("default", |_: &mut [Message<String>], _| {})
@@ -176,8 +176,9 @@ type StartProducer<T> = Box<
             Box<dyn Dispatcher<Message<T>>>,
         ) -> Pin<
             Box<
-                dyn Future<Output = Result<(ProducerRef<Message<T>>, AnyStage), gen_stage::Error>>
-                    + Send,
+                dyn Future<
+                        Output = Result<(ProducerRef<Message<T>>, AnyStage), weir_gen_stage::Error>,
+                    > + Send,
             >,
         > + Send,
 >;
@@ -206,7 +207,7 @@ struct Transformed<T> {
 }
 
 /// Puts a producer the pipeline held back in forward mode.
-type Release = Pin<Box<dyn Future<Output = Result<(), gen_stage::Error>> + Send>>;
+type Release = Pin<Box<dyn Future<Output = Result<(), weir_gen_stage::Error>> + Send>>;
 
 /// Stages never stop because a subscription ended (`Temporary`): the
 /// pipeline stops them with a drain, upstream first, so that nothing held
@@ -281,7 +282,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 let start: StartProducer<T> = Box::new(move |dispatcher| {
                     Box::pin(async move {
                         // Held until every processor has subscribed.
-                        let stage = gen_stage::start_producer_with(
+                        let stage = weir_gen_stage::start_producer_with(
                             producer,
                             ProducerOptions::new()
                                 .boxed_dispatcher(dispatcher)
@@ -319,12 +320,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use pipeline::{Message, Metadata, NoopAcknowledger, Pipeline};
+    /// use weir_pipeline::{Message, Metadata, NoopAcknowledger, Pipeline};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), pipeline::Error> {
+    /// # async fn main() -> Result<(), weir_pipeline::Error> {
     /// // (offset, line) pairs from a reader: the offset goes to metadata.
-    /// let lines = gen_stage::from_iter([(0u64, "a".to_owned()), (2, "b".to_owned())]).await?;
+    /// let lines = weir_gen_stage::from_iter([(0u64, "a".to_owned()), (2, "b".to_owned())]).await?;
     /// let pipeline = Pipeline::builder()
     ///     .producer_with(&lines, |(offset, line): (u64, String)| {
     ///         let metadata = Metadata::from([("offset".to_owned(), offset.to_string())]);
@@ -348,13 +349,13 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let start: StartTransform<T> = Box::new(move |dispatcher, front_demand| {
             Box::pin(async move {
                 let held = hold(&producer).await?;
-                let front = gen_stage::start_producer_consumer_with(
+                let front = weir_gen_stage::start_producer_consumer_with(
                     FilterMap::new(move |event: E| {
                         match catch_unwind(AssertUnwindSafe(|| transformer(event))) {
                             Ok(message) => Some(message),
                             Err(payload) => {
                                 let reason = panic_reason(payload.as_ref());
-                                tracing::error!(target: "pipeline", %reason, "the transformer panicked: the event is dropped, unacked");
+                                tracing::error!(target: "weir_pipeline", %reason, "the transformer panicked: the event is dropped, unacked");
                                 None
                             }
                         }
@@ -563,7 +564,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             for partition in 0..stages {
                 let counters = Arc::new(Counters::default());
                 let max_demand = batcher.max_demand.unwrap_or(batcher.batch_size);
-                let stage = gen_stage::start_producer_consumer(BatcherStage::<T>::new(
+                let stage = weir_gen_stage::start_producer_consumer(BatcherStage::<T>::new(
                     batcher.name.clone(),
                     (batcher.batch_size, batcher.weight.clone()),
                     batcher.batch_timeout,
@@ -582,7 +583,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 for slot in 0..per_stage {
                     let index = partition * per_stage + slot;
                     let counters = Arc::new(Counters::default());
-                    let processor = gen_stage::start_consumer(BatchProcessor {
+                    let processor = weir_gen_stage::start_consumer(BatchProcessor {
                         name: name.clone(),
                         index,
                         handle_batch: batcher.handle_batch.clone(),
@@ -638,7 +639,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             let state =
                 ProcessorState::new(processor.clone(), index, Upstreams::new(counters.clone()));
             if batcher_stages.is_empty() {
-                let sink = gen_stage::start_consumer(ProcessorSink(state)).await?;
+                let sink = weir_gen_stage::start_consumer(ProcessorSink(state)).await?;
                 metrics.push((StageRole::Processor { index }, sink.id(), counters));
                 processors.push(sink.consumer());
                 processor_stages.push(AnyStage::from(&sink));
@@ -656,7 +657,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                     },
                 ))
             };
-            let stage = gen_stage::start_producer_consumer_with(
+            let stage = weir_gen_stage::start_producer_consumer_with(
                 ProcessorStage(state),
                 ProducerConsumerOptions::new().boxed_dispatcher(route),
             )
@@ -722,7 +723,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             }
             match source {
                 Source::Messages(producer) if partition_by.is_some() => {
-                    let route = gen_stage::start_producer_consumer_with(
+                    let route = weir_gen_stage::start_producer_consumer_with(
                         Map::new(|message: Message<T>| message),
                         ProducerConsumerOptions::new().boxed_dispatcher(dispatcher()),
                     )
@@ -761,7 +762,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                     let inlet = Arc::new(Inlet::new());
                     // Unbounded: what a drain flushes waits there for the
                     // processors' demand.
-                    let push = gen_stage::start_producer_with(
+                    let push = weir_gen_stage::start_producer_with(
                         PushProducer::<T>::new(inlet.clone()),
                         ProducerOptions::new()
                             .boxed_dispatcher(dispatcher())
@@ -834,7 +835,7 @@ async fn hold<E: Send + 'static>(producer: &ProducerRef<E>) -> Result<bool, Erro
     }
     match producer.set_demand_mode(DemandMode::Accumulate).await {
         Ok(()) => Ok(true),
-        Err(gen_stage::Error::WrongKind { .. }) => Ok(false),
+        Err(weir_gen_stage::Error::WrongKind { .. }) => Ok(false),
         Err(error) => Err(error.into()),
     }
 }

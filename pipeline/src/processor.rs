@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use gen_stage::{
+use weir_gen_stage::{
     Cancellation, Consumer, ConsumerContext, ConsumerDemand, Noreply, ProducerConsumer,
     ProducerConsumerContext, StopReason, SubscribeOptions, Subscription, SubscriptionId,
 };
@@ -48,7 +48,7 @@ pub(crate) fn partition_of<T>(
         Ok(key) => (key % partitions.max(1) as u64) as usize,
         Err(payload) => {
             let reason = panic_reason(payload.as_ref());
-            tracing::warn!(target: "pipeline", %reason, "partition_by panicked: the message fails");
+            tracing::warn!(target: "weir_pipeline", %reason, "partition_by panicked: the message fails");
             message.fail(reason);
             0
         }
@@ -156,7 +156,7 @@ impl<T: 'static> ProcessorState<T> {
     /// batcher (the same `Vec`, changed in place, when nothing failed).
     fn process(&self, mut messages: Vec<Message<T>>) -> Vec<Message<T>> {
         let _span = tracing::debug_span!(
-            target: "pipeline",
+            target: "weir_pipeline",
             "processor",
             name = %self.shared.name,
             processor = self.index,
@@ -214,7 +214,7 @@ impl<T: 'static> ProcessorState<T> {
         }
         if trace {
             let _span = tracing::trace_span!(
-                target: "pipeline",
+                target: "weir_pipeline",
                 "handle_message",
                 name = %self.shared.name,
                 processor = self.index,
@@ -286,7 +286,7 @@ macro_rules! ask {
         let (subscription, n) = ($subscription, $n);
         if n > 0 && $state.upstreams.asked(subscription, n) {
             if let Err(error) = $ctx.ask(subscription, n) {
-                tracing::debug!(target: "pipeline", %error, "a processor's ask found no subscription");
+                tracing::debug!(target: "weir_pipeline", %error, "a processor's ask found no subscription");
             }
         }
     }};
@@ -337,7 +337,7 @@ fn sink_grant<T: Send + 'static>(
 pub(crate) struct ProcessorStage<T>(pub ProcessorState<T>);
 
 /// What a processor's stages are sent: the rate limiter's grants, as infos.
-pub(crate) type ProcessorMessages = gen_stage::Infos<Granted>;
+pub(crate) type ProcessorMessages = weir_gen_stage::Infos<Granted>;
 
 impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T> {
     type In = Message<T>;

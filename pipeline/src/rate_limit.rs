@@ -9,8 +9,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use gen_stage::SubscriptionId;
 use tokio::sync::Notify;
+use weir_gen_stage::SubscriptionId;
 
 use crate::Error;
 

@@ -11,8 +11,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gen_stage::{Msgs, Noreply, Producer, ProducerContext, Reply, ReplyTo, StopReason};
 use tokio::sync::mpsc;
+use weir_gen_stage::{Msgs, Noreply, Producer, ProducerContext, Reply, ReplyTo, StopReason};
 
 use crate::{Acknowledger, Message, NoopAcknowledger};
 

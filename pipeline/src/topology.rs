@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gen_stage::{AnyStage, StageId};
+use weir_gen_stage::{AnyStage, StageId};
 
 use crate::StageRole;
 

@@ -8,7 +8,7 @@ use std::any::Any;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pipeline::{
+use weir_pipeline::{
     Acknowledger, BatchMode, Batcher, ConfigureAckError, Error, Message, Metadata, Pipeline,
 };
 
@@ -155,7 +155,7 @@ on_both_runtimes! {
 
 #[test]
 fn an_acknowledger_without_options_refuses_configure_ack() {
-    let mut message = Message::new(1u32, Arc::new(pipeline::NoopAcknowledger));
+    let mut message = Message::new(1u32, Arc::new(weir_pipeline::NoopAcknowledger));
     assert_eq!(
         message.configure_ack(&()),
         Err(ConfigureAckError::Unsupported)

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use pipeline::{Batcher, Error, Message, Pipeline, Status};
+use weir_pipeline::{Batcher, Error, Message, Pipeline, Status};
 
 #[tokio::test]
 async fn test_message_without_batchers_is_acked_successful_by_the_processor() -> Result<(), Error> {
@@ -211,7 +211,7 @@ async fn the_acknowledger_of_producer_of_acks_each_message_once() -> Result<(), 
             acked.1.extend(failed.into_iter().map(|m| m.data));
         }
     });
-    let numbers = gen_stage::from_iter(0..2500u32).await?;
+    let numbers = weir_gen_stage::from_iter(0..2500u32).await?;
     let pipeline = Pipeline::builder()
         .producer_of(&numbers, acknowledger)
         .processors(2, |message: &mut Message<u32>| {
@@ -244,7 +244,7 @@ async fn the_acknowledger_of_producer_of_acks_each_message_once() -> Result<(), 
 
 #[tokio::test]
 async fn a_pipeline_without_a_test_producer_refuses_test_messages() -> Result<(), Error> {
-    let numbers = gen_stage::from_iter(std::iter::empty::<Message<u32>>()).await?;
+    let numbers = weir_gen_stage::from_iter(std::iter::empty::<Message<u32>>()).await?;
     let pipeline = Pipeline::builder()
         .producer(&numbers)
         .processors(1, |_: &mut Message<u32>| {})

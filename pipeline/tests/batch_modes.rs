@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pipeline::{BatchMode, BatchTrigger, Batcher, Error, Message, NoopAcknowledger, Pipeline};
+use weir_pipeline::{BatchMode, BatchTrigger, Batcher, Error, Message, NoopAcknowledger, Pipeline};
 
 type Batches<T> = Arc<Mutex<Vec<(BatchTrigger, Vec<T>)>>>;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use std::future::Future;
 
-use pipeline::{BatchInfo, BatchMode, BatchTrigger, Batcher, Error, Message, Pipeline};
+use weir_pipeline::{BatchInfo, BatchMode, BatchTrigger, Batcher, Error, Message, Pipeline};
 
 /// One message in bulk mode: its batch waits to fill or time out.
 fn bulk_message(

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use pipeline::{BatchMode, Batcher, Error, Message, Pipeline, PipelineMetrics};
+use weir_pipeline::{BatchMode, Batcher, Error, Message, Pipeline, PipelineMetrics};
 
 /// Wait until `check` holds for the metrics (a stage updates its counters
 /// as it handles messages, after the acks the test waited for).

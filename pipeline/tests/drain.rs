@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pipeline::{BatchTrigger, Batcher, Error, Message, Pipeline};
+use weir_pipeline::{BatchTrigger, Batcher, Error, Message, Pipeline};
 
 #[tokio::test(start_paused = true)]
 async fn drain_flushes_a_partial_batch_and_acks_it() -> Result<(), Error> {
@@ -58,7 +58,7 @@ async fn drain_acks_every_message_produced_exactly_once() -> Result<(), Error> {
         acked: Mutex::new(HashMap::new()),
     });
     let counting = ledger.clone();
-    let numbers = gen_stage::from_iter(std::iter::from_fn(move || {
+    let numbers = weir_gen_stage::from_iter(std::iter::from_fn(move || {
         Some(counting.made.fetch_add(1, Ordering::SeqCst))
     }))
     .await?;
@@ -108,8 +108,8 @@ async fn a_finished_producer_drains_the_pipeline_flushing_the_last_partial_batch
 -> Result<(), Error> {
     let sizes = Arc::new(Mutex::new(Vec::new()));
     let record = sizes.clone();
-    let numbers = gen_stage::from_iter(
-        (0..2500u32).map(|n| Message::new(n, Arc::new(pipeline::NoopAcknowledger))),
+    let numbers = weir_gen_stage::from_iter(
+        (0..2500u32).map(|n| Message::new(n, Arc::new(weir_pipeline::NoopAcknowledger))),
     )
     .await?;
     let pipeline = Pipeline::builder()

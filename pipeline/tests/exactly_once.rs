@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use pipeline::{Batcher, Message, Pipeline};
 use proptest::prelude::*;
+use weir_pipeline::{Batcher, Message, Pipeline};
 
 #[derive(Debug, Clone)]
 struct Case {

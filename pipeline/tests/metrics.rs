@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pipeline::{BatchMode, BatchSizes, Batcher, Error, Message, Pipeline, StageRole};
+use weir_pipeline::{BatchMode, BatchSizes, Batcher, Error, Message, Pipeline, StageRole};
 
 #[tokio::test(start_paused = true)]
 async fn metrics_count_each_stage() -> Result<(), Error> {

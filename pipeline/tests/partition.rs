@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline};
 use tokio::task::Id;
+use weir_pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline};
 
 type Seen = Arc<Mutex<Vec<(Id, u64, u32)>>>;
 
@@ -77,8 +77,8 @@ async fn the_same_key_goes_to_the_same_processor_in_order() -> Result<(), Error>
 async fn partition_by_routes_the_messages_of_every_kind_of_producer() -> Result<(), Error> {
     let seen = Seen::default();
     let log = seen.clone();
-    let data = gen_stage::from_iter(interleaved(4, 25)).await?;
-    let messages = gen_stage::from_iter(
+    let data = weir_gen_stage::from_iter(interleaved(4, 25)).await?;
+    let messages = weir_gen_stage::from_iter(
         interleaved(4, 25)
             .into_iter()
             .map(|(key, seq)| Message::new((key + 4, seq), Arc::new(NoopAcknowledger))),
@@ -167,15 +167,15 @@ struct Keys {
     pending: std::vec::IntoIter<(u64, u32)>,
 }
 
-impl gen_stage::Producer for Keys {
+impl weir_gen_stage::Producer for Keys {
     type Event = Message<(u64, u32)>;
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        _ctx: &mut gen_stage::ProducerContext<'_, Self>,
-    ) -> gen_stage::Noreply<Message<(u64, u32)>> {
-        gen_stage::Noreply::Emit(
+        _ctx: &mut weir_gen_stage::ProducerContext<'_, Self>,
+    ) -> weir_gen_stage::Noreply<Message<(u64, u32)>> {
+        weir_gen_stage::Noreply::Emit(
             self.pending
                 .by_ref()
                 .take(demand)

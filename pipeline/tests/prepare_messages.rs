@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use pipeline::{Error, Message, Pipeline, Status};
+use weir_pipeline::{Error, Message, Pipeline, Status};
 
 on_both_runtimes! {
     /// The group sees every message once, before `handle_message`, which

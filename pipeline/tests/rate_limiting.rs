@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline, RateLimiting};
 use tokio::time::Instant;
+use weir_pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline, RateLimiting};
 
 mod common;
 
@@ -91,8 +91,8 @@ async fn at_most_the_budget_per_interval_across_processors_and_nothing_lost() ->
 async fn the_budget_is_shared_by_every_producer() -> Result<(), Error> {
     let clock = Clock::new();
     let seen = clock.clone();
-    let evens = gen_stage::from_iter((0..20).map(|n| n * 2)).await?;
-    let odds = gen_stage::from_iter((0..20).map(|n| n * 2 + 1)).await?;
+    let evens = weir_gen_stage::from_iter((0..20).map(|n| n * 2)).await?;
+    let odds = weir_gen_stage::from_iter((0..20).map(|n| n * 2 + 1)).await?;
     let pipeline = Pipeline::builder()
         .producer_of(&evens, Arc::new(NoopAcknowledger))
         .producer_of(&odds, Arc::new(NoopAcknowledger))

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pipeline::{Acknowledger, Batcher, Error, Message, Pipeline, Status};
+use weir_pipeline::{Acknowledger, Batcher, Error, Message, Pipeline, Status};
 
 /// Every ack, as (data, status).
 #[derive(Default)]

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use pipeline::{BatchMode, Batcher, Error, Message, Pipeline};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use weir_pipeline::{BatchMode, Batcher, Error, Message, Pipeline};
 
 /// Records every span of target `pipeline`: its name and fields.
 #[derive(Clone, Default)]
@@ -32,7 +32,7 @@ impl Visit for Fields<'_> {
 
 impl<S: tracing::Subscriber> Layer<S> for Spans {
     fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
-        if attrs.metadata().target() != "pipeline" {
+        if attrs.metadata().target() != "weir-pipeline" {
             return;
         }
         let mut fields = BTreeMap::new();

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline};
+use weir_pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline};
 
 fn finite(n: u32) -> impl Iterator<Item = Message<u32>> {
     (0..n).map(|n| Message::new(n, Arc::new(NoopAcknowledger)))
@@ -21,7 +21,7 @@ on_both_runtimes! {
         for _ in 0..20 {
             let handled = Arc::new(AtomicUsize::new(0));
             let count = handled.clone();
-            let three = gen_stage::from_iter(finite(3)).await?;
+            let three = weir_gen_stage::from_iter(finite(3)).await?;
             let pipeline = Pipeline::builder()
                 .producer(&three)
                 .processors(4, move |_: &mut Message<u32>| {
@@ -41,8 +41,8 @@ on_both_runtimes! {
         for _ in 0..20 {
             let sum = Arc::new(AtomicU64::new(0));
             let add = sum.clone();
-            let a = gen_stage::from_iter(finite(40)).await?;
-            let b = gen_stage::from_iter(finite(40)).await?;
+            let a = weir_gen_stage::from_iter(finite(40)).await?;
+            let b = weir_gen_stage::from_iter(finite(40)).await?;
             let pipeline = Pipeline::builder()
                 .producer(&a)
                 .producer(&b)
@@ -65,7 +65,7 @@ on_both_runtimes! {
         for _ in 0..20 {
             let acked = Arc::new(Mutex::new(Vec::new()));
             let record = acked.clone();
-            let two = gen_stage::from_iter([1u32, 2]).await?;
+            let two = weir_gen_stage::from_iter([1u32, 2]).await?;
             let pipeline = Pipeline::builder()
                 .producer_of(
                     &two,
@@ -89,8 +89,8 @@ on_both_runtimes! {
     async fn a_producer_held_in_accumulate_mode_stays_held() -> Result<(), Error> {
         let handled = Arc::new(AtomicUsize::new(0));
         let count = handled.clone();
-        let five = gen_stage::from_iter(finite(5)).await?;
-        five.set_demand_mode(gen_stage::DemandMode::Accumulate).await?;
+        let five = weir_gen_stage::from_iter(finite(5)).await?;
+        five.set_demand_mode(weir_gen_stage::DemandMode::Accumulate).await?;
         let pipeline = Pipeline::builder()
             .producer(&five)
             .processors(2, move |_: &mut Message<u32>| {
@@ -100,7 +100,7 @@ on_both_runtimes! {
             .await?;
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(handled.load(Ordering::SeqCst), 0);
-        five.set_demand_mode(gen_stage::DemandMode::Forward).await?;
+        five.set_demand_mode(weir_gen_stage::DemandMode::Forward).await?;
         pipeline.stopped().await;
         assert_eq!(handled.load(Ordering::SeqCst), 5);
         Ok(())

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use pipeline::{Batcher, Error, Message, Pipeline, all_running};
+use weir_pipeline::{Batcher, Error, Message, Pipeline, all_running};
 
 on_both_runtimes! {
     /// The topology names every stage by role, with the ids `stages()` and

@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use pipeline::{Error, Message, Metadata, Pipeline};
+use weir_pipeline::{Error, Message, Metadata, Pipeline};
 
 on_both_runtimes! {
     /// The transformer chooses each message's data, metadata and
@@ -20,7 +20,7 @@ on_both_runtimes! {
                 acked.push((message.data, offset, message.is_ok()));
             }
         });
-        let records = gen_stage::from_iter(
+        let records = weir_gen_stage::from_iter(
             [("7", 0u64), ("x", 1), ("boom", 2), ("9", 3)].map(|(text, offset)| (text.to_owned(), offset)),
         )
         .await?;

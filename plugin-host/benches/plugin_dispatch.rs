@@ -19,7 +19,7 @@
 //! between them. The `paired` case therefore runs builtin, plugin and
 //! plugin_sampled back to back in every iteration; the ratios table printed
 //! at the end (and written to `$WEIR_BENCH_REPORT_DIR/plugin-host.md`) is the
-//! median of those per-round ratios. `cargo bench -p plugin-host --bench
+//! median of those per-round ratios. `cargo bench -p weir-plugin-host --bench
 //! plugin_dispatch -- --quick` for a sanity run; figures in
 //! docs/benchmarks.md.
 
@@ -101,9 +101,9 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn benches(c: &mut Criterion, pairs: &Pairs) {
-    let factory = plugin_host::load(metrics_plugin(), &serde_json::json!({}))
+    let factory = weir_plugin_host::load(metrics_plugin(), &serde_json::json!({}))
         .expect("the metrics plugin loads");
-    let sampled = plugin_host::load(
+    let sampled = weir_plugin_host::load(
         metrics_plugin(),
         &serde_json::json!({"latency_sample_every": 64}),
     )
@@ -159,10 +159,10 @@ fn benches(c: &mut Criterion, pairs: &Pairs) {
 /// batch of `n` events is dispatched, over and over. This isolates the cost
 /// of crossing the ABI (and of the metrics) per call.
 fn dispatch_loop(c: &mut Criterion) {
-    use dispatchers::{ConsumerId, Outbox, Subscriber, SubscriptionId, SubscriptionOptions};
-    let factory = plugin_host::load(metrics_plugin(), &serde_json::json!({}))
+    use weir_dispatchers::{ConsumerId, Outbox, Subscriber, SubscriptionId, SubscriptionOptions};
+    let factory = weir_plugin_host::load(metrics_plugin(), &serde_json::json!({}))
         .expect("the metrics plugin loads");
-    let sampled = plugin_host::load(
+    let sampled = weir_plugin_host::load(
         metrics_plugin(),
         &serde_json::json!({"latency_sample_every": 64}),
     )

@@ -4,7 +4,7 @@
 //! its ratio to the first one.
 //!
 //! ```sh
-//! cargo build --profile bench -p plugin-host --example plugin_dispatch_ab
+//! cargo build --profile bench -p weir-plugin-host --example plugin_dispatch_ab
 //! target/release/examples/plugin_dispatch_ab chain 1000 1000000 60 \
 //!     builtin plugin 'plugin:{"latency_sample_every": 64}'
 //! ```
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
                     eprintln!("not JSON: {options}");
                     return usage();
                 };
-                match plugin_host::load(metrics_plugin(), &options) {
+                match weir_plugin_host::load(metrics_plugin(), &options) {
                     Ok(factory) => which.push(Which::Plugin(factory)),
                     Err(error) => {
                         eprintln!("{error}");

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo xtask build
-//! cargo run -p plugin-host --example plugin_pipeline -- target/debug/libmetrics_dispatcher.so [EVENTS] [MAX_DEMAND]
+//! cargo run -p weir-plugin-host --example plugin_pipeline -- target/debug/libmetrics_dispatcher.so [EVENTS] [MAX_DEMAND]
 //! ```
 //!
 //! A producer of the numbers `0..EVENTS` feeds three consumers that share the
@@ -14,12 +14,12 @@
 
 use std::process::ExitCode;
 
-use gen_stage::{
+use tokio::sync::mpsc;
+use weir_gen_stage::{
     Consumer, ConsumerContext, Dispatcher, Noreply, Producer, ProducerContext, ProducerOptions,
     StopReason, SubscribeOptions, Subscription,
 };
-use plugin_host::{PluginDispatcherFactory, PluginError};
-use tokio::sync::mpsc;
+use weir_plugin_host::{PluginDispatcherFactory, PluginError};
 
 /// Emits `0..end` as demanded, through the plugin dispatcher.
 struct Numbers {
@@ -74,7 +74,7 @@ impl Consumer for Counter {
 /// A dispatcher from the factory, with a key function if the plugin wants one.
 fn dispatcher(
     factory: &PluginDispatcherFactory,
-) -> Result<plugin_host::PluginDispatcher<u64>, PluginError> {
+) -> Result<weir_plugin_host::PluginDispatcher<u64>, PluginError> {
     match factory.dispatcher::<u64>() {
         Err(PluginError::KeyFunctionRequired { .. }) => {
             factory.dispatcher_with_key(|n: &u64| n % 16)
@@ -84,7 +84,7 @@ fn dispatcher(
 }
 
 async fn run(path: &str, events: u64, max_demand: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let factory = plugin_host::load(path, &serde_json::json!({}))?;
+    let factory = weir_plugin_host::load(path, &serde_json::json!({}))?;
     let plugin = factory.plugin();
     println!(
         "loaded plugin `{}` {} (interface {}): {}",
@@ -93,7 +93,7 @@ async fn run(path: &str, events: u64, max_demand: usize) -> Result<(), Box<dyn s
     let dispatcher = dispatcher(&factory)?;
     let metrics = dispatcher.metrics();
 
-    let producer = gen_stage::start_producer(Numbers {
+    let producer = weir_gen_stage::start_producer(Numbers {
         next: 0,
         end: events,
         dispatcher: Some(Box::new(dispatcher)),
@@ -101,7 +101,7 @@ async fn run(path: &str, events: u64, max_demand: usize) -> Result<(), Box<dyn s
     .await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     for _ in 0..3 {
-        let counter = gen_stage::start_consumer(Counter(tx.clone())).await?;
+        let counter = weir_gen_stage::start_consumer(Counter(tx.clone())).await?;
         counter
             .subscribe(
                 &producer,

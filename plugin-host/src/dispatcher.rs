@@ -4,12 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use abi_stable::std_types::{RResult, RSlice};
-use dispatchers::{
+use weir_dispatchers::{
     Dispatcher, InfoId, Outbox, PartitionKey, SubscribeError, Subscriber, SubscriptionId,
     SubscriptionOptions, Warning,
 };
-use plugin_interface as ffi;
-use plugin_interface::{CallError, Decision, DispatcherObject, PluginWarning};
+use weir_plugin_interface as ffi;
+use weir_plugin_interface::{CallError, Decision, DispatcherObject, PluginWarning};
 
 use crate::routing::{Ledger, route};
 use crate::{MetricsHandle, PluginError, PluginIdentity};
@@ -40,10 +40,10 @@ pub type KeyFn<T> = Arc<dyn Fn(&T) -> u64 + Send + Sync>;
 /// # Example
 ///
 /// ```no_run
-/// use dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, Subscriber, SubscriptionId,
+/// use weir_dispatchers::{ConsumerId, Dispatcher, Emit, Outbox, Subscriber, SubscriptionId,
 ///                   SubscriptionOptions};
 ///
-/// let factory = plugin_host::load("target/debug/libmetrics_dispatcher.so", &serde_json::json!({}))?;
+/// let factory = weir_plugin_host::load("target/debug/libmetrics_dispatcher.so", &serde_json::json!({}))?;
 /// let mut dispatcher = factory.dispatcher::<u64>()?;
 /// let mut out = Outbox::new();
 /// let a = Subscriber { subscription: SubscriptionId(1), consumer: ConsumerId(1) };
@@ -54,7 +54,7 @@ pub type KeyFn<T> = Arc<dyn Fn(&T) -> u64 + Send + Sync>;
 /// assert_eq!(out.drain().collect::<Vec<_>>(),
 ///            vec![Emit::Events { to: a.subscription, events: (0..10).collect() }]);
 /// assert!(dispatcher.fault().is_none());
-/// # Ok::<(), plugin_host::PluginError>(())
+/// # Ok::<(), weir_plugin_host::PluginError>(())
 /// ```
 pub struct PluginDispatcher<T> {
     plugin: Arc<PluginIdentity>,

@@ -1,5 +1,9 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! The host side of Weir's dispatcher plugins: load a plugin library at run
-//! time and use it as a [`dispatchers::Dispatcher<T>`].
+//! time and use it as a [`weir_dispatchers::Dispatcher<T>`].
 //!
 //! A dispatcher plugin is a `cdylib` built against `plugin-interface`
 //! (possibly separately, with another compiler). [`load`] opens it, checks
@@ -22,10 +26,10 @@
 //! # Example
 //!
 //! ```no_run
-//! use dispatchers::{ConsumerId, Dispatcher, Outbox, Subscriber, SubscriptionId, SubscriptionOptions};
+//! use weir_dispatchers::{ConsumerId, Dispatcher, Outbox, Subscriber, SubscriptionId, SubscriptionOptions};
 //!
-//! // Built by `cargo xtask build` (or `cargo build -p metrics-dispatcher`).
-//! let factory = plugin_host::load("target/debug/libmetrics_dispatcher.so", &serde_json::json!({}))?;
+//! // Built by `cargo xtask build` (or `cargo build -p weir-metrics-dispatcher`).
+//! let factory = weir_plugin_host::load("target/debug/libmetrics_dispatcher.so", &serde_json::json!({}))?;
 //! let mut dispatcher = factory.dispatcher::<u64>()?;
 //! let metrics = dispatcher.metrics().expect("the metrics plugin keeps metrics");
 //!
@@ -37,7 +41,7 @@
 //! assert!(leftover.is_empty());
 //!
 //! print!("{}", metrics.snapshot()?.to_prometheus());
-//! # Ok::<(), plugin_host::PluginError>(())
+//! # Ok::<(), weir_plugin_host::PluginError>(())
 //! ```
 
 mod dispatcher;
@@ -51,5 +55,5 @@ pub use dispatcher::{KeyFn, PluginDispatcher};
 pub use error::PluginError;
 pub use load::{PluginDispatcherFactory, PluginIdentity, load};
 pub use metrics::{ConsumerMetrics, Histogram, MetricsHandle, MetricsSnapshot};
-pub use plugin_interface::INTERFACE_VERSION;
 pub use prometheus::METRIC_PREFIX;
+pub use weir_plugin_interface::INTERFACE_VERSION;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use abi_stable::library::{LibraryError, RootModule, lib_header_from_path};
 use abi_stable::std_types::{RResult, RStr};
-use plugin_interface::{CallError, DispatcherModuleRef, INTERFACE_VERSION, NewDispatcher};
+use weir_plugin_interface::{CallError, DispatcherModuleRef, INTERFACE_VERSION, NewDispatcher};
 
 use crate::{MetricsHandle, PluginDispatcher, PluginError};
 
@@ -26,15 +26,15 @@ use crate::{MetricsHandle, PluginDispatcher, PluginError};
 /// # Example
 ///
 /// ```no_run
-/// use dispatchers::{ConsumerId, Dispatcher, Outbox, Subscriber, SubscriptionId, SubscriptionOptions};
+/// use weir_dispatchers::{ConsumerId, Dispatcher, Outbox, Subscriber, SubscriptionId, SubscriptionOptions};
 ///
-/// let factory = plugin_host::load("target/debug/libmetrics_dispatcher.so", &serde_json::json!({}))?;
+/// let factory = weir_plugin_host::load("target/debug/libmetrics_dispatcher.so", &serde_json::json!({}))?;
 /// let mut dispatcher = factory.dispatcher::<u64>()?;
 /// let mut out = Outbox::new();
 /// let a = Subscriber { subscription: SubscriptionId(1), consumer: ConsumerId(1) };
 /// dispatcher.subscribe(a, &SubscriptionOptions::new(10, 5), &mut out).expect("accepted");
 /// assert_eq!(dispatcher.ask(a.subscription, 10, &mut out), 10);
-/// # Ok::<(), plugin_host::PluginError>(())
+/// # Ok::<(), weir_plugin_host::PluginError>(())
 /// ```
 pub fn load(
     path: impl AsRef<Path>,

@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use abi_stable::std_types::RResult;
-use dispatchers::ConsumerId;
-use plugin_interface::{CallError, MetricsReaderObject};
+use weir_dispatchers::ConsumerId;
+use weir_plugin_interface::{CallError, MetricsReaderObject};
 
 use crate::{PluginError, PluginIdentity};
 
@@ -106,7 +106,7 @@ impl Histogram {
     /// Prometheus `_bucket` series).
     ///
     /// ```
-    /// let h = plugin_host::Histogram { bounds_seconds: vec![0.1, 1.0], counts: vec![2, 0, 1], sum_seconds: 2.5 };
+    /// let h = weir_plugin_host::Histogram { bounds_seconds: vec![0.1, 1.0], counts: vec![2, 0, 1], sum_seconds: 2.5 };
     /// assert_eq!(h.cumulative(), vec![2, 2, 3]);
     /// ```
     pub fn cumulative(&self) -> Vec<u64> {
@@ -121,7 +121,7 @@ impl Histogram {
 }
 
 impl MetricsSnapshot {
-    fn from_ffi(snapshot: plugin_interface::MetricsSnapshot) -> Self {
+    fn from_ffi(snapshot: weir_plugin_interface::MetricsSnapshot) -> Self {
         Self {
             consumers: snapshot
                 .consumers

@@ -16,8 +16,8 @@ impl MetricsSnapshot {
     /// (label `consumer`).
     ///
     /// ```
-    /// use dispatchers::ConsumerId;
-    /// use plugin_host::{ConsumerMetrics, Histogram, MetricsSnapshot};
+    /// use weir_dispatchers::ConsumerId;
+    /// use weir_plugin_host::{ConsumerMetrics, Histogram, MetricsSnapshot};
     ///
     /// let snapshot = MetricsSnapshot { consumers: vec![ConsumerMetrics {
     ///     consumer: ConsumerId(7), subscriptions: 1, cancellations: 0, demand_asked: 10,
@@ -192,7 +192,7 @@ fn label_name(name: &str) -> String {
 mod tests {
     use super::*;
     use crate::Histogram;
-    use dispatchers::ConsumerId;
+    use weir_dispatchers::ConsumerId;
 
     fn consumer(id: u64) -> ConsumerMetrics {
         ConsumerMetrics {

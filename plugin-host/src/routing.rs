@@ -2,8 +2,8 @@
 //! the demand each subscription asked for, then moved (never cloned) into
 //! per-subscription batches.
 
-use dispatchers::{Outbox, SubscriptionId};
-use plugin_interface::Run;
+use weir_dispatchers::{Outbox, SubscriptionId};
+use weir_plugin_interface::Run;
 
 /// Outstanding demand per live subscription, as the host saw it asked.
 ///
@@ -222,7 +222,7 @@ mod tests {
 
     fn send(to: u64, count: u64) -> Run {
         Run {
-            to: ROption::RSome(plugin_interface::SubscriptionId(to)),
+            to: ROption::RSome(weir_plugin_interface::SubscriptionId(to)),
             count,
         }
     }
@@ -242,7 +242,7 @@ mod tests {
         let leftover = route(events, &[send(1, 3)], &mut out);
         assert!(leftover.is_empty());
         match out.items() {
-            [dispatchers::Emit::Events { to, events }] => {
+            [weir_dispatchers::Emit::Events { to, events }] => {
                 assert_eq!(
                     (*to, events.as_slice()),
                     (SubscriptionId(1), &[1, 2, 3][..])

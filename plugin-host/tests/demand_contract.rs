@@ -1,6 +1,6 @@
 //! The plugin-backed Demand dispatcher (`metrics-dispatcher`, loaded from its
 //! `.so`) passes the same behavioural tests as the built-in
-//! `dispatchers::DemandDispatcher`: every scenario below runs against both,
+//! `weir_dispatchers::DemandDispatcher`: every scenario below runs against both,
 //! and a property test drives both with the same random calls and compares
 //! every answer.
 
@@ -8,13 +8,13 @@ mod support;
 
 use std::sync::OnceLock;
 
-use dispatchers::{
+use proptest::prelude::*;
+use serde_json::json;
+use weir_dispatchers::{
     ConsumerId, DemandDispatcher, Dispatcher, Emit, InfoId, Outbox, Subscriber, SubscriptionId,
     SubscriptionOptions, Warning,
 };
-use plugin_host::{PluginDispatcherFactory, load};
-use proptest::prelude::*;
-use serde_json::json;
+use weir_plugin_host::{PluginDispatcherFactory, load};
 
 /// How a scenario wants its dispatcher configured.
 #[derive(Clone, Copy, Default)]

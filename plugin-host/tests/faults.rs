@@ -3,12 +3,12 @@
 
 mod support;
 
-use dispatchers::{
+use serde_json::json;
+use weir_dispatchers::{
     ConsumerId, Dispatcher, Emit, InfoId, Outbox, SubscribeError, Subscriber, SubscriptionId,
     SubscriptionOptions,
 };
-use plugin_host::{PluginDispatcher, PluginError, load};
-use serde_json::json;
+use weir_plugin_host::{PluginDispatcher, PluginError, load};
 
 fn trap(options: serde_json::Value) -> PluginDispatcher<u64> {
     load(&support::fixtures().panicking, &options)

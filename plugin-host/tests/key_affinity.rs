@@ -6,12 +6,12 @@ mod support;
 
 use std::collections::HashMap;
 
-use dispatchers::{
-    ConsumerId, Dispatcher, Emit, Outbox, Subscriber, SubscriptionId, SubscriptionOptions,
-};
-use plugin_host::{PluginDispatcher, load};
 use proptest::prelude::*;
 use serde_json::json;
+use weir_dispatchers::{
+    ConsumerId, Dispatcher, Emit, Outbox, Subscriber, SubscriptionId, SubscriptionOptions,
+};
+use weir_plugin_host::{PluginDispatcher, load};
 
 /// Events are `(key, sequence number)`; the plugin routes by key.
 type Event = (u64, u64);

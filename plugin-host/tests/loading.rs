@@ -2,8 +2,8 @@
 
 mod support;
 
-use plugin_host::{PluginError, load};
 use serde_json::json;
+use weir_plugin_host::{PluginError, load};
 
 #[test]
 fn a_missing_file_is_not_found() {
@@ -53,14 +53,17 @@ fn a_plugin_built_against_interface_2_is_refused_naming_both_versions() {
         error,
         PluginError::IncompatibleInterface {
             path: path.clone(),
-            expected: plugin_host::INTERFACE_VERSION.to_owned(),
+            expected: weir_plugin_host::INTERFACE_VERSION.to_owned(),
             found: "2.0.0".to_owned(),
         }
     );
     let message = error.to_string();
     assert!(message.contains("interface 2.0.0"), "{message}");
     assert!(
-        message.contains(&format!("interface {}", plugin_host::INTERFACE_VERSION)),
+        message.contains(&format!(
+            "interface {}",
+            weir_plugin_host::INTERFACE_VERSION
+        )),
         "{message}"
     );
 }
@@ -92,11 +95,17 @@ fn the_metrics_plugin_loads_and_says_who_it_is() {
     let factory = load(&path, &json!({"max_demand": 1000})).expect("the metrics plugin loads");
     let plugin = factory.plugin();
     assert_eq!(plugin.name, "metrics");
-    assert_eq!(plugin.interface_version, plugin_host::INTERFACE_VERSION);
+    assert_eq!(
+        plugin.interface_version,
+        weir_plugin_host::INTERFACE_VERSION
+    );
     assert_eq!(plugin.version, env!("CARGO_PKG_VERSION"));
     assert_eq!(plugin.path, path);
     let dispatcher = factory.dispatcher::<u64>().expect("a dispatcher");
-    assert_eq!(dispatchers::Dispatcher::<u64>::name(&dispatcher), "metrics");
+    assert_eq!(
+        weir_dispatchers::Dispatcher::<u64>::name(&dispatcher),
+        "metrics"
+    );
 }
 
 #[test]

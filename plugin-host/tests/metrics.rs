@@ -5,11 +5,11 @@ mod support;
 
 use std::time::Duration;
 
-use dispatchers::{
+use serde_json::json;
+use weir_dispatchers::{
     ConsumerId, Dispatcher, Outbox, Subscriber, SubscriptionId, SubscriptionOptions,
 };
-use plugin_host::load;
-use serde_json::json;
+use weir_plugin_host::load;
 
 fn subscriber(subscription: u64, consumer: u64) -> Subscriber {
     Subscriber {

@@ -55,7 +55,7 @@ pub enum PluginWarning {
 /// # Example
 ///
 /// ```
-/// use plugin_interface::{Decision, SubscriptionId};
+/// use weir_plugin_interface::{Decision, SubscriptionId};
 ///
 /// let mut decision = Decision::default();
 /// decision.send(SubscriptionId(1), 3);

@@ -42,7 +42,7 @@ impl CallError {
     /// An [`InvalidOption`](Self::InvalidOption) error.
     ///
     /// ```
-    /// use plugin_interface::CallError;
+    /// use weir_plugin_interface::CallError;
     ///
     /// let error = CallError::invalid_option("virtual_nodes", "must be at least 1");
     /// assert_eq!(error.to_string(), "invalid option `virtual_nodes`: must be at least 1");

@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! The stable-ABI interface between Weir and dispatcher plugins.
 //!
 //! A dispatcher plugin is a `cdylib`, built separately (possibly with another
@@ -34,7 +38,7 @@
 //! gets from a loaded library:
 //!
 //! ```
-//! use plugin_interface::{CallError, ConsumerId, Decision, DispatcherModuleRef, DispatcherPlugin,
+//! use weir_plugin_interface::{CallError, ConsumerId, Decision, DispatcherModuleRef, DispatcherPlugin,
 //!                        PluginInfo, SubscribeRequest, SubscriptionId};
 //! use abi_stable::std_types::{RSlice, RStr};
 //!
@@ -68,10 +72,10 @@
 //! // What the plugin's cdylib exports:
 //! #[abi_stable::export_root_module]
 //! pub fn root() -> DispatcherModuleRef {
-//!     plugin_interface::root_module::<First>(PluginInfo::new("first", "0.1.0", "All to the first"))
+//!     weir_plugin_interface::root_module::<First>(PluginInfo::new("first", "0.1.0", "All to the first"))
 //! }
 //!
-//! // What the host does with it (plugin_host::load wraps all of this):
+//! // What the host does with it (weir_plugin_host::load wraps all of this):
 //! let module = root();
 //! let mut created = (module.new_dispatcher())(RStr::from("{}")).unwrap();
 //! let mut out = Decision::default();

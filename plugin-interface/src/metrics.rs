@@ -44,7 +44,7 @@ pub struct ConsumerMetrics {
 /// cumulates them).
 ///
 /// ```
-/// use plugin_interface::Histogram;
+/// use weir_plugin_interface::Histogram;
 ///
 /// let mut latency = Histogram::with_bounds(&[0.001, 0.01]);
 /// latency.observe(0.0005);

@@ -41,7 +41,7 @@ impl PluginInfo {
     /// crate inside the plugin.
     ///
     /// ```
-    /// use plugin_interface::PluginInfo;
+    /// use weir_plugin_interface::PluginInfo;
     ///
     /// let info = PluginInfo::new("metrics", "0.1.0", "Demand dispatching with metrics");
     /// assert_eq!(info.name.as_str(), "metrics");
@@ -73,7 +73,7 @@ pub struct NewDispatcher {
 ///
 /// Plugins build it with [`root_module`](crate::root_module) and export it
 /// with `#[abi_stable::export_root_module]`; hosts load it with
-/// `plugin_host::load`.
+/// `weir_plugin_host::load`.
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = DispatcherModuleRef)))]

@@ -28,7 +28,7 @@ use crate::{
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use plugin_interface::{CallError, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
+/// use weir_plugin_interface::{CallError, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
 ///
 /// #[derive(Default)]
 /// struct Greedy { demand: BTreeMap<SubscriptionId, u64> }
@@ -61,7 +61,7 @@ use crate::{
 ///
 /// let mut greedy = Greedy::from_options("{}").unwrap();
 /// let mut out = Decision::default();
-/// let request = SubscribeRequest::new(SubscriptionId(1), plugin_interface::ConsumerId(1), 10, 5);
+/// let request = SubscribeRequest::new(SubscriptionId(1), weir_plugin_interface::ConsumerId(1), 10, 5);
 /// greedy.subscribe(&request, &mut out).unwrap();
 /// greedy.ask(SubscriptionId(1), 3, &mut out);
 /// greedy.dispatch(5, &[], &mut out);
@@ -122,7 +122,7 @@ pub trait MetricsSource: Send + Sync + 'static {
 /// The root module for the plugin `D`: export it from the plugin's `cdylib`.
 ///
 /// ```
-/// use plugin_interface::{CallError, Decision, DispatcherModuleRef, DispatcherPlugin, PluginInfo,
+/// use weir_plugin_interface::{CallError, Decision, DispatcherModuleRef, DispatcherPlugin, PluginInfo,
 ///                        SubscribeRequest, SubscriptionId};
 ///
 /// struct KeepAll;
@@ -137,7 +137,7 @@ pub trait MetricsSource: Send + Sync + 'static {
 /// // In the plugin crate (crate-type = ["cdylib"]):
 /// #[abi_stable::export_root_module]
 /// pub fn root() -> DispatcherModuleRef {
-///     plugin_interface::root_module::<KeepAll>(PluginInfo::new(
+///     weir_plugin_interface::root_module::<KeepAll>(PluginInfo::new(
 ///         "keep-all",
 ///         env!("CARGO_PKG_VERSION"),
 ///         "Keeps every event on the host",

@@ -32,7 +32,7 @@ impl SubscribeRequest {
     /// A request with the given demand bounds and no further options.
     ///
     /// ```
-    /// use plugin_interface::{ConsumerId, SubscribeRequest, SubscriptionId};
+    /// use weir_plugin_interface::{ConsumerId, SubscribeRequest, SubscriptionId};
     ///
     /// let request = SubscribeRequest::new(SubscriptionId(1), ConsumerId(7), 10, 5);
     /// assert_eq!(request.options.as_str(), "{}");

@@ -2,7 +2,7 @@
 //! against the same SQL run directly through DataFusion on the same file, in the same run: each timed
 //! iteration runs the engine and then the direct query, back to back.
 //!
-//! `cargo bench -p reference-engine --bench filter_map` uses 10 million rows (generated once and
+//! `cargo bench -p weir-reference-engine --bench filter_map` uses 10 million rows (generated once and
 //! cached under `target/weir-bench/`); under `cargo test` the benchmark runs once on 100 000 rows.
 //! At the end the figures table for `docs/benchmarks.md` (medians of every timed pair, and the median of
 //! the per-pair ratios) is printed, and written to `$WEIR_BENCH_REPORT_DIR/reference-engine.md` when that is set
@@ -15,15 +15,15 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use reference_engine::arrow::array::{
+use weir_reference_engine::arrow::array::{
     Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
-use reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use reference_engine::parquet::arrow::ArrowWriter;
-use reference_engine::parquet::basic::{Compression, Encoding};
-use reference_engine::parquet::file::properties::WriterProperties;
-use reference_engine::parquet::schema::types::ColumnPath;
-use reference_engine::{
+use weir_reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use weir_reference_engine::parquet::arrow::ArrowWriter;
+use weir_reference_engine::parquet::basic::{Compression, Encoding};
+use weir_reference_engine::parquet::file::properties::WriterProperties;
+use weir_reference_engine::parquet::schema::types::ColumnPath;
+use weir_reference_engine::{
     DatasetId, DatasetVocabulary, NoProgress, OffsetInterval, ReferenceEngine, Transform,
     TransformRequest, TransformRequestInput, TransformSql,
 };
@@ -138,9 +138,9 @@ fn request(input: &Path, rows: usize, out: &Path) -> TransformRequest {
 
 /// The same SQL straight through DataFusion (default session), written as one Snappy Parquet file.
 async fn datafusion_direct(input: &Path, out: &Path) {
-    use reference_engine::datafusion::config::TableParquetOptions;
-    use reference_engine::datafusion::dataframe::DataFrameWriteOptions;
-    use reference_engine::datafusion::prelude::{ParquetReadOptions, SessionContext};
+    use weir_reference_engine::datafusion::config::TableParquetOptions;
+    use weir_reference_engine::datafusion::dataframe::DataFrameWriteOptions;
+    use weir_reference_engine::datafusion::prelude::{ParquetReadOptions, SessionContext};
     let ctx = SessionContext::new();
     ctx.register_parquet(
         "input",

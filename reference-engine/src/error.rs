@@ -247,7 +247,7 @@ impl EngineError {
     /// Which terminal message this error becomes.
     ///
     /// ```
-    /// use reference_engine::{EngineError, ErrorKind};
+    /// use weir_reference_engine::{EngineError, ErrorKind};
     ///
     /// let error = EngineError::SystemColumnInOutput { column: "offset".into() };
     /// assert_eq!(error.kind(), ErrorKind::InvalidQuery);

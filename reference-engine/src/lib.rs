@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! Weir's reference ODF engine: SQL transforms on DataFusion, Arrow and Parquet.
 //!
 //! It serves the whole engine contract (ExecuteTransform, ExecuteRawQuery, ValidateQuery,
@@ -18,10 +22,10 @@
 //! ```
 //! use std::sync::Arc;
 //! use chrono::{TimeZone, Utc};
-//! use reference_engine::arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
-//! use reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-//! use reference_engine::parquet::arrow::ArrowWriter;
-//! use reference_engine::{DatasetId, DatasetVocabulary, NoProgress, OffsetInterval, ReferenceEngine,
+//! use weir_reference_engine::arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+//! use weir_reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+//! use weir_reference_engine::parquet::arrow::ArrowWriter;
+//! use weir_reference_engine::{DatasetId, DatasetVocabulary, NoProgress, OffsetInterval, ReferenceEngine,
 //!                        Transform, TransformRequest, TransformRequestInput, TransformSql};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -104,8 +108,6 @@ mod validate;
 pub mod window;
 
 pub use engine::ReferenceEngine;
-/// The conformance kit's Parquet fixtures (from `engine-conformance`, on arrow/parquet alone).
-pub use engine_conformance::ParquetFixtures;
 pub use error::{EngineError, ErrorKind};
 pub use progress::{NoProgress, Phase, Progress, ProgressSink};
 pub use query_depth::{MAX_EXPRESSION_DEPTH, QueryTooDeep, check_query_depth};
@@ -118,6 +120,8 @@ pub use request::{
 };
 pub use server::to_wire_error;
 pub use session::SessionUpgrade;
+/// The conformance kit's Parquet fixtures (from `engine-conformance`, on arrow/parquet alone).
+pub use weir_engine_conformance::ParquetFixtures;
 
 /// The DataFusion this engine runs on.
 pub use datafusion;

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use engine_contract::{EngineAddress, EngineServer, ServeError};
-use reference_engine::ReferenceEngine;
 use tracing_subscriber::EnvFilter;
+use weir_engine_contract::{EngineAddress, EngineServer, ServeError};
+use weir_reference_engine::ReferenceEngine;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -35,7 +35,7 @@ struct Cli {
     #[arg(long, default_value = "127.0.0.1", value_parser = parse_host)]
     host: IpAddr,
     /// TCP port to listen on.
-    #[arg(long, default_value_t = engine_contract::DEFAULT_PORT)]
+    #[arg(long, default_value_t = weir_engine_contract::DEFAULT_PORT)]
     port: u16,
     /// Listen on this Unix socket instead of TCP (a stale socket file is replaced).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["host", "port"])]

@@ -64,7 +64,7 @@ impl Progress {
 ///
 /// ```
 /// use std::sync::Mutex;
-/// use reference_engine::{Phase, Progress, ProgressSink};
+/// use weir_reference_engine::{Phase, Progress, ProgressSink};
 ///
 /// let seen = Mutex::new(Vec::new());
 /// let sink = |progress: Progress| seen.lock().unwrap().push(progress.phase);

@@ -53,7 +53,7 @@ pub struct QueryTooDeep {
 /// pass over the tokens with no recursion, so it cannot itself exhaust the stack.
 ///
 /// ```
-/// use reference_engine::{MAX_EXPRESSION_DEPTH, check_query_depth};
+/// use weir_reference_engine::{MAX_EXPRESSION_DEPTH, check_query_depth};
 ///
 /// assert!(check_query_depth("SELECT a + b * (c - 1) AS x FROM t WHERE a = 1 OR b = 2").is_ok());
 ///

@@ -1,6 +1,6 @@
 //! The operations' inputs and outcomes: the engine contract's own model, re-exported.
 
-pub use engine_contract::model::{
+pub use weir_engine_contract::model::{
     DatasetId, DatasetVocabulary, DeriveProvenanceRequest, DeriveProvenanceSuccess,
     InputProvenance, MigrateQueryRequest, MigrateQuerySuccess, OffsetInterval, OutputColumn,
     RawQueryRequest, RawQuerySuccess, SqlQueryStep, TemporalTable, Transform, TransformRequest,

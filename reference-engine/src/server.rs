@@ -1,14 +1,14 @@
-//! [`ReferenceEngine`] behind the engine contract: the `Engine` trait that `engine_contract::serve` (and
+//! [`ReferenceEngine`] behind the engine contract: the `Engine` trait that `weir_engine_contract::serve` (and
 //! the coordinator's embedded engine) drive.
 //!
 //! Progress reports are relayed from the engine's synchronous [`ProgressSink`] to the contract's async
 //! sink by a small task; the relay is drained before the operation returns, so every Progress message
 //! precedes the terminal one.
 
-use engine_contract::model::{Progress as WireProgress, ValidationError};
-use engine_contract::{Engine, EngineError as WireError, ProgressSink as WireSink};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use weir_engine_contract::model::{Progress as WireProgress, ValidationError};
+use weir_engine_contract::{Engine, EngineError as WireError, ProgressSink as WireSink};
 
 use crate::engine::ReferenceEngine;
 use crate::error::{EngineError, ErrorKind};

@@ -7,7 +7,7 @@ use common::*;
 
 const MAP: &str = "SELECT event_time, city FROM foo";
 
-async fn run(query: &str) -> Terminal<reference_engine::TransformSuccess> {
+async fn run(query: &str) -> Terminal<weir_reference_engine::TransformSuccess> {
     let fx = Fixture::new();
     let slice = fx.slice(&appends(0, &[("A", 1)]), SystemTypes::Compatible);
     let request = fx.request(query, vec![fx.input("foo", vec![slice], Some((0, 0)))], 0);

@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use engine_contract::{ClientError, EngineAddress, EngineClient};
+use weir_engine_contract::{ClientError, EngineAddress, EngineClient};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_weir-engine");
 

@@ -134,19 +134,20 @@ async fn order_by_in_a_subquery_or_an_earlier_step_has_no_meaning_and_input_orde
         vec![fx.input("foo", vec![slice.clone()], Some((0, 2)))],
         0,
     );
-    request.transform = reference_engine::Transform::Sql(reference_engine::TransformSql {
-        queries: Some(vec![
-            reference_engine::SqlQueryStep {
-                alias: Some("sorted".into()),
-                query: "SELECT event_time, city FROM foo ORDER BY city".into(),
-            },
-            reference_engine::SqlQueryStep {
-                alias: None,
-                query: "SELECT * FROM sorted".into(),
-            },
-        ]),
-        ..reference_engine::TransformSql::new("datafusion", "")
-    });
+    request.transform =
+        weir_reference_engine::Transform::Sql(weir_reference_engine::TransformSql {
+            queries: Some(vec![
+                weir_reference_engine::SqlQueryStep {
+                    alias: Some("sorted".into()),
+                    query: "SELECT event_time, city FROM foo ORDER BY city".into(),
+                },
+                weir_reference_engine::SqlQueryStep {
+                    alias: None,
+                    query: "SELECT * FROM sorted".into(),
+                },
+            ]),
+            ..reference_engine::TransformSql::new("datafusion", "")
+        });
     transform_ok(&request).await;
     assert_eq!(
         strings(&read_parquet(&request.new_data_path), "city"),

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use engine_contract::conformance::{self, CheckStatus, ConformanceOptions, DataSetup};
-use engine_contract::{EngineAddress, EngineServer};
-use reference_engine::{ParquetFixtures, ReferenceEngine};
+use weir_engine_contract::conformance::{self, CheckStatus, ConformanceOptions, DataSetup};
+use weir_engine_contract::{EngineAddress, EngineServer};
+use weir_reference_engine::{ParquetFixtures, ReferenceEngine};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_kit_passes_over_loopback_grpc() {

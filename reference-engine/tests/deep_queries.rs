@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use engine_contract::{ClientError, EngineAddress, EngineClient};
-use reference_engine::{
+use weir_engine_contract::{ClientError, EngineAddress, EngineClient};
+use weir_reference_engine::{
     DatasetId, DatasetVocabulary, MAX_EXPRESSION_DEPTH, RawQueryRequest, ValidateQueryInput,
     ValidateQueryRequest,
 };
@@ -208,19 +208,20 @@ async fn a_deep_query_step_is_named_in_the_error() {
     let fx = Fixture::new();
     let slice = fx.slice(&appends(0, &[("A", 1)]), SystemTypes::Compatible);
     let mut request = fx.request("", vec![fx.input("foo", vec![slice], Some((0, 0)))], 0);
-    request.transform = reference_engine::Transform::Sql(reference_engine::TransformSql {
-        queries: Some(vec![
-            reference_engine::SqlQueryStep {
-                alias: Some("deep".into()),
-                query: format!("SELECT event_time, {} AS x FROM foo", chain(400, " * ")),
-            },
-            reference_engine::SqlQueryStep {
-                alias: None,
-                query: "SELECT * FROM deep".into(),
-            },
-        ]),
-        ..reference_engine::TransformSql::new("datafusion", "")
-    });
+    request.transform =
+        weir_reference_engine::Transform::Sql(weir_reference_engine::TransformSql {
+            queries: Some(vec![
+                weir_reference_engine::SqlQueryStep {
+                    alias: Some("deep".into()),
+                    query: format!("SELECT event_time, {} AS x FROM foo", chain(400, " * ")),
+                },
+                weir_reference_engine::SqlQueryStep {
+                    alias: None,
+                    query: "SELECT * FROM deep".into(),
+                },
+            ]),
+            ..reference_engine::TransformSql::new("datafusion", "")
+        });
     let message = transform(&request).await.0.invalid_query();
     assert!(message.starts_with("in query step `deep`: "), "{message}");
     assert!(message.contains("line 1"), "{message}");

@@ -14,15 +14,15 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use engine_contract::conformance::{
+use weir_engine_contract::conformance::{
     self, CheckStatus, Column, ColumnType, ConformanceOptions, DataFixtures, Table, Value, Verdict,
 };
-use engine_contract::model::{
+use weir_engine_contract::model::{
     DatasetId, DatasetVocabulary, OffsetInterval, Transform, TransformRequest,
     TransformRequestInput, TransformSql,
 };
-use engine_contract::{ConnectOptions, EngineAddress, EngineClient, ExecuteTransform};
-use reference_engine::ParquetFixtures;
+use weir_engine_contract::{ConnectOptions, EngineAddress, EngineClient, ExecuteTransform};
+use weir_reference_engine::ParquetFixtures;
 
 /// A tag of these tests' own, so that other builds of `weir/reference-engine:dev` (other work trees,
 /// other test binaries) cannot swap the image under them.

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use common::*;
 use proptest::prelude::*;
-use reference_engine::arrow::array::{
+use weir_reference_engine::arrow::array::{
     Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
-use reference_engine::arrow::compute::cast;
-use reference_engine::arrow::datatypes::{DataType, Field, Schema};
-use reference_engine::datafusion::prelude::{ParquetReadOptions, SessionContext};
-use reference_engine::{DatasetVocabulary, TransformRequest, TransformRequestInput};
+use weir_reference_engine::arrow::compute::cast;
+use weir_reference_engine::arrow::datatypes::{DataType, Field, Schema};
+use weir_reference_engine::datafusion::prelude::{ParquetReadOptions, SessionContext};
+use weir_reference_engine::{DatasetVocabulary, TransformRequest, TransformRequestInput};
 
 const DAY_MS: i64 = 86_400_000;
 const HOUR_MS: i64 = 3_600_000;
@@ -94,7 +94,7 @@ fn input(
     input.schema_file = schema.display().to_string();
     input.explicit_watermarks = watermark_ms
         .map(|w| {
-            vec![reference_engine::Watermark {
+            vec![weir_reference_engine::Watermark {
                 system_time: at(0),
                 event_time: chrono::DateTime::from_timestamp_millis(w).unwrap(),
             }]
@@ -384,13 +384,13 @@ async fn kamus_overdue_shipments_join_step_runs_as_written() {
     // The whole transform (join, then a daily window over its output, then a filter) is refused:
     // stateful steps cannot be chained yet.
     let mut whole = request.clone();
-    whole.transform = reference_engine::Transform::Sql(reference_engine::TransformSql {
+    whole.transform = weir_reference_engine::Transform::Sql(weir_reference_engine::TransformSql {
         queries: Some(vec![
-            reference_engine::SqlQueryStep {
+            weir_reference_engine::SqlQueryStep {
                 alias: Some("order_shipments".into()),
                 query: ORDER_SHIPMENTS.into(),
             },
-            reference_engine::SqlQueryStep {
+            weir_reference_engine::SqlQueryStep {
                 alias: Some("order_shipments_agg".into()),
                 query: "SELECT TUMBLE_START(order_time, INTERVAL '1' DAY) as order_time, order_id, \
                         count(*) as num_shipments, min(shipped_time) as first_shipment, \
@@ -399,7 +399,7 @@ async fn kamus_overdue_shipments_join_step_runs_as_written() {
                         FROM order_shipments GROUP BY TUMBLE(order_time, INTERVAL '1' DAY), order_id"
                     .into(),
             },
-            reference_engine::SqlQueryStep {
+            weir_reference_engine::SqlQueryStep {
                 alias: None,
                 query: "SELECT * FROM order_shipments_agg WHERE order_quantity <> shipped_quantity_total"
                     .into(),
@@ -529,7 +529,7 @@ async fn batch_result(
         .first()
         .map(RecordBatch::schema)
         .unwrap_or_else(|| Arc::new(Schema::empty()));
-    reference_engine::arrow::compute::concat_batches(&schema, &batches).unwrap()
+    weir_reference_engine::arrow::compute::concat_batches(&schema, &batches).unwrap()
 }
 
 /// Runs `query` over the events split at `order_cuts` / `shipment_cuts` into transactions, with
@@ -701,8 +701,8 @@ async fn migrate_query_to_or_from_an_interval_join_is_refused_naming_recompute_a
         ),
         (stateless, LEFT_JOIN, None),
     ] {
-        let request = reference_engine::MigrateQueryRequest {
-            dataset_id: reference_engine::DatasetId::from_key([9; 32]),
+        let request = weir_reference_engine::MigrateQueryRequest {
+            dataset_id: weir_reference_engine::DatasetId::from_key([9; 32]),
             dataset_alias: "bar".into(),
             system_time: system_time(),
             vocab: order_time_vocab(),
@@ -715,8 +715,8 @@ async fn migrate_query_to_or_from_an_interval_join_is_refused_naming_recompute_a
             new_data_path: fx.path("migrate/data").display().to_string(),
         };
         let message = terminal(
-            reference_engine::ReferenceEngine::new()
-                .migrate_query(&request, &reference_engine::NoProgress)
+            weir_reference_engine::ReferenceEngine::new()
+                .migrate_query(&request, &weir_reference_engine::NoProgress)
                 .await,
         )
         .invalid_query();

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use reference_engine::{
+use weir_reference_engine::{
     DatasetId, DatasetVocabulary, DeriveProvenanceRequest, MigrateQueryRequest, NoProgress,
     OffsetInterval, RawQueryRequest, ReferenceEngine, ValidateQueryInput, ValidateQueryRequest,
 };
@@ -72,11 +72,11 @@ async fn raw_query_writes_timestamps_as_utc_milliseconds_like_odf_engines() {
     }
     assert_eq!(
         type_of("offset"),
-        reference_engine::arrow::datatypes::DataType::Int64
+        weir_reference_engine::arrow::datatypes::DataType::Int64
     );
     assert_eq!(
         type_of("op"),
-        reference_engine::arrow::datatypes::DataType::Int32
+        weir_reference_engine::arrow::datatypes::DataType::Int32
     );
     assert_eq!(
         ints(&out, "computed"),

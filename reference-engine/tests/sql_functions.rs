@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use reference_engine::arrow::array::Array;
+use weir_reference_engine::arrow::array::Array;
 
 #[tokio::test]
 async fn json_functions_read_fields_of_json_text() {
@@ -58,26 +58,26 @@ async fn json_functions_read_fields_of_json_text() {
     let area = out.column_by_name("area").unwrap();
     let area = area
         .as_any()
-        .downcast_ref::<reference_engine::arrow::array::Float64Array>()
+        .downcast_ref::<weir_reference_engine::arrow::array::Float64Array>()
         .unwrap();
     assert_eq!(area.value(0), 115.18);
     assert!(area.is_null(1), "Victoria has no area");
     let capital = out.column_by_name("capital").unwrap();
     let capital = capital
         .as_any()
-        .downcast_ref::<reference_engine::arrow::array::BooleanArray>()
+        .downcast_ref::<weir_reference_engine::arrow::array::BooleanArray>()
         .unwrap();
     assert_eq!((capital.value(0), capital.value(1)), (false, true));
     let tags = out.column_by_name("tags").unwrap();
     assert!(tags.is_valid(0) && tags.is_null(1));
     assert_eq!(
-        reference_engine::arrow::compute::cast(
+        weir_reference_engine::arrow::compute::cast(
             tags,
-            &reference_engine::arrow::datatypes::DataType::Int64
+            &weir_reference_engine::arrow::datatypes::DataType::Int64
         )
         .unwrap()
         .as_any()
-        .downcast_ref::<reference_engine::arrow::array::Int64Array>()
+        .downcast_ref::<weir_reference_engine::arrow::array::Int64Array>()
         .unwrap()
         .value(0),
         2

@@ -8,10 +8,10 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use reference_engine::arrow::array::{Array, Int64Array, RecordBatch};
-use reference_engine::arrow::compute::concat_batches;
-use reference_engine::arrow::datatypes::DataType;
-use reference_engine::{
+use weir_reference_engine::arrow::array::{Array, Int64Array, RecordBatch};
+use weir_reference_engine::arrow::compute::concat_batches;
+use weir_reference_engine::arrow::datatypes::DataType;
+use weir_reference_engine::{
     DatasetId, DatasetVocabulary, MigrateQueryRequest, MigrateQuerySuccess, NoProgress,
     OffsetInterval, ReferenceEngine, TemporalTable, Transform, TransformRequest, TransformSql,
     ValidateQueryInput, ValidateQueryRequest,
@@ -49,7 +49,7 @@ fn input(
     alias: &str,
     records: &[Record],
     watermark_s: Option<i64>,
-) -> reference_engine::TransformRequestInput {
+) -> weir_reference_engine::TransformRequestInput {
     let mut input = match (records.first(), records.last()) {
         (Some(first), Some(last)) => fx.input(
             alias,
@@ -85,7 +85,7 @@ fn request(
 /// (event time ms, city, amount, price) of each output record.
 fn rows(batch: &RecordBatch) -> Vec<(i64, String, i64, Option<i64>)> {
     let price = batch.column_by_name("price").unwrap();
-    let price = reference_engine::arrow::compute::cast(price, &DataType::Int64).unwrap();
+    let price = weir_reference_engine::arrow::compute::cast(price, &DataType::Int64).unwrap();
     let price = price.as_any().downcast_ref::<Int64Array>().unwrap();
     ints(batch, "event_time")
         .into_iter()
@@ -863,11 +863,11 @@ async fn a_stream_joins_two_temporal_tables_and_a_later_step_computes_over_the_j
     };
     request.transform = Transform::Sql(TransformSql {
         queries: Some(vec![
-            reference_engine::SqlQueryStep {
+            weir_reference_engine::SqlQueryStep {
                 alias: Some("enriched".into()),
                 query: joined.into(),
             },
-            reference_engine::SqlQueryStep {
+            weir_reference_engine::SqlQueryStep {
                 alias: None,
                 query: "SELECT event_time, city, amount * price - coalesce(discount, 0) AS total \
                         FROM enriched WHERE amount > 1"

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use reference_engine::arrow::datatypes::DataType;
-use reference_engine::{OffsetInterval, Phase, SqlQueryStep, Transform, TransformSql};
+use weir_reference_engine::arrow::datatypes::DataType;
+use weir_reference_engine::{OffsetInterval, Phase, SqlQueryStep, Transform, TransformSql};
 
 const MAP: &str = "SELECT event_time, city, population * 2 AS population FROM foo";
 
@@ -273,8 +273,8 @@ async fn progress_reports_phases_with_rows_read_and_written() {
 /// uses it: the system columns are PLAIN, without a dictionary, in every row group.
 #[tokio::test]
 async fn system_columns_are_written_plain_never_delta_encoded() {
-    use reference_engine::parquet::basic::Encoding;
-    use reference_engine::parquet::file::reader::{FileReader, SerializedFileReader};
+    use weir_reference_engine::parquet::basic::Encoding;
+    use weir_reference_engine::parquet::file::reader::{FileReader, SerializedFileReader};
 
     let fx = Fixture::new();
     let cities: Vec<(String, i64)> = (0..5_000).map(|i| (format!("city {i}"), i)).collect();

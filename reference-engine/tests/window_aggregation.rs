@@ -7,9 +7,9 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use reference_engine::arrow::array::RecordBatch;
-use reference_engine::arrow::compute::concat_batches;
-use reference_engine::{OffsetInterval, TransformRequest};
+use weir_reference_engine::arrow::array::RecordBatch;
+use weir_reference_engine::arrow::compute::concat_batches;
+use weir_reference_engine::{OffsetInterval, TransformRequest};
 
 const HOUR_MS: i64 = 3_600_000;
 const WINDOWED: &str = "SELECT date_bin(INTERVAL '1 hour', event_time) AS event_time, city, \

@@ -11,12 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use reference_engine::arrow::array::{
+use weir_reference_engine::arrow::array::{
     Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
-use reference_engine::arrow::compute::concat_batches;
-use reference_engine::arrow::datatypes::{DataType, Field, Schema};
-use reference_engine::{DatasetVocabulary, TransformRequest};
+use weir_reference_engine::arrow::compute::concat_batches;
+use weir_reference_engine::arrow::datatypes::{DataType, Field, Schema};
+use weir_reference_engine::{DatasetVocabulary, TransformRequest};
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
@@ -40,15 +40,15 @@ const RISINGWAVE: &str = "select window_start as event_time, city, \
 /// A timestamp column (any unit) as milliseconds.
 fn millis(batch: &RecordBatch, name: &str) -> Vec<i64> {
     let column = batch.column_by_name(name).unwrap();
-    let column = reference_engine::arrow::compute::cast(
+    let column = weir_reference_engine::arrow::compute::cast(
         column,
         &DataType::Timestamp(
-            reference_engine::arrow::datatypes::TimeUnit::Millisecond,
+            weir_reference_engine::arrow::datatypes::TimeUnit::Millisecond,
             None,
         ),
     )
     .unwrap();
-    let column = reference_engine::arrow::compute::cast(&column, &DataType::Int64).unwrap();
+    let column = weir_reference_engine::arrow::compute::cast(&column, &DataType::Int64).unwrap();
     column
         .as_any()
         .downcast_ref::<Int64Array>()
@@ -227,7 +227,7 @@ async fn tumble_start_and_end_and_shifted_window_bounds_are_exact() {
             "t2",
         );
         next.query_inputs[0].offset_interval =
-            Some(reference_engine::OffsetInterval { start: 6, end: 6 });
+            Some(weir_reference_engine::OffsetInterval { start: 6, end: 6 });
         next
     };
     transform_ok(&next).await;

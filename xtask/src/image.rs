@@ -1,8 +1,9 @@
 //! `cargo xtask image [--engine reference|test|ballista|all] [--release] [--tag TAG]`: builds engine images
 //! locally (`--tag` replaces the default tag of a single engine's image).
 //!
-//! Each engine binary is built statically (`-C target-feature=+crt-static` for
-//! x86_64-unknown-linux-gnu), checked to have no dynamic loader, and copied with the crate's
+//! The engine binaries are built statically (`-C target-feature=+crt-static` for x86_64-unknown-linux-gnu),
+//! all of them in one cargo build whichever image is asked for, so that the images share one build of their
+//! common dependencies; each is checked to have no dynamic loader, and copied with the crate's
 //! `Dockerfile` into a temporary build context holding nothing else; `docker build` then makes a
 //! `FROM scratch` image. Nothing is pulled.
 
@@ -36,9 +37,9 @@ struct EngineImage {
 const IMAGES: [EngineImage; 3] = [
     EngineImage {
         name: "reference",
-        package: "reference-engine",
+        package: "weir-reference-engine",
         binary: "weir-engine",
-        dockerfile_dir: "reference-engine",
+        dockerfile_dir: "weir-reference-engine",
         tag: "weir/reference-engine:dev",
     },
     EngineImage {
@@ -51,9 +52,9 @@ const IMAGES: [EngineImage; 3] = [
     // One binary for the distributed engine's Ballista scheduler and executors (and the engine).
     EngineImage {
         name: "ballista",
-        package: "distributed-engine",
+        package: "weir-distributed-engine",
         binary: "weir-ballista",
-        dockerfile_dir: "distributed-engine",
+        dockerfile_dir: "weir-distributed-engine",
         tag: "weir/ballista:dev",
     },
 ];
@@ -100,14 +101,30 @@ pub fn image(args: &[String]) -> Result<(), String> {
             "--tag names one image: choose it with --engine reference, test or ballista".into(),
         );
     }
+    let binaries = build_static_binaries(release)?;
     for image in selected {
-        build_image(image, release, tag.as_deref().unwrap_or(image.tag))?;
+        build_image(image, &binaries, tag.as_deref().unwrap_or(image.tag))?;
     }
     Ok(())
 }
 
-fn build_image(image: &EngineImage, release: bool, tag: &str) -> Result<(), String> {
-    let binary = build_static_binary(image, release)?;
+/// `cargo xtask engines [--release]`: the engine binaries alone, built statically as the images hold them,
+/// their paths printed one per line (tests run them as process engines: a static binary runs anywhere).
+pub fn engines(args: &[String]) -> Result<(), String> {
+    let release = match args {
+        [] => false,
+        [flag] if flag == "--release" => true,
+        _ => return Err("usage: cargo xtask engines [--release]".into()),
+    };
+    let binaries = build_static_binaries(release)?;
+    for image in &IMAGES {
+        println!("{}", checked_static(&binaries, image)?.display());
+    }
+    Ok(())
+}
+
+fn build_image(image: &EngineImage, binaries: &Path, tag: &str) -> Result<(), String> {
+    let binary = checked_static(binaries, image)?;
     let context = env::temp_dir().join(format!("weir-image-{}-{}", image.name, std::process::id()));
     let result = (|| {
         std::fs::create_dir_all(&context)
@@ -130,24 +147,23 @@ fn build_image(image: &EngineImage, release: bool, tag: &str) -> Result<(), Stri
     Ok(())
 }
 
-fn build_static_binary(image: &EngineImage, release: bool) -> Result<PathBuf, String> {
+/// Builds every engine binary statically; returns the folder that holds them.
+fn build_static_binaries(release: bool) -> Result<PathBuf, String> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut rustflags = env::var("RUSTFLAGS").unwrap_or_default();
     if !rustflags.is_empty() {
         rustflags.push(' ');
     }
     rustflags.push_str("-C target-feature=+crt-static");
+    // Every engine binary in one build: their dependencies' features are unified, so the images share one
+    // static build of DataFusion (built per engine, the Ballista engine's features would rebuild it).
     let mut command = Command::new(&cargo);
+    command.arg("build");
+    for engine in &IMAGES {
+        command.args(["--package", engine.package]);
+    }
     command
-        .args([
-            "build",
-            "--package",
-            image.package,
-            "--bin",
-            image.binary,
-            "--target",
-            TARGET,
-        ])
+        .args(["--bins", "--target", TARGET])
         .current_dir(root())
         // With --target, RUSTFLAGS reaches only the target's code: build scripts and proc macros stay
         // dynamic and keep sharing their artifacts with normal builds.
@@ -157,15 +173,23 @@ fn build_static_binary(image: &EngineImage, release: bool) -> Result<PathBuf, St
         command.arg("--release");
     }
     eprintln!(
-        "xtask: RUSTFLAGS=\"{rustflags}\" cargo build -p {} --target {TARGET}{}",
-        image.package,
-        if release { " --release" } else { "" }
+        "xtask: RUSTFLAGS=\"{rustflags}\" cargo build {} --bins --target {TARGET}{}",
+        IMAGES
+            .iter()
+            .map(|e| format!("-p {}", e.package))
+            .collect::<Vec<_>>()
+            .join(" "),
+        if release { " --release" } else { "" },
     );
     run(&mut command)?;
-    let binary = target_dir()
+    Ok(target_dir()
         .join(TARGET)
-        .join(if release { "release" } else { "debug" })
-        .join(image.binary);
+        .join(if release { "release" } else { "debug" }))
+}
+
+/// An engine's binary in `binaries`, checked to be a static executable.
+fn checked_static(binaries: &Path, image: &EngineImage) -> Result<PathBuf, String> {
+    let binary = binaries.join(image.binary);
     let bytes =
         std::fs::read(&binary).map_err(|e| format!("could not read {}: {e}", binary.display()))?;
     if !is_static_elf(&bytes) {

@@ -16,15 +16,19 @@ const HELP: &str = "\
 cargo xtask <TASK> [ARGS...]
 
 Tasks:
-  ci        What CI runs: fmt check, clippy -D warnings, the whole test suite, the loom models
+  ci        What CI runs: fmt check, clippy -D warnings, rustdoc -D warnings, a publish dry run of every
+            published crate, the whole test suite, the loom models
   test      The whole test suite only (cargo test --workspace --all-targets), then the loom models
   loom      gen-stage's loom models (mailbox, group executor) only, under --cfg loom in target/loom
   lint      fmt check and clippy -D warnings only
+  docs      cargo doc --workspace --no-deps with rustdoc warnings as errors
+  package   cargo publish --dry-run of every crate that is published (packaged and built as crates.io would)
   bench     Criterion benchmarks: [--quick] [-p CRATE]... [FILTER] [-- ARGS]
             (figures tables go to target/bench-reports/, see docs/benchmarks.md)
   build     Build the workspace and every dispatcher plugin; print where the .so files are
   codegen   Regenerate engine-contract's and odf's FlatBuffers code with a matching flatc (needs cmake)
   image     Engine images FROM scratch with static binaries (--engine reference|test|ballista|all, --release)
+  engines   The engine binaries alone, built statically as the images hold them; prints their paths
   help      This text
 ";
 
@@ -33,14 +37,20 @@ fn main() -> ExitCode {
     let task = args.next().unwrap_or_else(|| "help".to_owned());
     let rest: Vec<String> = args.collect();
     let result = match task.as_str() {
-        "ci" => lint().and_then(|()| test()),
+        "ci" => lint()
+            .and_then(|()| docs())
+            .and_then(|()| package())
+            .and_then(|()| test()),
         "test" => test(),
         "loom" => loom(),
         "lint" => lint(),
+        "docs" => docs(),
+        "package" => package(),
         "bench" => bench(&rest),
         "build" => build(&rest),
         "codegen" => codegen(),
         "image" => image::image(&rest),
+        "engines" => image::engines(&rest),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(())
@@ -125,12 +135,32 @@ fn lint() -> Result<(), String> {
     ])
 }
 
+/// The API docs of every crate, as docs.rs builds them, with rustdoc's warnings (broken intra-doc links,
+/// private items linked from public docs, bad code blocks) as errors.
+fn docs() -> Result<(), String> {
+    let flags = match env::var("RUSTDOCFLAGS") {
+        Ok(flags) if !flags.trim().is_empty() => format!("{flags} -D warnings"),
+        _ => "-D warnings".to_owned(),
+    };
+    cargo_with_env(
+        &["doc", "--workspace", "--no-deps"],
+        &[("RUSTDOCFLAGS".to_owned(), flags)],
+    )
+}
+
+/// `cargo publish --dry-run` of every crate that is published (`publish = false` ones are skipped by
+/// cargo): each is packaged as crates.io would receive it, its manifest checked (versions on every
+/// dependency, metadata) and the packaged sources built against the others' packages.
+fn package() -> Result<(), String> {
+    cargo(&["publish", "--dry-run", "--workspace", "--allow-dirty"])
+}
+
 fn test() -> Result<(), String> {
     // --no-fail-fast: one run reports every failing test binary, not only the first.
     cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])?;
     // odf's optional features (the logical hash over kamu's vectors, the serde spelling) are tested on
     // their own, whichever features the rest of the workspace happens to enable.
-    cargo(&["test", "-p", "odf", "--all-features", "--all-targets"])?;
+    cargo(&["test", "-p", "weir-odf", "--all-features", "--all-targets"])?;
     cargo(&["test", "--workspace", "--doc"])?;
     loom()
 }
@@ -154,7 +184,7 @@ fn loom() -> Result<(), String> {
         &[
             "test",
             "-p",
-            "gen-stage",
+            "weir-gen-stage",
             "--release",
             "--lib",
             "--target-dir",

@@ -17,7 +17,7 @@ pub async fn run(ctx: &Context, engine: &str) -> Result<Output, CommandError> {
             message: format!("scratch directory: {e}"),
         })?;
     let report = handle.conformance(dir.path()).await?;
-    use engine_contract::conformance::{CheckStatus, Verdict};
+    use weir_engine_contract::conformance::{CheckStatus, Verdict};
     let failed = report.count(CheckStatus::Failed);
     let not_run = report.count(CheckStatus::NotRun);
     let text = format!(

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use odf::{AddPushSource, ReadStep, SourceState};
 use serde_json::json;
+use weir_odf::{AddPushSource, ReadStep, SourceState};
 
 use super::pull::progress::ProgressLine;
 use super::{Output, known};
@@ -165,16 +165,16 @@ pub fn read_step_as(step: &ReadStep, format: Option<InputFormat>) -> ReadStep {
         (InputFormat::Csv, ReadStep::Csv(_))
         | (InputFormat::Ndjson, ReadStep::NdJson(_))
         | (InputFormat::Parquet, ReadStep::Parquet(_)) => step.clone(),
-        (InputFormat::Csv, _) => ReadStep::Csv(odf::ReadStepCsv {
+        (InputFormat::Csv, _) => ReadStep::Csv(weir_odf::ReadStepCsv {
             schema,
             header: Some(true),
             ..Default::default()
         }),
-        (InputFormat::Ndjson, _) => ReadStep::NdJson(odf::ReadStepNdJson {
+        (InputFormat::Ndjson, _) => ReadStep::NdJson(weir_odf::ReadStepNdJson {
             schema,
             ..Default::default()
         }),
-        (InputFormat::Parquet, _) => ReadStep::Parquet(odf::ReadStepParquet { schema }),
+        (InputFormat::Parquet, _) => ReadStep::Parquet(weir_odf::ReadStepParquet { schema }),
     }
 }
 

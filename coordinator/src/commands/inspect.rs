@@ -6,7 +6,7 @@ use serde_json::json;
 use super::{Output, known};
 use crate::commands::error::CommandError;
 use crate::transaction::{Context, stored_slice_schema};
-use odf::MetadataEvent;
+use weir_odf::MetadataEvent;
 
 /// `inspect schema`: the columns of the dataset's data, as its latest `SetDataSchema` records them (`--format
 /// json`: that ODF schema, and the Arrow types of its newest data slice).
@@ -85,7 +85,7 @@ pub async fn query(ctx: &Context, dataset: &str) -> Result<Output, CommandError>
     }
     if transforms.is_empty() {
         let manifest = &ctx.workspace.datasets[dataset];
-        text.push(if manifest.kind == odf::DatasetKind::Root {
+        text.push(if manifest.kind == weir_odf::DatasetKind::Root {
             format!("dataset `{dataset}` is a root dataset: it ingests files and has no transform")
         } else {
             format!(

@@ -10,7 +10,7 @@
 //! read what an earlier one left.
 //!
 //! ```
-//! use coordinator::commands::intent::Intent;
+//! use weir_cli::commands::intent::Intent;
 //! let rename = Intent::Rename {
 //!     old: "a".into(),
 //!     new: "b".into(),
@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use super::error::CommandError;
 use crate::transaction::TxError;
-use odf::Multihash;
 use weir_dataset::chain::store::{Storage, StoreError};
 use weir_dataset::{durable, fault};
+use weir_odf::Multihash;
 
 /// The format of the record this Weir writes.
 const VERSION: u32 = 1;

@@ -24,7 +24,7 @@ pub fn run(ctx: &Context, dataset: Option<&str>, format: Format) -> Result<Outpu
         let mut lines = vec!["digraph lineage {".to_string(), "  rankdir=LR;".to_string()];
         for name in &order {
             let m = &ws.datasets[name];
-            let shape = if m.kind == odf::DatasetKind::Root {
+            let shape = if m.kind == weir_odf::DatasetKind::Root {
                 "cylinder"
             } else {
                 "box"

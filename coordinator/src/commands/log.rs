@@ -6,8 +6,8 @@ use super::{Output, known};
 use crate::commands::error::CommandError;
 use crate::manifest::support;
 use crate::transaction::Context;
-use odf::MetadataEvent;
 use weir_dataset::identity::{self, EngineIdentity};
+use weir_odf::MetadataEvent;
 
 /// Runs `log`: at most `limit` blocks, the newest.
 pub async fn run(ctx: &Context, dataset: &str, limit: usize) -> Result<Output, CommandError> {
@@ -53,15 +53,15 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
         MetadataEvent::Seed(s) => format!(
             "Seed {} {}",
             match s.dataset_kind {
-                odf::DatasetKind::Root => "Root",
-                odf::DatasetKind::Derivative => "Derivative",
+                weir_odf::DatasetKind::Root => "Root",
+                weir_odf::DatasetKind::Derivative => "Derivative",
             },
             s.dataset_id
         ),
         MetadataEvent::SetPollingSource(p) => {
             let fetch = match &p.fetch {
-                odf::FetchStep::Url(u) => format!("Url({})", u.url),
-                odf::FetchStep::FilesGlob(g) => format!("FilesGlob({})", g.path),
+                weir_odf::FetchStep::Url(u) => format!("Url({})", u.url),
+                weir_odf::FetchStep::FilesGlob(g) => format!("FilesGlob({})", g.path),
                 other => support::fetch_kind(other).to_owned(),
             };
             format!(
@@ -99,7 +99,7 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
             text
         }
         MetadataEvent::SetVocab(v) => {
-            let v = odf::DatasetVocabulary::from(v);
+            let v = weir_odf::DatasetVocabulary::from(v);
             format!(
                 "SetVocab offset={} op={} system_time={} event_time={}",
                 v.offset_column, v.operation_type_column, v.system_time_column, v.event_time_column
@@ -173,7 +173,7 @@ pub fn describe(e: &MetadataEvent, engine: Option<&EngineIdentity>) -> String {
     }
 }
 
-fn slice(d: Option<&odf::DataSlice>) -> String {
+fn slice(d: Option<&weir_odf::DataSlice>) -> String {
     match d {
         Some(d) => format!(
             "records=[{}, {}] data={}",

@@ -164,7 +164,7 @@ pub fn select(ctx: &Context, patterns: &[String]) -> Result<Vec<String>, Command
 /// other character for itself.
 ///
 /// ```
-/// use coordinator::commands::matches_pattern;
+/// use weir_cli::commands::matches_pattern;
 /// assert!(matches_pattern("readings.%", "readings.daily"));
 /// assert!(matches_pattern("%.daily", "readings.daily"));
 /// assert!(matches_pattern("%", "stations"));

@@ -9,8 +9,8 @@ use crate::commands::error::CommandError;
 use crate::engine::job::{InputRecords, ProvenanceJob};
 use crate::engine::{EngineFailure, compat};
 use crate::transaction::Context;
-use odf::MetadataEvent;
 use weir_dataset::identity::EngineIdentity;
+use weir_odf::MetadataEvent;
 
 /// Runs `provenance`.
 pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, CommandError> {
@@ -159,7 +159,7 @@ async fn record_level(
     chain: &weir_dataset::chain::store::Chain,
     index: usize,
     offset: u64,
-    ids: &[(odf::DatasetId, String)],
+    ids: &[(weir_odf::DatasetId, String)],
 ) -> Result<Result<(EngineIdentity, Vec<InputRecords>), String>, CommandError> {
     let Some(step) = verify::recorded_step(ctx, dataset, chain, index, ids).await? else {
         return Ok(Err(
@@ -178,7 +178,7 @@ async fn record_level(
     let id = chain
         .summary
         .dataset_id
-        .unwrap_or(odf::DatasetId::from_key([0; 32]));
+        .unwrap_or(weir_odf::DatasetId::from_key([0; 32]));
     let system_time = chain.blocks[index].1.system_time;
     let job = ctx
         .stage_step(
@@ -205,7 +205,7 @@ async fn record_level(
     }
 }
 
-async fn id_names(ctx: &Context) -> Result<Vec<(odf::DatasetId, String)>, CommandError> {
+async fn id_names(ctx: &Context) -> Result<Vec<(weir_odf::DatasetId, String)>, CommandError> {
     let mut out = Vec::new();
     for name in ctx.workspace.datasets.keys() {
         let chain = ctx.storage.dataset(name).chain().await?;

@@ -16,8 +16,8 @@ use super::intent::{HeadChange, Intent, Journal};
 use super::{Output, known};
 use crate::commands::error::CommandError;
 use crate::transaction::{Context, TxError};
-use odf::{DatasetId, MetadataEvent, Multihash};
 use weir_dataset::chain::store::Chain;
+use weir_odf::{DatasetId, MetadataEvent, Multihash};
 
 /// One dataset's head move.
 #[derive(Debug, Clone, PartialEq, Eq)]

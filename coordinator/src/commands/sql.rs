@@ -105,7 +105,7 @@ pub struct Heads {
 }
 
 /// A dataset's data files and the head they were read at (`None`: no head yet).
-type ReadAt = (Option<odf::Multihash>, Vec<PathBuf>);
+type ReadAt = (Option<weir_odf::Multihash>, Vec<PathBuf>);
 
 impl Heads {
     /// Heads of the workspace of `ctx`.

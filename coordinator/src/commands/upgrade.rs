@@ -17,9 +17,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
-use odf::{DatasetId, MetadataBlock, MetadataEvent, Multihash};
 use serde_json::json;
 use tracing::{Instrument, info, info_span};
+use weir_odf::{DatasetId, MetadataBlock, MetadataEvent, Multihash};
 
 use super::Output;
 use crate::commands::error::CommandError;
@@ -413,7 +413,7 @@ async fn slice_facts(
     progress: &mut Progress,
 ) -> Result<HashMap<Multihash, SliceFacts>, CommandError> {
     let name = store.name();
-    let old_slices: Vec<(u64, &odf::DataSlice)> = chain
+    let old_slices: Vec<(u64, &weir_odf::DataSlice)> = chain
         .blocks
         .iter()
         .filter(|b| b.old.is_some())

@@ -71,7 +71,7 @@ pub fn static_problems<'a>(
                     &p.sql().engine,
                 );
             }
-            if let odf::FetchStep::FilesGlob(g) = &src.fetch {
+            if let weir_odf::FetchStep::FilesGlob(g) = &src.fetch {
                 let pattern = root.join(&g.path);
                 let any = glob::glob(&pattern.to_string_lossy())
                     .map(|mut paths| paths.any(|p| p.is_ok_and(|p| p.is_file())))
@@ -106,7 +106,7 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
     ctx.check_inputs_pinned(&all).await?;
     let mut items = Vec::new();
     let mut chains_by_id: std::collections::HashMap<
-        odf::DatasetId,
+        weir_odf::DatasetId,
         weir_dataset::chain::store::Chain,
     > = std::collections::HashMap::new();
     for name in ctx.workspace.topological_order()? {
@@ -125,7 +125,7 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
             .map_err(CommandError::from)?;
         let files = files.data_files + files.checkpoints;
         for (_, b) in &chain.blocks {
-            if let odf::MetadataEvent::ExecuteTransform(t) = &b.event {
+            if let weir_odf::MetadataEvent::ExecuteTransform(t) = &b.event {
                 for (index, input) in t.query_inputs.iter().enumerate() {
                     if let Some(in_chain) = chains_by_id.get(&input.dataset_id) {
                         check_input_against_chain(
@@ -147,7 +147,7 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
             let id = chain
                 .summary
                 .dataset_id
-                .unwrap_or(odf::DatasetId::from_key([0; 32]));
+                .unwrap_or(weir_odf::DatasetId::from_key([0; 32]));
             match ctx.validate_transform(manifest, id).await {
                 Ok(Some(schema)) => format!(
                     "; query valid, output [{}]",

@@ -8,10 +8,10 @@ use super::{Output, known};
 use crate::commands::error::CommandError;
 use crate::engine::{EngineFailure, EngineHandle, compat};
 use crate::transaction::{Context, PlannedInput, TransformPlan};
-use odf::Multihash;
-use odf::{Checkpoint, DatasetId, DatasetVocabulary, MetadataEvent};
 use weir_dataset::chain::store::{Chain, FileKind};
 use weir_dataset::identity::{self, EngineIdentity};
+use weir_odf::Multihash;
+use weir_odf::{Checkpoint, DatasetId, DatasetVocabulary, MetadataEvent};
 
 /// One replayed step.
 #[derive(Debug, Clone, Serialize)]

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
-use engine_contract::conformance::ConformanceReport;
-use odf::{DatasetVocabulary, OffsetInterval};
+use weir_engine_contract::conformance::ConformanceReport;
+use weir_odf::{DatasetVocabulary, OffsetInterval};
 
 use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,

@@ -4,8 +4,8 @@
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use odf::{DatasetVocabulary, OffsetInterval};
 use weir_dataset::data;
+use weir_odf::{DatasetVocabulary, OffsetInterval};
 
 /// An engine broke the contract; the transaction is aborted and the dataset keeps its previous head.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -176,8 +176,8 @@ impl OutputCheck {
 /// checks of [`OutputCheck`] in one call.
 ///
 /// ```
-/// use odf::{OffsetInterval, DatasetVocabulary};
-/// use coordinator::engine::contract::{check_transform_output, ContractViolation};
+/// use weir_odf::{OffsetInterval, DatasetVocabulary};
+/// use weir_cli::engine::contract::{check_transform_output, ContractViolation};
 /// let err = check_transform_output(5, Some(OffsetInterval { start: 5, end: 6 }), None, None, &DatasetVocabulary::default());
 /// assert!(matches!(err, Err(ContractViolation::ClaimsRowsButNoFile { .. })));
 /// ```

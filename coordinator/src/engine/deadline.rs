@@ -5,7 +5,7 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
-use engine_contract::conformance::ConformanceReport;
+use weir_engine_contract::conformance::ConformanceReport;
 
 use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
@@ -144,7 +144,7 @@ mod tests {
         let layer = Deadline::new(Silent, "slow".into(), Duration::from_millis(20), 30);
         let raw = RawQueryJob {
             input_data_paths: vec![],
-            transform: odf::TransformSql {
+            transform: weir_odf::TransformSql {
                 engine: "slow".into(),
                 version: None,
                 query: Some("SELECT 1".into()),

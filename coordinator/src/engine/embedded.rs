@@ -3,8 +3,8 @@
 use std::convert::Infallible;
 use std::path::Path;
 
-use engine_contract::conformance::ConformanceReport;
-use reference_engine::{EngineError, ErrorKind, ReferenceEngine};
+use weir_engine_contract::conformance::ConformanceReport;
+use weir_reference_engine::{EngineError, ErrorKind, ReferenceEngine};
 
 use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
@@ -60,8 +60,8 @@ fn path(p: &Path) -> Result<String, Infallible> {
 }
 
 /// The engine's Progress messages as the coordinator's, with the records the operation reads (if known).
-fn sink(progress: &Progress, total: Option<u64>) -> impl Fn(reference_engine::Progress) + '_ {
-    move |p: reference_engine::Progress| {
+fn sink(progress: &Progress, total: Option<u64>) -> impl Fn(weir_reference_engine::Progress) + '_ {
+    move |p: weir_reference_engine::Progress| {
         progress.engine(Some(p.phase.as_str()), p.rows_read, p.rows_written, total)
     }
 }
@@ -138,7 +138,7 @@ impl Engine for Embedded {
             let Ok(request) = job.request(path);
             let outcome = self
                 .engine
-                .derive_provenance(&request, &reference_engine::NoProgress)
+                .derive_provenance(&request, &weir_reference_engine::NoProgress)
                 .await
                 .map_err(|e| self.failure(e))?;
             Ok(super::job::input_records(outcome))
@@ -149,15 +149,16 @@ impl Engine for Embedded {
     fn conformance<'a>(&'a self, dir: &'a Path) -> EngineFuture<'a, ConformanceReport> {
         Box::pin(async move {
             let socket = dir.join("engine.sock");
-            let address = engine_contract::EngineAddress::Unix(socket);
-            let server = tokio::spawn(engine_contract::serve(self.engine, address.clone()));
-            let options = engine_contract::conformance::ConformanceOptions::new(self.name.as_str())
-                .with_data(engine_contract::conformance::DataSetup {
-                    fixtures: std::sync::Arc::new(engine_conformance::ParquetFixtures),
-                    host_dir: dir.to_path_buf(),
-                    engine_dir: dir.to_path_buf(),
-                });
-            let report = engine_contract::conformance::run(&address, &options).await;
+            let address = weir_engine_contract::EngineAddress::Unix(socket);
+            let server = tokio::spawn(weir_engine_contract::serve(self.engine, address.clone()));
+            let options =
+                weir_engine_contract::conformance::ConformanceOptions::new(self.name.as_str())
+                    .with_data(weir_engine_contract::conformance::DataSetup {
+                        fixtures: std::sync::Arc::new(weir_engine_conformance::ParquetFixtures),
+                        host_dir: dir.to_path_buf(),
+                        engine_dir: dir.to_path_buf(),
+                    });
+            let report = weir_engine_contract::conformance::run(&address, &options).await;
             server.abort();
             report.map_err(|e| EngineFailure::Internal {
                 engine: self.name.clone(),

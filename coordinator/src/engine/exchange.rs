@@ -20,10 +20,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use engine_runtime::{AccessGrant, EngineEnvironment, RuntimeError, StsConfig};
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+use weir_engine_runtime::{AccessGrant, EngineEnvironment, RuntimeError, StsConfig};
 
 use tokio::io::AsyncWriteExt;
 

@@ -4,11 +4,11 @@ use std::path::{Path, PathBuf};
 
 use arrow::datatypes::SchemaRef;
 use chrono::{DateTime, Utc};
-use engine_contract::model::{
+use weir_engine_contract::model::{
     DeriveProvenanceRequest, MigrateQueryRequest, RawQueryRequest, Transform, TransformRequest,
     TransformRequestInput, ValidateQueryInput, ValidateQueryRequest,
 };
-use odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
+use weir_odf::{DatasetId, DatasetVocabulary, OffsetInterval, TransformSql, Watermark};
 
 use super::exchange::JobObjects;
 use super::output::{CheckedOutput, CopyInto};
@@ -454,8 +454,8 @@ pub fn output_dir(file: &Path) -> PathBuf {
     file.parent().unwrap_or(Path::new(".")).to_path_buf()
 }
 
-impl From<engine_contract::model::TransformSuccess> for TransformReport {
-    fn from(s: engine_contract::model::TransformSuccess) -> Self {
+impl From<weir_engine_contract::model::TransformSuccess> for TransformReport {
+    fn from(s: weir_engine_contract::model::TransformSuccess) -> Self {
         Self {
             new_offset_interval: s.new_offset_interval,
             new_watermark: s.new_watermark,
@@ -464,8 +464,8 @@ impl From<engine_contract::model::TransformSuccess> for TransformReport {
     }
 }
 
-impl From<engine_contract::model::ValidateQuerySuccess> for ValidateReport {
-    fn from(s: engine_contract::model::ValidateQuerySuccess) -> Self {
+impl From<weir_engine_contract::model::ValidateQuerySuccess> for ValidateReport {
+    fn from(s: weir_engine_contract::model::ValidateQuerySuccess) -> Self {
         Self {
             columns: s
                 .output_columns
@@ -476,8 +476,8 @@ impl From<engine_contract::model::ValidateQuerySuccess> for ValidateReport {
     }
 }
 
-impl From<engine_contract::model::MigrateQuerySuccess> for MigrateReport {
-    fn from(s: engine_contract::model::MigrateQuerySuccess) -> Self {
+impl From<weir_engine_contract::model::MigrateQuerySuccess> for MigrateReport {
+    fn from(s: weir_engine_contract::model::MigrateQuerySuccess) -> Self {
         Self {
             new_checkpoint_written: s.new_checkpoint_written,
             new_offset_interval: s.new_offset_interval,
@@ -488,7 +488,7 @@ impl From<engine_contract::model::MigrateQuerySuccess> for MigrateReport {
 }
 
 /// The input records of a DeriveProvenance Success.
-pub fn input_records(s: engine_contract::model::DeriveProvenanceSuccess) -> Vec<InputRecords> {
+pub fn input_records(s: weir_engine_contract::model::DeriveProvenanceSuccess) -> Vec<InputRecords> {
     s.inputs
         .into_iter()
         .map(|i| InputRecords {

@@ -5,8 +5,8 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Instant;
 
-use engine_contract::conformance::ConformanceReport;
 use tracing::Instrument as _;
+use weir_engine_contract::conformance::ConformanceReport;
 
 use super::job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,

@@ -26,8 +26,8 @@ use job::{
 };
 use weir_dataset::identity::EngineIdentity;
 
-use engine_contract::conformance::ConformanceReport;
 use weir_dataset::progress::Progress;
+use weir_engine_contract::conformance::ConformanceReport;
 
 /// What an engine operation returns.
 pub type EngineFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineFailure>> + Send + 'a>>;
@@ -311,12 +311,13 @@ impl EngineResolver {
     ) -> Result<EngineHandle, EngineFailure> {
         let path = self.root.join(binary);
         // Hashed once per run and binary (keyed by the file's identity), not per operation.
-        let digest =
-            engine_runtime::binary_sha256(&path).map_err(|e| EngineFailure::NotConfigured {
+        let digest = weir_engine_runtime::binary_sha256(&path).map_err(|e| {
+            EngineFailure::NotConfigured {
                 engine: name.to_string(),
                 runtime: "process".into(),
                 hint: e.to_string(),
-            })?;
+            }
+        })?;
         let identity = EngineIdentity {
             name: name.into(),
             runtime: "process".into(),

@@ -13,9 +13,9 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::contract::{ContractViolation, OutputCheck};
-use odf::{DatasetVocabulary, Multihash, OffsetInterval};
 use weir_dataset::data;
 use weir_dataset::progress::{Phase, Progress, Report};
+use weir_odf::{DatasetVocabulary, Multihash, OffsetInterval};
 
 /// Rows per batch read from an engine's file: enough to keep the hasher and the checks busy, few enough
 /// that a handful in flight stay small.
@@ -79,7 +79,7 @@ fn spawn_copy(
     std::thread::Builder::new()
         .name("weir-output-copy".into())
         .spawn(move || {
-            let mut hasher = odf::Sha3Hasher::new();
+            let mut hasher = weir_odf::Sha3Hasher::new();
             let (tmp, size) =
                 weir_dataset::durable::copy_to_temp(&into.root, &into.dir, &from, &mut hasher)?;
             Ok(Copied {
@@ -179,13 +179,13 @@ pub fn check(
         },
         None => None,
     };
-    let hash_err = |e: odf::logical_hash::LogicalHashError| {
+    let hash_err = |e: weir_odf::logical_hash::LogicalHashError| {
         OutputError::Data(data::DataError::Column {
             message: e.to_string(),
         })
     };
     // The logical hash runs on its own thread, at most `HASH_QUEUE` batches behind the reader.
-    let mut hasher = odf::logical_hash::LogicalHasher::new(&schema)
+    let mut hasher = weir_odf::logical_hash::LogicalHasher::new(&schema)
         .and_then(|h| h.spawn(HASH_QUEUE))
         .map_err(hash_err)?;
     let mut done = 0u64;
@@ -295,7 +295,7 @@ mod tests {
             .unwrap();
         assert_eq!(out.file, path, "stored as written");
         assert_eq!(out.rows, 210_000);
-        let expected = odf::logical_hash::of_batches(parts[0].schema_ref(), &parts).unwrap();
+        let expected = weir_odf::logical_hash::of_batches(parts[0].schema_ref(), &parts).unwrap();
         assert_eq!(out.logical_hash, expected);
     }
 

@@ -6,9 +6,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use engine_contract::ClientError;
-use engine_runtime::EngineEnvironment;
-use engine_runtime::{
+use weir_engine_contract::ClientError;
+use weir_engine_runtime::EngineEnvironment;
+use weir_engine_runtime::{
     ContainerEngine, ContainerRuntime, DaemonSocket, DockerDaemon, EngineEndpoint, EngineRuntime,
     OperationFolders, OperationId, ProcessEndpoint, ProcessEngine, ProcessRuntime, RuntimeConfig,
     RuntimeError, StartRequest,
@@ -21,8 +21,8 @@ use super::job::{
     TransformReport, ValidateJob, ValidateReport, output_dir,
 };
 use super::{Engine, EngineFailure, EngineFuture};
-use engine_contract::conformance::ConformanceReport;
 use weir_dataset::progress::Progress;
+use weir_engine_contract::conformance::ConformanceReport;
 
 /// The longest an engine may take to start listening: a minute, or the whole deadline when that is less.
 pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -209,10 +209,10 @@ impl RuntimeEngine {
         request: impl FnOnce(
             &dyn Fn(&Path) -> Result<String, EngineFailure>,
         ) -> Result<R, EngineFailure>,
-        call: impl FnOnce(engine_runtime::EngineHandle, R) -> F,
+        call: impl FnOnce(weir_engine_runtime::EngineHandle, R) -> F,
     ) -> Result<T, EngineFailure>
     where
-        F: Future<Output = (engine_runtime::EngineHandle, Result<T, RuntimeError>)>,
+        F: Future<Output = (weir_engine_runtime::EngineHandle, Result<T, RuntimeError>)>,
     {
         self.operation_with(inputs, out_dir, EngineEnvironment::default(), request, call)
             .await
@@ -227,10 +227,10 @@ impl RuntimeEngine {
         request: impl FnOnce(
             &dyn Fn(&Path) -> Result<String, EngineFailure>,
         ) -> Result<R, EngineFailure>,
-        call: impl FnOnce(engine_runtime::EngineHandle, R) -> F,
+        call: impl FnOnce(weir_engine_runtime::EngineHandle, R) -> F,
     ) -> Result<T, EngineFailure>
     where
-        F: Future<Output = (engine_runtime::EngineHandle, Result<T, RuntimeError>)>,
+        F: Future<Output = (weir_engine_runtime::EngineHandle, Result<T, RuntimeError>)>,
     {
         let started = self.start(&self.name, inputs, out_dir, environment).await?;
         let request = request(&|p| started.engine_path(p))?;
@@ -440,14 +440,13 @@ impl Engine for RuntimeEngine {
                 .await?;
             let engine_dir = handle.engine_path(dir).map_err(|e| failure(engine, e))?;
             let address = handle.client().address().clone();
-            let options = engine_contract::conformance::ConformanceOptions::new(engine).with_data(
-                engine_contract::conformance::DataSetup {
-                    fixtures: Arc::new(engine_conformance::ParquetFixtures),
+            let options = weir_engine_contract::conformance::ConformanceOptions::new(engine)
+                .with_data(weir_engine_contract::conformance::DataSetup {
+                    fixtures: Arc::new(weir_engine_conformance::ParquetFixtures),
                     host_dir: dir.to_path_buf(),
                     engine_dir,
-                },
-            );
-            let report = engine_contract::conformance::run(&address, &options).await;
+                });
+            let report = weir_engine_contract::conformance::run(&address, &options).await;
             let _ = handle.stop().await;
             report.map_err(|e| EngineFailure::Internal {
                 engine: engine.to_string(),
@@ -460,7 +459,7 @@ impl Engine for RuntimeEngine {
 /// A started engine and how it sees the operation's files.
 struct Started {
     engine: String,
-    handle: engine_runtime::EngineHandle,
+    handle: weir_engine_runtime::EngineHandle,
     /// Inputs not mounted themselves, and the mounted input with the same name (and bytes).
     same_as: HashMap<PathBuf, PathBuf>,
 }

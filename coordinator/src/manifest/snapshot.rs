@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::support::{self, Unsupported};
 use super::yaml::{Located, Position};
-use odf::{
+use weir_odf::{
     AddPushSource, DatasetKind, MergeStrategy, MetadataEvent, SetPollingSource, SetTransform,
     SetVocab,
 };
@@ -134,7 +134,7 @@ impl DatasetManifest {
     /// Parses manifest text; `file` is used in errors.
     ///
     /// ```
-    /// use coordinator::manifest::snapshot::DatasetManifest;
+    /// use weir_cli::manifest::snapshot::DatasetManifest;
     /// let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: trips\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Legder, primaryKey: [id]}\n";
     /// let err = DatasetManifest::parse("trips.yaml".as_ref(), text).unwrap_err();
     /// assert_eq!(err.line(), Some(10));
@@ -278,7 +278,7 @@ impl DatasetManifest {
                                 ),
                             ));
                             }
-                            if input.dataset_ref.parse::<odf::DatasetId>().is_ok() {
+                            if input.dataset_ref.parse::<weir_odf::DatasetId>().is_ok() {
                                 return Err(ctx.err(
                                 &format!("{base}.inputs[{k}].datasetRef"),
                                 "name the input dataset by its name in this workspace; Weir records its id in the chain",
@@ -440,9 +440,9 @@ fn columns_against_read_schema(
         return Vec::new();
     }
     let ddl = match &src.read {
-        odf::ReadStep::Csv(c) => c.schema.as_ref(),
-        odf::ReadStep::NdJson(j) => j.schema.as_ref(),
-        odf::ReadStep::Parquet(p) => p.schema.as_ref(),
+        weir_odf::ReadStep::Csv(c) => c.schema.as_ref(),
+        weir_odf::ReadStep::NdJson(j) => j.schema.as_ref(),
+        weir_odf::ReadStep::Parquet(p) => p.schema.as_ref(),
         _ => None,
     };
     let Some(Ok(schema)) = ddl.map(|d| weir_ingest::ddl::parse_ddl(d)) else {
@@ -469,7 +469,7 @@ fn columns_against_read_schema(
             ));
         }
     }
-    if let odf::MergeStrategy::Snapshot(s) = &src.merge {
+    if let weir_odf::MergeStrategy::Snapshot(s) = &src.merge {
         for (k, column) in s.compare_columns.iter().flatten().enumerate() {
             if !names.contains(&column.as_str()) {
                 errors.push(ctx.err(
@@ -523,23 +523,23 @@ fn pretype_steps(ctx: &Ctx<'_>, base: &str, body: &Value) -> Result<(), Manifest
     };
     if let Some(v) = get.get("fetch") {
         match kind_of("fetch").as_deref() {
-            Some("url") => typed_as::<odf::FetchStepUrl>(ctx, &at("fetch"), v)?,
-            Some("filesglob") => typed_as::<odf::FetchStepFilesGlob>(ctx, &at("fetch"), v)?,
+            Some("url") => typed_as::<weir_odf::FetchStepUrl>(ctx, &at("fetch"), v)?,
+            Some("filesglob") => typed_as::<weir_odf::FetchStepFilesGlob>(ctx, &at("fetch"), v)?,
             _ => {}
         }
     }
     if let Some(v) = get.get("read") {
         match kind_of("read").as_deref() {
-            Some("csv") => typed_as::<odf::ReadStepCsv>(ctx, &at("read"), v)?,
-            Some("ndjson") => typed_as::<odf::ReadStepNdJson>(ctx, &at("read"), v)?,
-            Some("parquet") => typed_as::<odf::ReadStepParquet>(ctx, &at("read"), v)?,
+            Some("csv") => typed_as::<weir_odf::ReadStepCsv>(ctx, &at("read"), v)?,
+            Some("ndjson") => typed_as::<weir_odf::ReadStepNdJson>(ctx, &at("read"), v)?,
+            Some("parquet") => typed_as::<weir_odf::ReadStepParquet>(ctx, &at("read"), v)?,
             _ => {}
         }
     }
     if let Some(v) = get.get("merge") {
         match kind_of("merge").as_deref() {
-            Some("ledger") => typed_as::<odf::MergeStrategyLedger>(ctx, &at("merge"), v)?,
-            Some("snapshot") => typed_as::<odf::MergeStrategySnapshot>(ctx, &at("merge"), v)?,
+            Some("ledger") => typed_as::<weir_odf::MergeStrategyLedger>(ctx, &at("merge"), v)?,
+            Some("snapshot") => typed_as::<weir_odf::MergeStrategySnapshot>(ctx, &at("merge"), v)?,
             _ => {}
         }
     }
@@ -636,7 +636,7 @@ fn push_source(
     Ok(src)
 }
 
-fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &odf::TransformSql) -> Result<(), ManifestError> {
+fn check_sql(ctx: &Ctx<'_>, base: &str, sql: &weir_odf::TransformSql) -> Result<(), ManifestError> {
     if sql.engine.trim().is_empty() {
         return Err(ctx.err(&format!("{base}.engine"), "needs an engine name"));
     }
@@ -756,7 +756,7 @@ mod tests {
     }
 
     use super::*;
-    use odf::{FetchStep, ReadStep};
+    use weir_odf::{FetchStep, ReadStep};
 
     const ROOT: &str = "\
 kind: DatasetSnapshot
@@ -790,7 +790,7 @@ content:
         let src = m.polling_source.unwrap();
         assert_eq!(
             src.fetch,
-            FetchStep::FilesGlob(odf::FetchStepFilesGlob {
+            FetchStep::FilesGlob(weir_odf::FetchStepFilesGlob {
                 path: "data/stations-*.csv".into(),
                 event_time: None,
                 cache: None,
@@ -799,14 +799,14 @@ content:
         );
         assert_eq!(
             src.read,
-            ReadStep::Csv(odf::ReadStepCsv {
+            ReadStep::Csv(weir_odf::ReadStepCsv {
                 header: Some(true),
                 ..Default::default()
             })
         );
         assert_eq!(
             src.merge,
-            MergeStrategy::Snapshot(odf::MergeStrategySnapshot {
+            MergeStrategy::Snapshot(weir_odf::MergeStrategySnapshot {
                 primary_key: vec!["station_id".into()],
                 compare_columns: None,
             })

@@ -16,7 +16,7 @@
 //! see the reference engine's README); and a user-given `version` of a transform, since Weir records the
 //! engine that ran a step there (see the crate README).
 
-use odf::{
+use weir_odf::{
     AddPushSource, CompressionFormat, EventTimeSource, FetchStep, MergeStrategy, PrepStep,
     ReadStep, SetPollingSource, SourceOrdering, TransformSql,
 };
@@ -297,7 +297,7 @@ fn time_format(field: &str, name: &str, value: Option<&str>) -> Result<(), Unsup
 /// polling source's (a push source has no fetch or prepare step).
 pub fn check_push_source(src: &AddPushSource) -> Result<(), Vec<Unsupported>> {
     check_polling_source(&SetPollingSource {
-        fetch: FetchStep::FilesGlob(odf::FetchStepFilesGlob {
+        fetch: FetchStep::FilesGlob(weir_odf::FetchStepFilesGlob {
             path: String::new(),
             event_time: None,
             cache: None,

@@ -386,10 +386,12 @@ impl Context {
             let explicit_watermarks = blocks
                 .iter()
                 .filter_map(|(_, b)| {
-                    b.event.new_watermark().map(|event_time| odf::Watermark {
-                        system_time: b.system_time,
-                        event_time,
-                    })
+                    b.event
+                        .new_watermark()
+                        .map(|event_time| weir_odf::Watermark {
+                            system_time: b.system_time,
+                            event_time,
+                        })
                 })
                 .collect();
             inputs.push(TransformJobInput {
@@ -470,7 +472,7 @@ impl Context {
             .build_job(store, name, id, plan, vocab, system_time, dir, false)
             .await?;
         let object_store = storage.object_store();
-        let operation = engine_runtime::OperationId::generate();
+        let operation = weir_engine_runtime::OperationId::generate();
         let out_prefix = storage.path(&format!(".exchange/{}", operation.as_str()));
         let mut inputs = Vec::with_capacity(plan.inputs.len());
         let mut sizes = Vec::new();

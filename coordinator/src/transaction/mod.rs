@@ -33,12 +33,6 @@ use crate::engine::output;
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use crate::manifest::snapshot::DatasetManifest;
 use crate::manifest::workspace::Workspace;
-use odf::Multihash;
-use odf::{
-    AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, DisablePushSource,
-    ExecuteTransform, ExecuteTransformInput, MergeStrategy, MetadataEvent, OffsetInterval, Seed,
-    SetTransform, Transform, TransformInput, TransformSql,
-};
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use weir_dataset::data::{self, DataError};
 use weir_dataset::fault;
@@ -49,6 +43,12 @@ use weir_ingest::error::{BadData, IngestError, Unit};
 use weir_ingest::files_glob::SourceNotice;
 use weir_ingest::write::SliceWriter;
 use weir_ingest::{fetch, merge, read};
+use weir_odf::Multihash;
+use weir_odf::{
+    AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, DisablePushSource,
+    ExecuteTransform, ExecuteTransformInput, MergeStrategy, MetadataEvent, OffsetInterval, Seed,
+    SetTransform, Transform, TransformInput, TransformSql,
+};
 
 /// What a transaction failed with. The dataset keeps its previous head in every case.
 #[derive(Debug, thiserror::Error)]
@@ -515,7 +515,7 @@ async fn commit(
 /// storage error it is (exit 8, naming the file and the hashes), not a failure of the transaction.
 pub(crate) async fn stored_slice_schema(
     store: &DatasetStore,
-    slice: &odf::DataSlice,
+    slice: &weir_odf::DataSlice,
     dataset: &str,
 ) -> Result<arrow::datatypes::SchemaRef, TxError> {
     match weir_ingest::schema::slice_schema(store, slice).await {
@@ -534,7 +534,7 @@ pub(crate) async fn stored_slice_schema(
 pub(crate) async fn stored_dataset_schema(
     store: &DatasetStore,
     chain: &Chain,
-    vocab: &odf::DatasetVocabulary,
+    vocab: &weir_odf::DatasetVocabulary,
     dataset: &str,
 ) -> Result<Option<arrow::datatypes::SchemaRef>, TxError> {
     match weir_ingest::schema::dataset_schema(store, chain, vocab).await {

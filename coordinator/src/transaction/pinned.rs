@@ -3,7 +3,7 @@
 //! name seeded again) or to no dataset at all (its storage vanished) is refused, never followed: reading a
 //! new dataset under an old name would duplicate or lose records downstream without a word.
 
-use odf::DatasetId;
+use weir_odf::DatasetId;
 
 use super::{Context, TxError};
 

@@ -31,13 +31,13 @@ use super::{Context, TxError, TxOutcome, commit, last_execute_transform, stage};
 use crate::engine::job::{MigrateJob, TransformJobInput, ValidateJob};
 use crate::engine::{ContractViolation, EngineFailure, EngineHandle};
 use crate::manifest::snapshot::DatasetManifest;
-use odf::{
-    Checkpoint, DataSlice, DatasetId, DatasetVocabulary, ExecuteTransform, ExecuteTransformInput,
-    MetadataEvent, OffsetInterval, SetTransform,
-};
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind};
 use weir_dataset::data;
 use weir_dataset::progress::Phase;
+use weir_odf::{
+    Checkpoint, DataSlice, DatasetId, DatasetVocabulary, ExecuteTransform, ExecuteTransformInput,
+    MetadataEvent, OffsetInterval, SetTransform,
+};
 
 /// What to do with a transform that is not the one in force.
 #[derive(Debug)]

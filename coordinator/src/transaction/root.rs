@@ -5,10 +5,10 @@ use super::*;
 
 use std::time::SystemTime;
 
-use odf::FetchStep;
 use tracing::warn;
 use weir_ingest::files_glob::{self, IngestedFiles};
 use weir_ingest::source_file::{FileSnapshot, SnapshotError};
+use weir_odf::FetchStep;
 
 /// Batches a source file is decoded ahead of its checks and the slice's encoding.
 const READ_AHEAD: usize = 2;
@@ -27,7 +27,7 @@ pub struct Pushed {
     /// The push source's name.
     pub source_name: String,
     /// The read step the file is read with: the source's, or one for the format the caller named.
-    pub read: odf::ReadStep,
+    pub read: weir_odf::ReadStep,
     /// The file: given by the caller, or standard input copied to scratch.
     pub file: fetch::Fetched,
     /// Its snapshot before the read, checked after it; `None` for a copy this process made.
@@ -113,7 +113,7 @@ impl Context {
         dataset: &str,
         fetch: &FetchStep,
         chain: &Chain,
-        state: Option<&odf::SourceState>,
+        state: Option<&weir_odf::SourceState>,
         scratch: &Path,
         read: &mut SourceRead,
     ) -> Result<Option<fetch::Fetched>, TxError> {
@@ -513,7 +513,7 @@ impl Context {
         &self,
         dataset: &str,
         sql: &TransformSql,
-        read_step: &odf::ReadStep,
+        read_step: &weir_odf::ReadStep,
         source: &read::Source,
         file: &str,
         dir: &Path,
@@ -578,7 +578,7 @@ impl Context {
             }));
         }
         let out = read::read_batches(
-            &odf::ReadStep::Parquet(odf::ReadStepParquet::default()),
+            &weir_odf::ReadStep::Parquet(weir_odf::ReadStepParquet::default()),
             &read::Source::File(output),
             "the preprocess query's output",
             None,

@@ -11,12 +11,12 @@ mod tests {
     use proptest::prelude::*;
 
     use chrono::{DateTime, Utc};
-    use odf::*;
     use weir_dataset::chain::append::{link_blocks, record_engine, schema_event};
     use weir_dataset::chain::store::Chain;
     use weir_dataset::chain::validate::check_input_against_chain;
     use weir_dataset::data;
     use weir_dataset::identity::EngineIdentity;
+    use weir_odf::*;
 
     use crate::manifest::snapshot::DatasetManifest;
     use crate::transaction::metadata_events;

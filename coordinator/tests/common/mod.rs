@@ -108,30 +108,25 @@ pub fn workspace_root() -> PathBuf {
         .expect("the coordinator lives in the workspace")
 }
 
-/// The debug binary `bin` of `package`, built with `cargo build` (once per call site's `OnceLock`):
-/// engine binaries the tests run as `--engine process`.
-pub fn built_binary(package: &str, bin: &str) -> Result<PathBuf, String> {
+/// The engine binary `bin` (`weir-engine`, `weir-test-engine`, `weir-ballista`), built statically as the
+/// engine images hold it (`cargo xtask engines`, one build shared with the image tests; once per call
+/// site's `OnceLock`): engine binaries the tests run as `--engine process`.
+pub fn built_binary(bin: &str) -> Result<PathBuf, String> {
     let output =
         std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(workspace_root())
-            .args(["build", "--package", package, "--bin", bin])
+            .args(["xtask", "engines"])
             .output()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
         return Err(format!(
-            "building {bin} failed:\n{}",
+            "`cargo xtask engines` failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
         .map(PathBuf::from)
-        .map(|p| {
-            if p.is_absolute() {
-                p
-            } else {
-                workspace_root().join(p)
-            }
-        })
-        .unwrap_or_else(|| workspace_root().join("target"));
-    Ok(target.join("debug").join(bin))
+        .find(|p| p.file_name().is_some_and(|n| n == bin))
+        .ok_or_else(|| format!("`cargo xtask engines` built no `{bin}`"))
 }

@@ -2,7 +2,7 @@
 //! writes the blocks and then moves the head.
 
 use chrono::{DateTime, Utc};
-use odf::{
+use weir_odf::{
     DataSchema, MetadataBlock, MetadataEvent, Multihash, SetDataSchema, SetTransform, Transform,
 };
 
@@ -18,7 +18,7 @@ use crate::identity::EngineIdentity;
 ///
 /// ```
 /// use weir_dataset::chain::{append::link_blocks, validate::ChainSummary};
-/// use odf::{DatasetKind, MetadataEvent, Seed};
+/// use weir_odf::{DatasetKind, MetadataEvent, Seed};
 ///
 /// let seed = MetadataEvent::Seed(Seed {
 ///     dataset_id: weir_dataset::chain::new_dataset_id("trips", chrono::Utc::now()),
@@ -61,7 +61,7 @@ pub fn schema_event(
     schema: &arrow::datatypes::Schema,
 ) -> Result<Option<MetadataEvent>, DataError> {
     let schema =
-        odf::arrow_schema::data_schema_from_arrow(schema).map_err(|e| DataError::Column {
+        weir_odf::arrow_schema::data_schema_from_arrow(schema).map_err(|e| DataError::Column {
             message: e.to_string(),
         })?;
     if in_force == Some(&schema) {

@@ -13,7 +13,7 @@
 //! assert!(weir_dataset::chain::legacy::engine_record(b"\x01\x02").is_err());
 //! ```
 
-use odf::{ManifestVersion, MetadataBlock, MetadataEvent, Multicodec};
+use weir_odf::{ManifestVersion, MetadataBlock, MetadataEvent, Multicodec};
 
 use crate::identity::EngineIdentity;
 
@@ -247,7 +247,7 @@ impl<'a> Table<'a> {
 
 /// An input written the way Weir wrote one with nothing new before it followed kamu's rule: its new block
 /// (and new offset) repeat the previous ones instead of being left out.
-pub fn repeats_its_position(q: &odf::ExecuteTransformInput) -> bool {
+pub fn repeats_its_position(q: &weir_odf::ExecuteTransformInput) -> bool {
     q.new_block_hash.is_some()
         && q.new_block_hash == q.prev_block_hash
         && q.new_offset == q.prev_offset

@@ -9,7 +9,7 @@ pub mod validate;
 mod written;
 
 use chrono::{DateTime, Utc};
-use odf::{DatasetId, Multihash};
+use weir_odf::{DatasetId, Multihash};
 
 /// A new dataset's id. Weir derives the 32 key bytes from the dataset name and its creation time
 /// (SHA3-256): ids are unique per creation but are not Ed25519 keys, since Weir does not sign blocks.
@@ -19,7 +19,7 @@ pub fn new_dataset_id(name: &str, created: DateTime<Utc>) -> DatasetId {
 }
 
 /// The end of a dataset id, enough to tell datasets apart in a listing.
-pub fn short_id(id: &odf::DatasetId) -> String {
+pub fn short_id(id: &weir_odf::DatasetId) -> String {
     let text = id.to_string();
     text[text.len().saturating_sub(8)..].to_string()
 }

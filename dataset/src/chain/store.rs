@@ -25,8 +25,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tracing::{debug, info, warn};
 
 use super::validate::{ChainSummary, ChainValidator, ChainViolation};
-use odf::Multihash;
-use odf::{DataSlice, MetadataBlock};
+use weir_odf::Multihash;
+use weir_odf::{DataSlice, MetadataBlock};
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,7 @@ pub enum StoreError {
         hash: Multihash,
         /// Why.
         #[source]
-        source: Box<odf::Error>,
+        source: Box<weir_odf::Error>,
     },
     /// The head reference is not a multihash.
     #[error("head of dataset `{dataset}` ({path}) is not a multihash: {text:?}; {recovery}")]
@@ -750,7 +750,7 @@ impl DatasetStore {
             let from = src.to_path_buf();
             let into = dir.clone();
             let (tmp, size, hash) = tokio::task::spawn_blocking(move || {
-                let mut hasher = odf::Sha3Hasher::new();
+                let mut hasher = weir_odf::Sha3Hasher::new();
                 let (tmp, size) = crate::durable::copy_to_temp(&root, &into, &from, &mut hasher)?;
                 Ok::<_, std::io::Error>((tmp, size, hasher.finish()))
             })
@@ -776,7 +776,7 @@ impl DatasetStore {
         }
         let from = src.to_path_buf();
         let hash = tokio::task::spawn_blocking(move || {
-            let mut hasher = odf::Sha3Hasher::new();
+            let mut hasher = weir_odf::Sha3Hasher::new();
             std::io::copy(&mut std::fs::File::open(&from)?, &mut hasher)?;
             Ok::<_, std::io::Error>(hasher.finish())
         })
@@ -812,7 +812,7 @@ impl DatasetStore {
         }
         let src = local.to_path_buf();
         let hash = tokio::task::spawn_blocking(move || {
-            let mut hasher = odf::Sha3Hasher::new();
+            let mut hasher = weir_odf::Sha3Hasher::new();
             std::io::copy(&mut std::fs::File::open(&src)?, &mut hasher)?;
             Ok::<_, std::io::Error>(hasher.finish())
         })
@@ -1042,7 +1042,7 @@ impl DatasetStore {
             ),
             None => None,
         };
-        let mut hasher = odf::Sha3Hasher::new();
+        let mut hasher = weir_odf::Sha3Hasher::new();
         let mut n = 0u64;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(io_err)?;
@@ -1186,14 +1186,14 @@ impl DatasetStore {
     ) -> Result<Option<String>, StoreError> {
         for (h, b) in blocks {
             if let Some(d) = b.event.new_data()
-                && d.logical_hash.codec() == odf::Multicodec::Sha3_256
+                && d.logical_hash.codec() == weir_odf::Multicodec::Sha3_256
             {
                 return Ok(Some(format!(
                     "block #{} has a logical hash with multicodec 0x16, not ODF's 0x300016",
                     b.sequence_number
                 )));
             }
-            if let odf::MetadataEvent::SetTransform(t) = &b.event
+            if let weir_odf::MetadataEvent::SetTransform(t) = &b.event
                 && t.inputs.iter().any(|i| i.dataset_id().is_none())
             {
                 return Ok(Some(format!(
@@ -1201,7 +1201,7 @@ impl DatasetStore {
                     b.sequence_number
                 )));
             }
-            if let odf::MetadataEvent::ExecuteTransform(e) = &b.event
+            if let weir_odf::MetadataEvent::ExecuteTransform(e) = &b.event
                 && e.query_inputs
                     .iter()
                     .any(super::legacy::repeats_its_position)
@@ -1268,7 +1268,7 @@ impl Chain {
 /// Hashes a local file as a stream: its SHA3-256 multihash and its size.
 fn hash_local(file: &std::path::Path) -> std::io::Result<(Multihash, u64)> {
     let mut f = std::fs::File::open(file)?;
-    let mut hasher = odf::Sha3Hasher::new();
+    let mut hasher = weir_odf::Sha3Hasher::new();
     let n = std::io::copy(&mut f, &mut hasher)?;
     Ok((hasher.finish(), n))
 }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 
 use arrow::datatypes::SchemaRef;
 use chrono::{DateTime, Utc};
-use odf::{
+use weir_odf::{
     DataSchema, DatasetId, MetadataBlock, MetadataEvent, Multihash, ReadStep, SetTransform,
     Transform, TransformInput,
 };
@@ -404,7 +404,7 @@ impl Transaction<'_> {
                     })?;
                 }
                 // An input with nothing new, as kamu writes it: no new block or offset.
-                *q = odf::ExecuteTransformInput::advanced(
+                *q = weir_odf::ExecuteTransformInput::advanced(
                     q.dataset_id,
                     q.prev_block_hash,
                     q.prev_offset,
@@ -466,7 +466,7 @@ impl Transaction<'_> {
     }
 }
 
-fn new_data_mut(e: &mut MetadataEvent) -> Option<&mut odf::DataSlice> {
+fn new_data_mut(e: &mut MetadataEvent) -> Option<&mut weir_odf::DataSlice> {
     match e {
         MetadataEvent::AddData(a) => a.new_data.as_mut(),
         MetadataEvent::ExecuteTransform(t) => t.new_data.as_mut(),
@@ -504,7 +504,7 @@ mod tests {
     use std::sync::Arc;
 
     use arrow::datatypes::{DataType as Arrow, Field, Schema};
-    use odf::{
+    use weir_odf::{
         AddData, DataSlice, DatasetKind, ExecuteTransform, ExecuteTransformInput, FetchStep,
         FetchStepFilesGlob, MergeStrategy, Multicodec, OffsetInterval, ReadStepCsv, Seed,
         SetPollingSource, SqlQueryStep, TransformSql,

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use odf::{
+use weir_odf::{
     DataSchema, DatasetId, DatasetKind, ExecuteTransformInput, MetadataBlock, MetadataEvent,
     Multihash, SetPollingSource, SetTransform, SetVocab,
 };
@@ -413,7 +413,7 @@ impl ChainValidator {
 /// continuing where the previous step of that input stopped, never going back.
 fn check_step_inputs(
     seq: u64,
-    e: &odf::ExecuteTransform,
+    e: &weir_odf::ExecuteTransform,
     s: &mut ChainSummary,
 ) -> Result<(), ChainViolation> {
     let bad = |index: usize, message: String| ChainViolation::InconsistentInput {
@@ -561,7 +561,7 @@ pub fn check_input_against_chain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use odf::*;
+    use weir_odf::*;
 
     fn block(seq: u64, prev: Option<Multihash>, event: MetadataEvent) -> MetadataBlock {
         MetadataBlock {

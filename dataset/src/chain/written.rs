@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use odf::Multihash;
+use weir_odf::Multihash;
 
 /// What identifies a file's content on this machine, short of reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

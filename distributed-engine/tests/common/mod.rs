@@ -7,16 +7,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
-use distributed_engine::LocalCluster;
-use distributed_engine::reference_engine::arrow::array::{
+use weir_distributed_engine::LocalCluster;
+use weir_distributed_engine::reference_engine::arrow::array::{
     Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
-use distributed_engine::reference_engine::arrow::datatypes::{
+use weir_distributed_engine::reference_engine::arrow::datatypes::{
     DataType, Field, Schema, SchemaRef, TimeUnit,
 };
-use distributed_engine::reference_engine::parquet::arrow::ArrowWriter;
-use distributed_engine::reference_engine::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use distributed_engine::reference_engine::{
+use weir_distributed_engine::reference_engine::parquet::arrow::ArrowWriter;
+use weir_distributed_engine::reference_engine::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use weir_distributed_engine::reference_engine::{
     DatasetId, DatasetVocabulary, OffsetInterval, Transform, TransformRequest,
     TransformRequestInput, TransformSql, Watermark,
 };
@@ -163,7 +163,7 @@ pub fn read(path: &str) -> (SchemaRef, Vec<RecordBatch>) {
 
 pub fn logical_hash(path: &str) -> String {
     let (schema, batches) = read(path);
-    odf::logical_hash::of_batches(&schema, &batches)
+    weir_odf::logical_hash::of_batches(&schema, &batches)
         .unwrap()
         .to_string()
 }

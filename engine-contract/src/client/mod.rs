@@ -54,10 +54,10 @@ impl Default for ConnectOptions {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use engine_contract::{EngineAddress, EngineClient};
-/// use engine_contract::model::{RawQueryRequest, Transform, TransformSql};
+/// use weir_engine_contract::{EngineAddress, EngineClient};
+/// use weir_engine_contract::model::{RawQueryRequest, Transform, TransformSql};
 ///
-/// # async fn run() -> Result<(), engine_contract::ClientError> {
+/// # async fn run() -> Result<(), weir_engine_contract::ClientError> {
 /// let address: EngineAddress = "127.0.0.1:5544".parse().unwrap();
 /// let client = EngineClient::connect(address).await?.with_deadline(Duration::from_secs(60));
 /// let request = RawQueryRequest {

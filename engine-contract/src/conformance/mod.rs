@@ -12,9 +12,9 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use engine_contract::conformance::{self, ConformanceOptions};
+//! use weir_engine_contract::conformance::{self, ConformanceOptions};
 //!
-//! # async fn run() -> Result<(), engine_contract::ClientError> {
+//! # async fn run() -> Result<(), weir_engine_contract::ClientError> {
 //! let options = ConformanceOptions::new("datafusion");
 //! let report = conformance::run(&"127.0.0.1:5544".parse().unwrap(), &options).await?;
 //! println!("{report}");

@@ -64,7 +64,7 @@ pub enum EnvelopeError {
 /// and tests that need a misbehaving peer).
 ///
 /// ```
-/// use engine_contract::grpc::Envelope;
+/// use weir_engine_contract::grpc::Envelope;
 ///
 /// let envelope = Envelope::from_flatbuffer(&b"\x01\x02\x03"[..]);
 /// assert_eq!(envelope.to_frame().as_ref(), b"\x0A\x03\x01\x02\x03");

@@ -6,7 +6,7 @@ use flatbuffers::{Follow, ForwardsUOffset, Vector, Verifiable, VerifierOptions};
 
 use super::timestamp::{TimestampError, WireTimestamp};
 use crate::generated as fb;
-use odf::{DatasetId, DatasetIdError};
+use weir_odf::{DatasetId, DatasetIdError};
 
 /// Why bytes are not a valid message of the expected root.
 ///
@@ -81,7 +81,7 @@ pub enum DecodeError {
 /// Implemented by every request and response root of the protocol.
 ///
 /// ```
-/// use engine_contract::model::{RawQueryResponse, RawQuerySuccess, WireMessage};
+/// use weir_engine_contract::model::{RawQueryResponse, RawQuerySuccess, WireMessage};
 ///
 /// let response = RawQueryResponse::Success(RawQuerySuccess { num_records: 3 });
 /// let bytes = response.encode();

@@ -13,7 +13,7 @@ use super::transform::{Transform, TransformWire};
 use super::transform_request::TransformRequestInput;
 use super::vocabulary::{DatasetVocabulary, VocabularyWire};
 use crate::generated as fb;
-use odf::DatasetId;
+use weir_odf::DatasetId;
 
 /// Explain output records by the input records that contributed to them.
 ///

@@ -15,7 +15,7 @@ use super::transform::{Transform, TransformWire};
 use super::transform_request::TransformRequestInput;
 use super::vocabulary::{DatasetVocabulary, VocabularyWire};
 use crate::generated as fb;
-use odf::DatasetId;
+use weir_odf::DatasetId;
 
 /// Migrate a dataset's state from `prev_transform` to `next_transform`.
 ///

@@ -25,7 +25,6 @@ pub use derive_provenance::{
     DeriveProvenanceRequest, DeriveProvenanceResponse, DeriveProvenanceSuccess, InputProvenance,
 };
 pub use migrate_query::{MigrateQueryRequest, MigrateQueryResponse, MigrateQuerySuccess};
-pub use odf::{DatasetId, DatasetIdError};
 pub use offset_interval::OffsetInterval;
 pub use operation_type::{OperationType, UnknownOperationType};
 pub use raw_query::{RawQueryRequest, RawQueryResponse, RawQuerySuccess};
@@ -40,3 +39,4 @@ pub use validate_query::{
 };
 pub use vocabulary::DatasetVocabulary;
 pub use watermark::Watermark;
+pub use weir_odf::{DatasetId, DatasetIdError};

@@ -4,7 +4,7 @@ use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::decode::DecodeError;
 use crate::generated as fb;
-pub use odf::OffsetInterval;
+pub use weir_odf::OffsetInterval;
 
 /// The wire form of [`OffsetInterval`].
 pub(crate) trait OffsetIntervalWire: Sized {

@@ -7,7 +7,7 @@
 /// both with [`OperationType::try_from`].
 ///
 /// ```
-/// use engine_contract::model::OperationType;
+/// use weir_engine_contract::model::OperationType;
 ///
 /// assert_eq!(OperationType::try_from(2u8), Ok(OperationType::CorrectFrom));
 /// assert_eq!(OperationType::try_from(3i32), Ok(OperationType::CorrectTo));

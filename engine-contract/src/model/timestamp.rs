@@ -10,7 +10,7 @@ use crate::generated as fb;
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
-/// use engine_contract::model::WireTimestamp;
+/// use weir_engine_contract::model::WireTimestamp;
 ///
 /// let instant = Utc.with_ymd_and_hms(2023, 3, 1, 0, 0, 0).unwrap();
 /// let wire = WireTimestamp::from_utc(&instant);

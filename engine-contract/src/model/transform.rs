@@ -9,7 +9,7 @@ use super::decode::{
     DecodeError, optional_string, required, required_string, strings, unknown_union_tag,
 };
 use crate::generated as fb;
-pub use odf::{SqlQueryStep, TemporalTable, Transform, TransformSql};
+pub use weir_odf::{SqlQueryStep, TemporalTable, Transform, TransformSql};
 
 /// The wire form of [`Transform`], the `Transform` union (tag 1 = `TransformSql`).
 pub(crate) trait TransformWire: Sized {

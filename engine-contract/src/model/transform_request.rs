@@ -13,7 +13,7 @@ use super::transform::{Transform, TransformWire};
 use super::vocabulary::{DatasetVocabulary, VocabularyWire};
 use super::watermark::{Watermark, WatermarkWire};
 use crate::generated as fb;
-use odf::DatasetId;
+use weir_odf::DatasetId;
 
 /// Run one step of a derivative dataset's transformation.
 ///

@@ -8,7 +8,7 @@ use super::response::{EngineResponse, request_wire, response_wire};
 use super::transform::{Transform, TransformWire};
 use super::vocabulary::{DatasetVocabulary, VocabularyWire};
 use crate::generated as fb;
-use odf::DatasetId;
+use weir_odf::DatasetId;
 
 /// Validate a transform against its inputs' schemas.
 ///

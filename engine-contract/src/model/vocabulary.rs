@@ -5,7 +5,7 @@
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use crate::generated as fb;
-pub use odf::DatasetVocabulary;
+pub use weir_odf::DatasetVocabulary;
 
 /// The wire form of [`DatasetVocabulary`].
 pub(crate) trait VocabularyWire: Sized {

@@ -5,7 +5,7 @@ use flatbuffers::{FlatBufferBuilder, WIPOffset};
 use super::decode::{DecodeError, required, timestamp};
 use super::timestamp::to_fb;
 use crate::generated as fb;
-pub use odf::Watermark;
+pub use weir_odf::Watermark;
 
 /// The wire form of [`Watermark`].
 pub(crate) trait WatermarkWire: Sized {

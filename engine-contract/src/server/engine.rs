@@ -28,8 +28,8 @@ use crate::stream_rules::MessageKind;
 /// status UNIMPLEMENTED, exactly like an ODF engine that lacks them.
 ///
 /// ```
-/// use engine_contract::model::{Progress, RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess};
-/// use engine_contract::{Engine, EngineError, ProgressSink};
+/// use weir_engine_contract::model::{Progress, RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess};
+/// use weir_engine_contract::{Engine, EngineError, ProgressSink};
 ///
 /// struct Echo;
 ///

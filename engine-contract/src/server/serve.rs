@@ -54,16 +54,16 @@ type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// no shutdown signal (serve until the future is dropped).
 ///
 /// ```no_run
-/// # use engine_contract::model::*;
-/// # use engine_contract::{Engine, EngineError, ProgressSink};
+/// # use weir_engine_contract::model::*;
+/// # use weir_engine_contract::{Engine, EngineError, ProgressSink};
 /// # struct MyEngine;
 /// # impl Engine for MyEngine {
 /// #   async fn execute_raw_query(&self, _: RawQueryRequest, _: ProgressSink) -> Result<RawQuerySuccess, EngineError> { Ok(RawQuerySuccess::default()) }
 /// #   async fn execute_transform(&self, _: TransformRequest, _: ProgressSink) -> Result<TransformSuccess, EngineError> { Ok(TransformSuccess::default()) }
 /// # }
-/// use engine_contract::EngineServer;
+/// use weir_engine_contract::EngineServer;
 ///
-/// # async fn run() -> Result<(), engine_contract::ServeError> {
+/// # async fn run() -> Result<(), weir_engine_contract::ServeError> {
 /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
 /// # drop(stop);
 /// EngineServer::new(MyEngine)

@@ -29,7 +29,7 @@ const REQUEST_TIMEOUT_SECS: u64 = 120;
 /// Where the daemon listens.
 ///
 /// ```
-/// use engine_runtime::DaemonSocket;
+/// use weir_engine_runtime::DaemonSocket;
 ///
 /// assert_eq!(DaemonSocket::default(), DaemonSocket::Auto);
 /// let podman = DaemonSocket::Unix("/run/podman/podman.sock".into());

@@ -30,12 +30,12 @@ use crate::error::RuntimeError;
 use crate::ownership::{check_readable, coordinator_ids, lend_folder, reclaim_folder};
 use crate::paths::PathMapping;
 use crate::runtime::{EngineHandle, EngineIdentity, EngineRuntime, Instance, StartRequest};
-use engine_contract::EngineAddress;
+use weir_engine_contract::EngineAddress;
 
 /// An engine image and how to run it.
 ///
 /// ```
-/// use engine_runtime::{ContainerEngine, EngineEndpoint, SandboxPolicy};
+/// use weir_engine_runtime::{ContainerEngine, EngineEndpoint, SandboxPolicy};
 ///
 /// // A Weir engine: Unix socket, default sandbox.
 /// let weir = ContainerEngine::new("datafusion", "weir/reference-engine:dev");
@@ -127,8 +127,8 @@ impl ContainerEngine {
 /// the id; the handle reports the [`ImageDigest`] for the coordinator to record.
 ///
 /// ```no_run
-/// # async fn example() -> Result<(), engine_runtime::RuntimeError> {
-/// use engine_runtime::*;
+/// # async fn example() -> Result<(), weir_engine_runtime::RuntimeError> {
+/// use weir_engine_runtime::*;
 ///
 /// let daemon = DockerDaemon::connect(&DaemonSocket::Auto).await?; // also removes orphans
 /// let runtime = ContainerRuntime::new(

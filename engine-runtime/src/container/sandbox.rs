@@ -68,7 +68,7 @@ impl ContainerUser {
 /// Resource limits and identity of a sandboxed engine, configurable per engine.
 ///
 /// ```
-/// use engine_runtime::SandboxPolicy;
+/// use weir_engine_runtime::SandboxPolicy;
 ///
 /// let policy = SandboxPolicy::default().with_memory_bytes(512 << 20).with_cpus(0.5).with_pids_limit(64);
 /// assert_eq!(policy.memory_bytes(), 512 << 20);

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use engine_contract::model::{
+use weir_engine_contract::model::{
     OffsetInterval, Progress, RawQueryRequest, RawQuerySuccess, TransformRequest, TransformSuccess,
 };
-use engine_contract::{Engine, EngineError, ProgressSink};
+use weir_engine_contract::{Engine, EngineError, ProgressSink};
 
 use crate::hooks::Hook;
 use crate::sandbox_report;

@@ -1,7 +1,7 @@
 //! The raw `engine.Engine` service the test engine listens with.
 //!
 //! The server SDK guarantees the response-stream contract (Progress*, then exactly one terminal
-//! message), so an [`Engine`](engine_contract::Engine) cannot break it even when asked to. The
+//! message), so an [`Engine`](weir_engine_contract::Engine) cannot break it even when asked to. The
 //! front answers the two stream-breaking hooks (`two-terminals`, `no-terminal`) with scripted
 //! frames and forwards every other call, unchanged, to the SDK server running
 //! [`TestEngine`](crate::engine::TestEngine) on a private loopback port, and streams its answer
@@ -11,20 +11,20 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 
-use engine_contract::EngineAddress;
-use engine_contract::grpc::Envelope;
-use engine_contract::grpc::raw::engine_client::EngineClient as RawClient;
-use engine_contract::grpc::raw::engine_server::{self, EngineServer as RawServer};
-use engine_contract::model::{
-    EngineResponse, Progress, RawQueryRequest, RawQuerySuccess, Transform, TransformRequest,
-    TransformSuccess, WireMessage,
-};
 use futures::Stream;
 use tokio::net::{TcpListener, UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::{Request, Response, Status, Streaming};
+use weir_engine_contract::EngineAddress;
+use weir_engine_contract::grpc::Envelope;
+use weir_engine_contract::grpc::raw::engine_client::EngineClient as RawClient;
+use weir_engine_contract::grpc::raw::engine_server::{self, EngineServer as RawServer};
+use weir_engine_contract::model::{
+    EngineResponse, Progress, RawQueryRequest, RawQuerySuccess, Transform, TransformRequest,
+    TransformSuccess, WireMessage,
+};
 
 use crate::hooks::Hook;
 

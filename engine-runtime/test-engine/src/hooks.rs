@@ -22,7 +22,7 @@
 
 use std::path::PathBuf;
 
-use engine_contract::model::Transform;
+use weir_engine_contract::model::Transform;
 
 /// A test behaviour.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,8 +24,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use engine_contract::{DEFAULT_PORT, EngineAddress, EngineServer};
 use tonic::transport::Endpoint;
+use weir_engine_contract::{DEFAULT_PORT, EngineAddress, EngineServer};
 
 const USAGE: &str = "usage: weir-test-engine [--unix-socket PATH | [--host IP] [--port PORT]]";
 

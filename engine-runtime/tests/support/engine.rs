@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use engine_runtime::{DaemonSocket, DockerDaemon};
+use weir_engine_runtime::{DaemonSocket, DockerDaemon};
 
 /// The test engine's image tag.
 pub const TEST_IMAGE: &str = "weir/test-engine:dev";

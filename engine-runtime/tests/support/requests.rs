@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
-use engine_contract::model::{
+use weir_engine_contract::model::{
     DatasetId, DatasetVocabulary, OffsetInterval, RawQueryRequest, Transform, TransformRequest,
     TransformRequestInput, TransformSql,
 };
-use engine_runtime::EngineHandle;
+use weir_engine_runtime::EngineHandle;
 
 fn engine_path(engine: &EngineHandle, host: &Path) -> String {
     engine.engine_path(host).unwrap().display().to_string()

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gen_stage::PartitionDispatcher;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use weir_gen_stage::PartitionDispatcher;
 
 use crate::workload::{Tally, Topology, Workload, time_floor};
 

@@ -12,9 +12,9 @@
 //! bench` sets it).
 //!
 //! ```sh
-//! cargo xtask bench -p gen-stage                  # everything, N = 10 000 000
-//! cargo xtask bench -p gen-stage --quick chain/   # a short run of the chain cases
-//! WEIR_BENCH_EVENTS=1000000 cargo bench -p gen-stage --bench pipelines
+//! cargo xtask bench -p weir-gen-stage                  # everything, N = 10 000 000
+//! cargo xtask bench -p weir-gen-stage --quick chain/   # a short run of the chain cases
+//! WEIR_BENCH_EVENTS=1000000 cargo bench -p weir-gen-stage --bench pipelines
 //! ```
 //!
 //! Without `--bench` (as under `cargo test --all-targets`) each case runs once

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gen_stage::{
+use weir_gen_stage::{
     BroadcastDispatcher, Consumer, ConsumerContext, ConsumerRef, DemandDispatcher, DemandMode,
     Dispatcher, Error, Noreply, PartitionDispatcher, Producer, ProducerConsumer,
     ProducerConsumerContext, ProducerContext, ProducerOptions, StageGroup, StageRef, StopReason,
     SubscribeOptions, Subscription,
 };
-use gen_stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
+use weir_gen_stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
 
 use crate::workload::{Tally, Topology, Workload};
 
@@ -98,7 +98,7 @@ fn dispatcher(topology: Topology) -> Box<dyn Dispatcher<u64>> {
 /// Where the stages run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    /// Each stage on its own tokio task (`gen_stage::start_*`).
+    /// Each stage on its own tokio task (`weir_gen_stage::start_*`).
     Tasks,
     /// Every stage of the pipeline in one [`StageGroup`].
     Group,
@@ -118,7 +118,7 @@ impl Starter {
     async fn producer<P: Producer>(&self, stage: P) -> Result<StageRef<ProducerStage<P>>, Error> {
         match &self.0 {
             Some(group) => group.start_producer(stage).await,
-            None => gen_stage::start_producer(stage).await,
+            None => weir_gen_stage::start_producer(stage).await,
         }
     }
 
@@ -128,14 +128,14 @@ impl Starter {
     ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
         match &self.0 {
             Some(group) => group.start_producer_consumer(stage).await,
-            None => gen_stage::start_producer_consumer(stage).await,
+            None => weir_gen_stage::start_producer_consumer(stage).await,
         }
     }
 
     async fn consumer<C: Consumer>(&self, stage: C) -> Result<StageRef<ConsumerStage<C>>, Error> {
         match &self.0 {
             Some(group) => group.start_consumer(stage).await,
-            None => gen_stage::start_consumer(stage).await,
+            None => weir_gen_stage::start_consumer(stage).await,
         }
     }
 }

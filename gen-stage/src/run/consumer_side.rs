@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use dispatchers::{InfoId, SubscriptionId};
 use tokio::sync::oneshot;
 use tracing::Instrument;
+use weir_dispatchers::{InfoId, SubscriptionId};
 
 use super::{Core, Flow, ctx};
 use crate::demand::AutomaticDemand;
@@ -69,7 +69,7 @@ enum Pieces {
 fn is_already_subscribed(reason: &StopReason) -> bool {
     matches!(
         reason,
-        StopReason::SubscriptionRefused(dispatchers::SubscribeError::AlreadySubscribed { .. })
+        StopReason::SubscriptionRefused(weir_dispatchers::SubscribeError::AlreadySubscribed { .. })
     )
 }
 

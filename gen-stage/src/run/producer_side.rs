@@ -1,7 +1,7 @@
 //! The producer side of a stage (producers and producer_consumers): the
 //! dispatcher, the buffer, consumers' subscriptions, demand modes.
 
-use dispatchers::{Dispatcher, Emit, InfoId, Outbox, Subscriber, SubscriptionId};
+use weir_dispatchers::{Dispatcher, Emit, InfoId, Outbox, Subscriber, SubscriptionId};
 
 use super::{Core, Flow, Pending, ctx};
 use crate::buffer::Buffer;

@@ -9,12 +9,12 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gen_stage::{
+use tokio::sync::mpsc;
+use weir_gen_stage::{
     Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions, Msgs, Noreply,
     Producer, ProducerConsumer, ProducerConsumerContext, ProducerContext, ProducerOptions, Reply,
     ReplyTo, StopReason, SubscribeOptions, Subscription, SubscriptionOptions,
 };
-use tokio::sync::mpsc;
 
 /// A guard against a hung test, never a synchronisation.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
@@ -293,7 +293,7 @@ pub struct Recorder<T> {
     pub notify: Notify<T>,
     pub manual: bool,
     pub panic_on_events: bool,
-    pub subscribe_to: Vec<(gen_stage::ProducerRef<T>, SubscribeOptions<T>)>,
+    pub subscribe_to: Vec<(weir_gen_stage::ProducerRef<T>, SubscribeOptions<T>)>,
 }
 
 impl<T> Recorder<T> {
@@ -309,7 +309,7 @@ impl<T> Recorder<T> {
     /// Subscribe to `producer` from `init`.
     pub fn subscribe_on_init(
         mut self,
-        producer: &impl gen_stage::AsProducer<T>,
+        producer: &impl weir_gen_stage::AsProducer<T>,
         options: SubscribeOptions<T>,
     ) -> Self {
         self.subscribe_to.push((producer.producer_ref(), options));

@@ -19,14 +19,14 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gen_stage::protocol::{RawConsumer, ToConsumer};
-use gen_stage::{
+use tokio::sync::{mpsc, oneshot};
+use weir_gen_stage::protocol::{RawConsumer, ToConsumer};
+use weir_gen_stage::{
     Cancellation, Consumer, ConsumerContext, ConsumerDemand, ConsumerOptions, Msgs, Noreply,
     Producer, ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
     ProducerOptions, ProducerRef, Reply, ReplyTo, StopReason, SubscribeOptions, Subscription,
     SubscriptionId, SubscriptionOptions,
 };
-use tokio::sync::{mpsc, oneshot};
 
 /// How long an expected note may take: only a guard against a hung test.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
@@ -486,7 +486,7 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
 }
 
 /// A running [`Counter`].
-pub type CounterRef<T> = gen_stage::ProducerHandle<Counter<T>, CounterMessages<T>>;
+pub type CounterRef<T> = weir_gen_stage::ProducerHandle<Counter<T>, CounterMessages<T>>;
 
 /// `Counter.sync_queue(producer, events)`: returns once the events were
 /// dispatched or buffered.
@@ -542,7 +542,7 @@ impl<T: Send + 'static> Forwarder<T> {
     /// `subscribe_to: [{producer, options}]`.
     pub fn subscribe_to(
         mut self,
-        producer: &impl gen_stage::AsProducer<T>,
+        producer: &impl weir_gen_stage::AsProducer<T>,
         options: SubscribeOptions<T>,
     ) -> Self {
         self.subscribe_to.push((producer.producer_ref(), options));
@@ -639,7 +639,7 @@ impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
 }
 
 /// A running [`Forwarder`].
-pub type ForwarderRef<T> = gen_stage::ConsumerHandle<Forwarder<T>, ForwarderMessages>;
+pub type ForwarderRef<T> = weir_gen_stage::ConsumerHandle<Forwarder<T>, ForwarderMessages>;
 
 /// `Forwarder.ask(consumer, subscription, n)`.
 pub async fn forwarder_ask<T: Send + 'static>(
@@ -779,7 +779,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
 }
 
 /// A running [`Doubler`].
-pub type DoublerRef = gen_stage::ProducerConsumerHandle<Doubler, DoublerMessages>;
+pub type DoublerRef = weir_gen_stage::ProducerConsumerHandle<Doubler, DoublerMessages>;
 
 /// A barrier: the doubler has handled everything sent to it before.
 pub async fn ping_doubler(doubler: &DoublerRef) {
@@ -978,7 +978,7 @@ impl<T: Send + 'static> Sleeper<T> {
     /// `subscribe_to: [{producer, options}]`.
     pub fn subscribe_to(
         mut self,
-        producer: &impl gen_stage::AsProducer<T>,
+        producer: &impl weir_gen_stage::AsProducer<T>,
         options: SubscribeOptions<T>,
     ) -> Self {
         self.subscribe_to.push((producer.producer_ref(), options));

@@ -96,7 +96,7 @@ impl ExecuteTransformInput {
     /// from this input) is left out, and the `prev_*` carry the position on.
     ///
     /// ```
-    /// # use odf::{DatasetId, ExecuteTransformInput, Multihash};
+    /// # use weir_odf::{DatasetId, ExecuteTransformInput, Multihash};
     /// let id = DatasetId::from_key([1; 32]);
     /// let b = Multihash::sha3_256(b"block");
     /// let same = ExecuteTransformInput::advanced(id, Some(b), Some(9), Some(b), Some(9));

@@ -36,9 +36,9 @@ use crate::{Multihash, Sha3Hasher};
 ///
 /// let schema = Arc::new(Schema::new(vec![Field::new("offset", DataType::Int64, false)]));
 /// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..4))])?;
-/// let mut here = odf::logical_hash::LogicalHasher::new(&schema)?;
+/// let mut here = weir_odf::logical_hash::LogicalHasher::new(&schema)?;
 /// here.update(&batch)?;
-/// let mut there = odf::logical_hash::LogicalHasher::new(&schema)?.spawn(2)?;
+/// let mut there = weir_odf::logical_hash::LogicalHasher::new(&schema)?.spawn(2)?;
 /// there.update(batch)?;
 /// assert_eq!(there.finish()?, here.finish());
 /// # Ok::<(), Box<dyn std::error::Error>>(())

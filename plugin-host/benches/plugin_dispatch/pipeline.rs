@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gen_stage::{
+use tokio::sync::Notify;
+use weir_gen_stage::{
     Consumer, ConsumerContext, DemandDispatcher, DemandMode, Dispatcher, Noreply, Producer,
     ProducerConsumer, ProducerConsumerContext, ProducerConsumerOptions, ProducerContext,
     ProducerOptions, StopReason, SubscribeOptions, Subscription,
 };
-use plugin_host::PluginDispatcherFactory;
-use tokio::sync::Notify;
+use weir_plugin_host::PluginDispatcherFactory;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Topology {
@@ -145,7 +145,7 @@ pub async fn run(topology: Topology, which: &Which, events: u64, max_demand: usi
             .max_demand(max_demand)
             .min_demand(max_demand / 2)
     };
-    let producer = gen_stage::start_producer(Numbers {
+    let producer = weir_gen_stage::start_producer(Numbers {
         next: 0,
         end: events,
         dispatcher: Some(which.dispatcher()),
@@ -154,7 +154,7 @@ pub async fn run(topology: Topology, which: &Which, events: u64, max_demand: usi
     .expect("the producer starts");
     match topology {
         Topology::Chain => {
-            let doubler = gen_stage::start_producer_consumer(Doubler {
+            let doubler = weir_gen_stage::start_producer_consumer(Doubler {
                 dispatcher: Some(which.dispatcher()),
             })
             .await
@@ -163,7 +163,7 @@ pub async fn run(topology: Topology, which: &Which, events: u64, max_demand: usi
                 .subscribe(&producer, options())
                 .await
                 .expect("subscribes");
-            let counter = gen_stage::start_consumer(Counter(tally.clone()))
+            let counter = weir_gen_stage::start_consumer(Counter(tally.clone()))
                 .await
                 .expect("the consumer starts");
             counter
@@ -173,7 +173,7 @@ pub async fn run(topology: Topology, which: &Which, events: u64, max_demand: usi
         }
         Topology::Demand4 => {
             for _ in 0..4 {
-                let counter = gen_stage::start_consumer(Counter(tally.clone()))
+                let counter = weir_gen_stage::start_consumer(Counter(tally.clone()))
                     .await
                     .expect("a consumer starts");
                 counter

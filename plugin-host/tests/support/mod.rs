@@ -89,9 +89,9 @@ fn plugin_dir() -> &'static Path {
             "build",
             "--quiet",
             "-p",
-            "metrics-dispatcher",
+            "weir-metrics-dispatcher",
             "-p",
-            "key-affinity-dispatcher",
+            "weir-key-affinity-dispatcher",
             "--target-dir",
         ]
         .iter()

@@ -2,8 +2,10 @@
 
 use std::collections::HashMap;
 
-use plugin_interface::{CallError, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
 use serde_json::Value;
+use weir_plugin_interface::{
+    CallError, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId,
+};
 
 use crate::ring::Ring;
 
@@ -38,7 +40,7 @@ pub const DEFAULT_VIRTUAL_NODES: u32 = 64;
 /// # Example
 ///
 /// ```
-/// use plugin_interface::{ConsumerId, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
+/// use weir_plugin_interface::{ConsumerId, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
 /// use key_affinity_dispatcher::KeyAffinityDispatcher;
 ///
 /// let mut dispatcher = KeyAffinityDispatcher::from_options(r#"{"virtual_nodes": 16}"#)?;
@@ -53,7 +55,7 @@ pub const DEFAULT_VIRTUAL_NODES: u32 = 64;
 /// dispatcher.dispatch(2, &[42, 42], &mut out);
 /// assert_eq!(out.runs.len(), 1);
 /// assert_eq!(out.routed(), 2);
-/// # Ok::<(), plugin_interface::CallError>(())
+/// # Ok::<(), weir_plugin_interface::CallError>(())
 /// ```
 #[derive(Debug)]
 pub struct KeyAffinityDispatcher {
@@ -208,8 +210,8 @@ impl DispatcherPlugin for KeyAffinityDispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plugin_interface::ConsumerId;
     use proptest::prelude::*;
+    use weir_plugin_interface::ConsumerId;
 
     fn subscribed(ids: &[u64], demand: u64) -> KeyAffinityDispatcher {
         let mut d = KeyAffinityDispatcher::from_options("{}").expect("default options");

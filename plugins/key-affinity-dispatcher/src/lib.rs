@@ -10,7 +10,7 @@
 //! behaviour and options.
 //!
 //! Built as a `cdylib` (`libkey_affinity_dispatcher.so`) and loaded with
-//! `plugin_host::load`; create dispatchers with
+//! `weir_plugin_host::load`; create dispatchers with
 //! `PluginDispatcherFactory::dispatcher_with_key` since it routes by key.
 //!
 //! # Example
@@ -24,12 +24,12 @@ mod dispatcher;
 mod ring;
 
 pub use dispatcher::{DEFAULT_VIRTUAL_NODES, KeyAffinityDispatcher};
-use plugin_interface::{DispatcherModuleRef, PluginInfo};
+use weir_plugin_interface::{DispatcherModuleRef, PluginInfo};
 
 /// The root module this library exports.
 #[abi_stable::export_root_module]
 pub fn root_module() -> DispatcherModuleRef {
-    plugin_interface::root_module::<KeyAffinityDispatcher>(PluginInfo::new(
+    weir_plugin_interface::root_module::<KeyAffinityDispatcher>(PluginInfo::new(
         "key-affinity",
         env!("CARGO_PKG_VERSION"),
         "Consistent-hash key affinity: the same key always reaches the same consumer",

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use plugin_interface::SubscriptionId;
+use weir_plugin_interface::SubscriptionId;
 
 /// SplitMix64's finaliser: spreads any 64-bit value over the whole circle
 /// (host keys are often small integers).

@@ -12,7 +12,7 @@
 //! Each subscription carries a payload `P` (the metrics dispatcher keeps its
 //! per-subscription metrics there), so one scan finds both.
 
-use plugin_interface::{Decision, PluginWarning, SubscriptionId};
+use weir_plugin_interface::{Decision, PluginWarning, SubscriptionId};
 
 use crate::shuffle::SplitMix64;
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::clock::{Clock, Stamp};
 
-use plugin_interface::{
+use weir_plugin_interface::{
     CallError, Decision, DispatcherPlugin, MetricsSource, SubscribeRequest, SubscriptionId,
 };
 
@@ -32,7 +32,7 @@ use crate::options::Options;
 /// # Example
 ///
 /// ```
-/// use plugin_interface::{ConsumerId, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
+/// use weir_plugin_interface::{ConsumerId, Decision, DispatcherPlugin, SubscribeRequest, SubscriptionId};
 /// use metrics_dispatcher::MetricsDispatcher;
 ///
 /// let mut dispatcher = MetricsDispatcher::from_options("{}")?;
@@ -48,7 +48,7 @@ use crate::options::Options;
 /// assert_eq!(snapshot.consumers[0].demand_asked, 10);
 /// assert_eq!(snapshot.consumers[0].events_dispatched, 4);
 /// assert_eq!(snapshot.consumers[0].outstanding_demand, 6);
-/// # Ok::<(), plugin_interface::CallError>(())
+/// # Ok::<(), weir_plugin_interface::CallError>(())
 /// ```
 #[derive(Debug)]
 pub struct MetricsDispatcher {
@@ -188,8 +188,8 @@ impl DispatcherPlugin for MetricsDispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plugin_interface::ConsumerId;
     use std::time::Duration;
+    use weir_plugin_interface::ConsumerId;
 
     fn request(subscription: u64, consumer: u64) -> SubscribeRequest {
         SubscribeRequest::new(SubscriptionId(subscription), ConsumerId(consumer), 10, 5)

@@ -2,8 +2,8 @@
 //! like GenStage's Demand dispatcher and records per-consumer metrics.
 //!
 //! Built as a `cdylib` (`libmetrics_dispatcher.so`), it is loaded at run time
-//! by `plugin_host::load` and used wherever a built-in dispatcher is. The host
-//! reads a [`MetricsSnapshot`](plugin_interface::MetricsSnapshot) through the
+//! by `weir_plugin_host::load` and used wherever a built-in dispatcher is. The host
+//! reads a [`MetricsSnapshot`](weir_plugin_interface::MetricsSnapshot) through the
 //! ABI at any time and can render it in the Prometheus text format. Per
 //! consumer it records:
 //!
@@ -17,7 +17,7 @@
 //!
 //! # Example
 //!
-//! A host loads the built library with `plugin_host::load` (see that crate).
+//! A host loads the built library with `weir_plugin_host::load` (see that crate).
 //! In-process, the exported root module describes the plugin:
 //!
 //! ```
@@ -34,12 +34,12 @@ mod options;
 mod shuffle;
 
 pub use dispatcher::MetricsDispatcher;
-use plugin_interface::{DispatcherModuleRef, PluginInfo};
+use weir_plugin_interface::{DispatcherModuleRef, PluginInfo};
 
 /// The root module this library exports.
 #[abi_stable::export_root_module]
 pub fn root_module() -> DispatcherModuleRef {
-    plugin_interface::root_module::<MetricsDispatcher>(PluginInfo::new(
+    weir_plugin_interface::root_module::<MetricsDispatcher>(PluginInfo::new(
         "metrics",
         env!("CARGO_PKG_VERSION"),
         "GenStage's Demand dispatcher, recording per-consumer metrics",

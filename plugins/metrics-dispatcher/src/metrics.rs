@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use crate::clock::TickScale;
 use abi_stable::std_types::RVec;
-use plugin_interface::{ConsumerId, ConsumerMetrics, Histogram, MetricsSnapshot, MetricsSource};
+use weir_plugin_interface::{
+    ConsumerId, ConsumerMetrics, Histogram, MetricsSnapshot, MetricsSource,
+};
 
 /// Add to a counter that only one thread writes.
 fn bump(counter: &AtomicU64, n: u64) {

@@ -1,7 +1,7 @@
 //! The dispatcher options, parsed from the JSON the host passes.
 
-use plugin_interface::CallError;
 use serde_json::Value;
+use weir_plugin_interface::CallError;
 
 /// Default latency histogram bounds, in seconds: 1 µs to 10 s, one bucket per
 /// decade (dispatching in-process is fast; a stalled consumer is not).

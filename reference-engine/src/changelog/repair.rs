@@ -27,8 +27,8 @@ impl InputRecord {
 /// Repairs operation types of a filtered changelog, across batches.
 ///
 /// ```
-/// use reference_engine::changelog::repair::{ChangelogRepair, InputRecord};
-/// use reference_engine::changelog::{APPEND, CORRECT_FROM, CORRECT_TO, RETRACT};
+/// use weir_reference_engine::changelog::repair::{ChangelogRepair, InputRecord};
+/// use weir_reference_engine::changelog::{APPEND, CORRECT_FROM, CORRECT_TO, RETRACT};
 ///
 /// // Input: 7 CorrectFrom, 8 CorrectTo, 9 CorrectFrom, 10 CorrectTo; the filter kept 7 and 10.
 /// let kept = [

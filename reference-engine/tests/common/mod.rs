@@ -6,20 +6,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, TimeZone, Utc};
-use reference_engine::arrow::array::{
+use tempfile::TempDir;
+use weir_reference_engine::arrow::array::{
     Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
     UInt8Array, UInt64Array,
 };
-use reference_engine::arrow::compute::concat_batches;
-use reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use reference_engine::parquet::arrow::ArrowWriter;
-use reference_engine::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use reference_engine::{
+use weir_reference_engine::arrow::compute::concat_batches;
+use weir_reference_engine::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use weir_reference_engine::parquet::arrow::ArrowWriter;
+use weir_reference_engine::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use weir_reference_engine::{
     DatasetId, DatasetVocabulary, EngineError, ErrorKind, OffsetInterval, Progress,
     ReferenceEngine, Transform, TransformRequest, TransformRequestInput, TransformSql,
     TransformSuccess, Watermark,
 };
-use tempfile::TempDir;
 
 pub const APPEND: i32 = 0;
 pub const RETRACT: i32 = 1;
@@ -157,7 +157,7 @@ pub fn ints(batch: &RecordBatch, name: &str) -> Vec<i64> {
     let column = batch
         .column_by_name(name)
         .unwrap_or_else(|| panic!("no column {name}"));
-    let column = reference_engine::arrow::compute::cast(column, &DataType::Int64).unwrap();
+    let column = weir_reference_engine::arrow::compute::cast(column, &DataType::Int64).unwrap();
     let column = column.as_any().downcast_ref::<Int64Array>().unwrap();
     (0..column.len()).map(|i| column.value(i)).collect()
 }

@@ -17,7 +17,7 @@
 //!
 //! One file per stage kind: [`schedule`] (the producer and what workers report back), [`worker`], [`progress`]
 //! (hub and renderer), [`plugin`] (the `--dispatcher-plugin` branch); [`summary`] is what the pull prints,
-//! [`recompute`] is `--recompute`. The pipeline is shut down by gen-stage's [`Drain`](gen_stage::Drain).
+//! [`recompute`] is `--recompute`. The pipeline is shut down by gen-stage's [`Drain`](weir_gen_stage::Drain).
 
 mod plugin;
 pub(crate) mod progress;
@@ -30,9 +30,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gen_stage::SubscribeOptions;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
+use weir_gen_stage::SubscribeOptions;
 
 use super::Output;
 use crate::commands::error::CommandError;
@@ -105,14 +105,14 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     let (finished_tx, finished_rx) = oneshot::channel();
 
     // Progress: hub -> renderer (+ plugin branch).
-    let hub = gen_stage::start_producer(ProgressHub)
+    let hub = weir_gen_stage::start_producer(ProgressHub)
         .await
         .map_err(pipeline_err)?;
     let multi = indicatif::MultiProgress::new();
     if opts.quiet {
         multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let renderer = gen_stage::start_consumer(Renderer {
+    let renderer = weir_gen_stage::start_consumer(Renderer {
         bars: BTreeMap::new(),
         multi,
     })
@@ -128,7 +128,7 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     };
 
     // Transactions: producer -> lanes -> pool -> workers.
-    let producer = gen_stage::start_producer(PendingTransactions::new(
+    let producer = weir_gen_stage::start_producer(PendingTransactions::new(
         scheduler,
         targets.clone(),
         finished_tx,
@@ -136,11 +136,15 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     .await
     .map_err(pipeline_err)?;
     // The pool gathers the lanes and hands tasks to free workers (a forwarding stage's Demand dispatcher).
-    let pool = gen_stage::map(|t: Task| t).await.map_err(pipeline_err)?;
+    let pool = weir_gen_stage::map(|t: Task| t)
+        .await
+        .map_err(pipeline_err)?;
     let mut lanes = Vec::new();
     for d in &targets {
         // One dataset's lane: the consumer of its partition, forwarding in order.
-        let lane = gen_stage::map(|t: Task| t).await.map_err(pipeline_err)?;
+        let lane = weir_gen_stage::map(|t: Task| t)
+            .await
+            .map_err(pipeline_err)?;
         lane.subscribe(
             &producer,
             SubscribeOptions::new()
@@ -157,7 +161,7 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
     }
     let mut workers = Vec::new();
     for _ in 0..opts.max_concurrency.max(1) {
-        let w = gen_stage::start_consumer(Worker {
+        let w = weir_gen_stage::start_consumer(Worker {
             ctx: ctx.clone(),
             scheduler: producer.clone(),
             progress: hub.clone(),
@@ -182,7 +186,7 @@ pub async fn run(ctx: &Context, opts: &PullOptions) -> Result<Output, CommandErr
 
     // Every stage drained, upstream first: the progress events still on their way reach the renderer
     // and the plugin, then each stage stops (gen-stage's `Drain`).
-    let mut drain = gen_stage::Drain::new(DRAIN_DEADLINE)
+    let mut drain = weir_gen_stage::Drain::new(DRAIN_DEADLINE)
         .stage(&producer)
         .stages(lanes.iter())
         .stage(&pool)

@@ -6,12 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use gen_stage::{
+use serde_json::json;
+use weir_gen_stage::{
     Consumer, ConsumerContext, ConsumerHandle, Drain, DrainOutcome, DrainReport, Noreply,
     ProducerConsumer, ProducerConsumerContext, ProducerConsumerHandle, ProducerConsumerOptions,
     ProducerHandle, StopReason, SubscribeOptions, Subscription,
 };
-use serde_json::json;
 
 use super::pipeline_err;
 use super::progress::{ProgressEvent, ProgressHub, ProgressHubMessages};
@@ -19,7 +19,7 @@ use crate::commands::error::CommandError;
 
 /// Forwards progress through the plugin's dispatcher.
 struct PluginRelay {
-    dispatcher: Option<plugin_host::PluginDispatcher<ProgressEvent>>,
+    dispatcher: Option<weir_plugin_host::PluginDispatcher<ProgressEvent>>,
 }
 
 impl ProducerConsumer for PluginRelay {
@@ -29,11 +29,12 @@ impl ProducerConsumer for PluginRelay {
     async fn init(
         &mut self,
         _ctx: &mut ProducerConsumerContext<'_, Self>,
-    ) -> Result<ProducerConsumerOptions<ProgressEvent, ProgressEvent>, gen_stage::StopReason> {
+    ) -> Result<ProducerConsumerOptions<ProgressEvent, ProgressEvent>, weir_gen_stage::StopReason>
+    {
         let d = self
             .dispatcher
             .take()
-            .ok_or(gen_stage::StopReason::Normal)?;
+            .ok_or(weir_gen_stage::StopReason::Normal)?;
         Ok(ProducerConsumerOptions::new().dispatcher(d))
     }
 
@@ -80,7 +81,7 @@ pub(super) struct PluginBranch {
     path: PathBuf,
     relay: ProducerConsumerHandle<PluginRelay>,
     sink: ConsumerHandle<PluginSink>,
-    metrics: Option<plugin_host::MetricsHandle>,
+    metrics: Option<weir_plugin_host::MetricsHandle>,
     delivered: Arc<Mutex<u64>>,
 }
 
@@ -92,7 +93,7 @@ impl PluginBranch {
         options: &serde_json::Value,
         hub: &ProducerHandle<ProgressHub, ProgressHubMessages>,
     ) -> Result<Self, CommandError> {
-        let plugin_err = |e: plugin_host::PluginError| CommandError::Plugin {
+        let plugin_err = |e: weir_plugin_host::PluginError| CommandError::Plugin {
             path: path.display().to_string(),
             message: e.to_string(),
         };
@@ -100,14 +101,14 @@ impl PluginBranch {
             serde_json::Value::Null => json!({}),
             given => given.clone(),
         };
-        let factory = plugin_host::load(path, &options).map_err(plugin_err)?;
+        let factory = weir_plugin_host::load(path, &options).map_err(plugin_err)?;
         // Progress events are keyed by their dataset, for plugins that route by key (key-affinity).
         let dispatcher = factory
             .dispatcher_with_key(|e: &ProgressEvent| dataset_key(e.dataset()))
             .map_err(plugin_err)?
             .panic_on_fault();
         let metrics = dispatcher.metrics();
-        let relay = gen_stage::start_producer_consumer(PluginRelay {
+        let relay = weir_gen_stage::start_producer_consumer(PluginRelay {
             dispatcher: Some(dispatcher),
         })
         .await
@@ -117,7 +118,7 @@ impl PluginBranch {
             .await
             .map_err(pipeline_err)?;
         let delivered = Arc::new(Mutex::new(0u64));
-        let sink = gen_stage::start_consumer(PluginSink {
+        let sink = weir_gen_stage::start_consumer(PluginSink {
             delivered: delivered.clone(),
         })
         .await

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gen_stage::{
+use serde::Serialize;
+use weir_gen_stage::{
     BroadcastDispatcher, Consumer, ConsumerContext, Msgs, Noreply, Producer, ProducerContext,
     ProducerOptions, Subscription,
 };
-use serde::Serialize;
 
 use weir_dataset::progress::Report;
 
@@ -80,7 +80,7 @@ impl Producer<ProgressHubMessages> for ProgressHub {
     async fn init(
         &mut self,
         _ctx: &mut ProducerContext<'_, Self, ProgressHubMessages>,
-    ) -> Result<ProducerOptions<ProgressEvent>, gen_stage::StopReason> {
+    ) -> Result<ProducerOptions<ProgressEvent>, weir_gen_stage::StopReason> {
         Ok(ProducerOptions::new().dispatcher(BroadcastDispatcher::new()))
     }
 

@@ -6,8 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gen_stage::{Msgs, Noreply, PartitionDispatcher, Producer, ProducerContext, ProducerOptions};
 use tokio::sync::oneshot;
+use weir_gen_stage::{
+    Msgs, Noreply, PartitionDispatcher, Producer, ProducerContext, ProducerOptions,
+};
 
 use crate::scheduler::{Completion, DatasetState, Scheduler};
 use weir_dataset::progress::PhaseTimes;
@@ -149,7 +151,7 @@ impl Producer<PendingTransactionsMessages> for PendingTransactions {
     async fn init(
         &mut self,
         _ctx: &mut ProducerContext<'_, Self, PendingTransactionsMessages>,
-    ) -> Result<ProducerOptions<Task>, gen_stage::StopReason> {
+    ) -> Result<ProducerOptions<Task>, weir_gen_stage::StopReason> {
         let dispatcher = PartitionDispatcher::named(self.datasets.clone(), |t: Task| {
             let key = t.dataset.clone();
             Some((t, key))

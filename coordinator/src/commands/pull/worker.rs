@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gen_stage::{Consumer, ConsumerContext, Noreply, ProducerStage, StageRef, Subscription};
 use tracing::info;
+use weir_gen_stage::{Consumer, ConsumerContext, Noreply, ProducerStage, StageRef, Subscription};
 
 use super::progress::{ProgressEvent, ProgressHub, ProgressHubMessages};
 use super::schedule::{
