@@ -1,5 +1,5 @@
 //! Durable writes on a local disk: a file is written to a temporary name in its folder, fsynced, renamed
-//! over its final name, and the folder is fsynced, so once [`write`] returns the file survives a power
+//! over its final name, and the folder is fsynced, so once [`write()`] returns the file survives a power
 //! loss with either its old or its new content, never a torn one. Folders created on the way are fsynced
 //! into their parents too.
 //!

@@ -2,7 +2,7 @@
 //! blocks, the head moved last) and its data slices and checkpoints, read and hashed as they are read, validated
 //! with the rules kamu enforces, and appended to crash-safely under a workspace lock.
 //!
-//! The blocks, events, hashes and the logical hash are [`odf`]'s; this crate does the I/O around them.
+//! The blocks, events, hashes and the logical hash are [`weir_odf`]'s; this crate does the I/O around them.
 //!
 #![doc = include_str!("../README.md")]
 #![cfg_attr(test, allow(clippy::unwrap_used))]

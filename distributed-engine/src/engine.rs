@@ -1,4 +1,4 @@
-//! [`distributed_engine`]: the reference engine with its stateless work run as Ballista jobs.
+//! [`crate`]: the reference engine with its stateless work run as Ballista jobs.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;

@@ -17,4 +17,4 @@ pub use local::LocalCluster;
 pub use scheduler::{Scheduler, SchedulerOptions};
 
 /// The reference engine this engine shares its planning with.
-pub use weir_reference_engine;
+pub use weir_reference_engine as reference_engine;

@@ -33,7 +33,7 @@ mod loom_group;
 #[cfg(all(test, loom))]
 mod loom_mailbox;
 
-pub use weir_dispatchers;
+pub use weir_dispatchers as dispatchers;
 pub use weir_dispatchers::{
     BroadcastDispatcher, DemandDispatcher, Dispatcher, PartitionDispatcher, PartitionKey,
     SubscribeError, SubscriptionId, SubscriptionOptions,

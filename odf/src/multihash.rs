@@ -179,7 +179,7 @@ impl FromStr for Multihash {
 /// file, and with feature `arrow` it implements `digest` 0.11's traits, the release arrow-digest is generic
 /// over.
 ///
-/// On x86_64 and aarch64 it is `keccak-asm` (the CRYPTOGAMS/OpenSSL Keccak-f[1600] in assembly, Reth's
+/// On x86_64 and aarch64 it is `keccak-asm` (the CRYPTOGAMS/OpenSSL Keccak-f\[1600\] in assembly, Reth's
 /// SHA3 backend): about 1.2x the rate of RustCrypto's portable `sha3` on the machines Weir is measured on
 /// (docs/benchmarks.md). Elsewhere it is RustCrypto's `sha3`. `tests/sha3_backends.rs` holds the two to
 /// each other, `tests/vectors.rs` to the reference's hashes.

@@ -13,7 +13,7 @@ mod rate_limit;
 mod test_producer;
 mod topology;
 
-pub use weir_gen_stage;
+pub use weir_gen_stage as gen_stage;
 
 pub use batch::{Batch, BatchInfo, BatchTrigger};
 pub use error::Error;

@@ -82,7 +82,7 @@ impl std::fmt::Debug for RateLimiter {
     }
 }
 
-/// What [`RateLimiter::snapshot`] reports.
+/// The rate limiter's state, as a producer's metrics report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimitingMetrics {
     /// The limit in force.

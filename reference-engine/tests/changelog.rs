@@ -146,7 +146,7 @@ async fn order_by_in_a_subquery_or_an_earlier_step_has_no_meaning_and_input_orde
                     query: "SELECT * FROM sorted".into(),
                 },
             ]),
-            ..reference_engine::TransformSql::new("datafusion", "")
+            ..weir_reference_engine::TransformSql::new("datafusion", "")
         });
     transform_ok(&request).await;
     assert_eq!(

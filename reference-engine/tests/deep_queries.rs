@@ -220,7 +220,7 @@ async fn a_deep_query_step_is_named_in_the_error() {
                     query: "SELECT * FROM deep".into(),
                 },
             ]),
-            ..reference_engine::TransformSql::new("datafusion", "")
+            ..weir_reference_engine::TransformSql::new("datafusion", "")
         });
     let message = transform(&request).await.0.invalid_query();
     assert!(message.starts_with("in query step `deep`: "), "{message}");

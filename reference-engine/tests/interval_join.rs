@@ -405,7 +405,7 @@ async fn kamus_overdue_shipments_join_step_runs_as_written() {
                     .into(),
             },
         ]),
-        ..reference_engine::TransformSql::new("datafusion", "")
+        ..weir_reference_engine::TransformSql::new("datafusion", "")
     });
     let message = transform(&whole).await.0.invalid_query();
     assert!(

@@ -143,7 +143,8 @@ fn docs() -> Result<(), String> {
         _ => "-D warnings".to_owned(),
     };
     cargo_with_env(
-        &["doc", "--workspace", "--no-deps"],
+        // --keep-going: one run reports every crate's warnings, not only the first crate's.
+        &["doc", "--workspace", "--no-deps", "--keep-going"],
         &[("RUSTDOCFLAGS".to_owned(), flags)],
     )
 }

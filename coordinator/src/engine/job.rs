@@ -82,7 +82,7 @@ pub struct TransformReport {
     pub written: Written,
 }
 
-/// What the contract layer ([`super::checked::Checked`]) found in the data file an operation wrote.
+/// What the contract layer (`super::checked::Checked`) found in the data file an operation wrote.
 /// An engine's own report is [`Written::Unchecked`]; every [`super::EngineHandle`] has the layer, so a
 /// report from a handle is always checked.
 #[derive(Debug, Clone, Default)]

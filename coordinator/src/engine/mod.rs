@@ -34,8 +34,8 @@ pub type EngineFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineFailu
 
 /// One engine as the coordinator drives it, however it runs: the embedded engine, a process, a container.
 /// A new runtime is one implementation of this trait; the deadline, the contract's checks of what an engine
-/// wrote, and logging are layers around any of them ([`deadline::Deadline`], [`checked::Checked`],
-/// [`logged::Logged`]).
+/// wrote, and logging are layers around any of them (`deadline::Deadline`, `checked::Checked`,
+/// `logged::Logged`).
 pub trait Engine: Send + Sync + std::fmt::Debug {
     /// ExecuteTransform, handing the engine's Progress messages to `progress`.
     fn transform<'a>(

@@ -1,6 +1,6 @@
 //! One transaction of one dataset: ingest the next source file of a root, or run the next transform step of
 //! a derivative, then commit: data, checkpoint and blocks first, the head last. A derivative whose transform
-//! changed is validated and migrated first ([`query_change`]).
+//! changed is validated and migrated first (`query_change`).
 
 mod derivative;
 mod pinned;

@@ -1,5 +1,5 @@
 //! The dataset metadata chain: the chain's rules and its storage, and the upgrade of chains written before
-//! they were ODF's. The blocks and events themselves are [`odf`]'s.
+//! they were ODF's. The blocks and events themselves are [`weir_odf`]'s.
 pub mod append;
 pub mod integrity;
 pub mod legacy;

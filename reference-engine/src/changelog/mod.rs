@@ -3,7 +3,7 @@
 //! The rule (also in the README):
 //!
 //! - A map/filter query (projections, filters, aliases over one input) gets each output record's `op`
-//!   from the input record behind it: the user never passes `op` by hand ([`lineage`]).
+//!   from the input record behind it: the user never passes `op` by hand (`lineage`).
 //! - If the query outputs `op` itself, that value is written, as in the reference engines.
 //! - Correction pairs are repaired after filtering ([`repair`]): a CorrectFrom whose CorrectTo was
 //!   filtered out becomes a Retract (the record left the result), a CorrectTo whose CorrectFrom was

@@ -9,12 +9,12 @@
 //!  AND s.event_time BETWEEN o.event_time AND o.event_time + INTERVAL '2' DAY
 //! ```
 //!
-//! - [`query`] finds the join under the query's map/filter operators, reads the time bound off its
+//! - `query` finds the join under the query's map/filter operators, reads the time bound off its
 //!   condition, and binds the plan to one transaction's records.
 //! - [`state`] is the sans-IO state of each side: the records the other side's records still to come
 //!   may match, until the other side's watermark passes their bound.
-//! - [`checkpoint`] keeps both sides in one Parquet file between transactions (format 3).
-//! - [`run`] runs a transaction.
+//! - `checkpoint` keeps both sides in one Parquet file between transactions (format 3).
+//! - `run` runs a transaction.
 //!
 //! Each transaction emits the matches that involve at least one of its new records (so every match is
 //! emitted once, in the transaction where its second record arrives), then, for an outer join, the

@@ -302,8 +302,8 @@ impl VersionedTable {
         }
     }
 
-    /// The table's rows with the event times they hold for: its columns, then [`VALID_FROM`] and
-    /// [`VALID_TO`] (Timestamp(ms, UTC); `VALID_TO` null while the row still holds).
+    /// The table's rows with the event times they hold for: its columns, then `VALID_FROM` and
+    /// `VALID_TO` (Timestamp(ms, UTC); `VALID_TO` null while the row still holds).
     pub fn versions(&self) -> Result<RecordBatch, EngineError> {
         let mut picks = Vec::new();
         let mut from = Vec::new();
@@ -332,7 +332,7 @@ impl VersionedTable {
     }
 
     /// Every entry with the record behind it, in offset order: the table's columns, then
-    /// [`ENTRY_AT`] (Int64 ms) and [`ENTRY_LIVE`]; [`VersionedTable::restore`] gives this table back
+    /// `ENTRY_AT` (Int64 ms) and `ENTRY_LIVE`; [`VersionedTable::restore`] gives this table back
     /// from them (what the checkpoint keeps). A CorrectFrom still waiting for its CorrectTo comes last,
     /// with a null `ENTRY_AT`.
     pub fn retained(&self) -> Result<RecordBatch, EngineError> {

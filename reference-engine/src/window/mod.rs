@@ -12,14 +12,14 @@
 //! `[start, start + width)` is closed and emitted (one Append record per group, in window then key
 //! order) once a watermark reaches `start + width`. Retractions and corrections arriving before the
 //! window closes are subtracted. Open windows live in the checkpoint between transactions
-//! ([`checkpoint`]), so one big transaction and many small ones produce identical output.
+//! (`checkpoint`), so one big transaction and many small ones produce identical output.
 //!
 //! Within a transaction, a window that no record still to come can fall into is emitted as soon as the input
-//! stream (in offset order) passes it, up to the watermark: [`future`] bounds the event times still to come
+//! stream (in offset order) passes it, up to the watermark: `future` bounds the event times still to come
 //! from the input files' row-group statistics. So a big transaction buffers only the windows open at each
 //! point of its input, not all its records; the output is the same as emitting everything at the end.
 //!
-//! [`query`] recognises the form and builds the pre-aggregation plan; [`state`] is the sans-IO
+//! `query` recognises the form and builds the pre-aggregation plan; [`state`] is the sans-IO
 //! aggregation state machine.
 
 pub(crate) mod checkpoint;

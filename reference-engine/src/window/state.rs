@@ -73,7 +73,7 @@ pub struct WindowSpec {
 /// Buffered records of open windows, and how far windows have been closed.
 ///
 /// Buffered batches have the columns: window start (Timestamp(ms, UTC)), the keys, the aggregate
-/// arguments, then [`SIGN_COLUMN`].
+/// arguments, then `SIGN_COLUMN`.
 #[derive(Debug, Clone)]
 pub struct WindowState {
     spec: WindowSpec,

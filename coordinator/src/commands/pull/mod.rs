@@ -15,9 +15,9 @@
 //! their own lane and order, and the Demand dispatcher hands them to free workers, so at most `N` engine
 //! operations run at a time. Workers report completions back to the producer and progress to the hub.
 //!
-//! One file per stage kind: [`schedule`] (the producer and what workers report back), [`worker`], [`progress`]
-//! (hub and renderer), [`plugin`] (the `--dispatcher-plugin` branch); [`summary`] is what the pull prints,
-//! [`recompute`] is `--recompute`. The pipeline is shut down by gen-stage's [`Drain`](weir_gen_stage::Drain).
+//! One file per stage kind: `schedule` (the producer and what workers report back), `worker`, `progress`
+//! (hub and renderer), `plugin` (the `--dispatcher-plugin` branch); `summary` is what the pull prints,
+//! `recompute` is `--recompute`. The pipeline is shut down by gen-stage's [`Drain`](weir_gen_stage::Drain).
 
 mod plugin;
 pub(crate) mod progress;
