@@ -22,7 +22,7 @@ Tasks:
   loom      gen-stage's loom models (mailbox, group executor) only, under --cfg loom in target/loom
   lint      fmt check and clippy -D warnings only
   docs      cargo doc --workspace --no-deps with rustdoc warnings as errors
-  package   cargo publish --dry-run of every crate that is published (packaged and built as crates.io would)
+  package   cargo publish --dry-run --no-verify of every crate that is published (packaged as crates.io would take it)
   bench     Criterion benchmarks: [--quick] [-p CRATE]... [FILTER] [-- ARGS]
             (figures tables go to target/bench-reports/, see docs/benchmarks.md)
   build     Build the workspace and every dispatcher plugin; print where the .so files are
@@ -150,10 +150,19 @@ fn docs() -> Result<(), String> {
 }
 
 /// `cargo publish --dry-run` of every crate that is published (`publish = false` ones are skipped by
-/// cargo): each is packaged as crates.io would receive it, its manifest checked (versions on every
-/// dependency, metadata) and the packaged sources built against the others' packages.
+/// cargo): each is packaged as crates.io would receive it, in dependency order, its manifest checked
+/// (a version on every dependency, the metadata crates.io asks for) and resolved against the others'
+/// packages. `--no-verify`: cargo's verification builds each package's dependencies again from nothing in
+/// a target directory of its own (DataFusion several times over); the sources themselves are what the
+/// build and the test suite compile.
 fn package() -> Result<(), String> {
-    cargo(&["publish", "--dry-run", "--workspace", "--allow-dirty"])
+    cargo(&[
+        "publish",
+        "--dry-run",
+        "--workspace",
+        "--allow-dirty",
+        "--no-verify",
+    ])
 }
 
 fn test() -> Result<(), String> {
