@@ -18,7 +18,7 @@ cargo xtask <TASK> [ARGS...]
 Tasks:
   ci        What CI runs: fmt check, clippy -D warnings, rustdoc -D warnings, a publish dry run of every
             published crate, the whole test suite, the loom models
-  test      The whole test suite only (cargo test --workspace --all-targets), then the loom models
+  test      The whole test suite only (cargo test --workspace --all-targets --all-features), then the loom models
   loom      gen-stage's loom models (mailbox, group executor) only, under --cfg loom in target/loom
   lint      fmt check and clippy -D warnings only
   docs      cargo doc --workspace --no-deps with rustdoc warnings as errors
@@ -129,6 +129,7 @@ fn lint() -> Result<(), String> {
         "clippy",
         "--workspace",
         "--all-targets",
+        "--all-features",
         "--",
         "-D",
         "warnings",
@@ -167,11 +168,16 @@ fn package() -> Result<(), String> {
 
 fn test() -> Result<(), String> {
     // --no-fail-fast: one run reports every failing test binary, not only the first.
-    cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])?;
-    // odf's optional features (the logical hash over kamu's vectors, the serde spelling) are tested on
-    // their own, whichever features the rest of the workspace happens to enable.
-    cargo(&["test", "-p", "weir-odf", "--all-features", "--all-targets"])?;
-    cargo(&["test", "--workspace", "--doc"])?;
+    // --all-features: every optional feature is tested (only `weir-odf` has some: the logical hash over
+    // kamu's vectors, the serde spelling), in the same build as everything else.
+    cargo(&[
+        "test",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--no-fail-fast",
+    ])?;
+    cargo(&["test", "--workspace", "--doc", "--all-features"])?;
     loom()
 }
 
