@@ -1,7 +1,7 @@
 //! A checkpoint of several parts in one Parquet file: each part is a record batch of its own columns,
 //! kept as one nullable struct column named after the part, with `__weir_part` (Int32) telling the
 //! rows of each part apart; a JSON header in the key-value metadata `weir.checkpoint`. Temporal joins
-//! (format 2) and interval joins (format 3) keep their state so.
+//! (format 2), interval joins (format 6, and 3 before it) and top-N (format 4) keep their state so.
 
 use std::fs::File;
 use std::path::Path;

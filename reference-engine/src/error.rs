@@ -50,6 +50,18 @@ pub enum EngineError {
         /// What is not supported, and what to write instead.
         reason: String,
     },
+    /// A window function (`OVER`) not in the supported top-N form.
+    #[error("unsupported window function: {reason}")]
+    UnsupportedTopN {
+        /// What is not supported, and what to write instead.
+        reason: String,
+    },
+    /// Query steps chaining stateful operators in a form that is not supported.
+    #[error("unsupported chain of query steps: {reason}")]
+    UnsupportedChain {
+        /// What is not supported, and what to write instead.
+        reason: String,
+    },
     /// MigrateQuery cannot carry this state over to the next query.
     #[error(
         "MigrateQuery cannot change this query: {reason}; recompute the dataset from its inputs instead (`weir pull --recompute`)"
@@ -259,6 +271,8 @@ impl EngineError {
             | Self::NoQuery
             | Self::UnsupportedTemporalJoin { .. }
             | Self::UnsupportedIntervalJoin { .. }
+            | Self::UnsupportedTopN { .. }
+            | Self::UnsupportedChain { .. }
             | Self::MigrationUnsupported { .. }
             | Self::DuplicateAlias { .. }
             | Self::SystemColumnInOutput { .. }

@@ -13,7 +13,9 @@
 //! queries without the user passing `op` ([`changelog`]), runs tumbling-window aggregations whose
 //! open windows live in a checkpoint file between transactions ([`window`]), and joins a stream with
 //! temporal tables as of each record's event time (`temporal_tables` and `FOR SYSTEM_TIME AS OF`,
-//! [`temporal`]).
+//! [`temporal`]), joins two streams within a bound in event time ([`interval`]), keeps the top ranks
+//! of each partition current as records arrive and are retracted ([`top_n`]), and chains such
+//! stateful operators across query steps.
 //!
 //! It is a library (the coordinator's embedded engine) and the `weir-engine` binary (an OCI image).
 //!
@@ -83,6 +85,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod chain;
 pub mod changelog;
 mod checkpoint_parts;
 mod engine;
@@ -103,6 +106,7 @@ mod server;
 mod session;
 mod steps;
 pub mod temporal;
+pub mod top_n;
 mod transform;
 mod validate;
 pub mod window;

@@ -101,13 +101,53 @@ pub(crate) async fn migrate_query(
         .map(|input| InputSource::schema_only(&input.query_alias, &input.vocab, &input.schema_file))
         .collect();
     let inputs = register_inputs(&ctx, &sources).await?;
-    let next = prepare(&ctx, &request.next_transform, &inputs, &request.vocab).await?;
+    if let Some(path) = &request.prev_checkpoint_path
+        && checkpoint::kind_of(Path::new(path))?.kind == crate::chain::checkpoint::KIND
+    {
+        return Err(EngineError::MigrationUnsupported {
+            reason: "the previous query chains stateful steps, whose state (each step's, and the \
+                     stream between them) the next query cannot take over"
+                .to_owned(),
+        });
+    }
+    let next = match prepare(&ctx, &request.next_transform, &inputs, &request.vocab).await {
+        Ok(next) => next,
+        Err(error) => {
+            if crate::chain::split(&request.next_transform, &sources, &request.vocab)
+                .await?
+                .is_some()
+            {
+                return Err(EngineError::MigrationUnsupported {
+                    reason: "the next query chains stateful steps, whose state cannot be rebuilt \
+                             from the previous query's"
+                        .to_owned(),
+                });
+            }
+            return Err(error);
+        }
+    };
 
     if matches!(next.shape, QueryShape::Interval(_)) {
         return Err(EngineError::MigrationUnsupported {
             reason: "the next query is an interval join, whose state (the records of both sides \
                      that records still to come may match) cannot be rebuilt from the previous \
                      query's"
+                .to_owned(),
+        });
+    }
+    if matches!(next.shape, QueryShape::TopN(_)) {
+        return Err(EngineError::MigrationUnsupported {
+            reason: "the next query is a top-N, whose state (every live record of its input) \
+                     cannot be rebuilt from the previous query's"
+                .to_owned(),
+        });
+    }
+    if let Some(path) = &request.prev_checkpoint_path
+        && checkpoint::kind_of(Path::new(path))?.kind == crate::top_n::checkpoint::KIND
+    {
+        return Err(EngineError::MigrationUnsupported {
+            reason: "the previous query is a top-N, whose emitted ranks the next query would \
+                     have to retract or correct"
                 .to_owned(),
         });
     }
@@ -180,7 +220,7 @@ pub(crate) async fn migrate_query(
             )?;
             true
         }
-        QueryShape::MapFilter { .. } | QueryShape::Interval(_) => false,
+        QueryShape::MapFilter { .. } | QueryShape::Interval(_) | QueryShape::TopN(_) => false,
     };
     let new_watermark = closed_through_ms.and_then(DateTime::<Utc>::from_timestamp_millis);
     tracing::info!(rows, new_checkpoint_written, "migration finished");

@@ -18,6 +18,7 @@ use crate::output::layout::OutputLayout;
 use crate::request::{DatasetVocabulary, Transform, sql};
 use crate::steps::plan_steps;
 use crate::temporal::query::{TemporalQuery, mark_temporal, recognise as recognise_temporal};
+use crate::top_n::query::{TopNQuery, recognise as recognise_top_n};
 use crate::window::checkpoint::fingerprint;
 use crate::window::query::{WindowQuery, buffered_schema, recognise};
 
@@ -35,6 +36,8 @@ pub(crate) enum QueryShape {
     Temporal(Box<TemporalQuery>),
     /// Two streams joined within a bound in event time.
     Interval(Box<IntervalQuery>),
+    /// The top ranks of each partition (`row_number()` / `rank()` / `dense_rank()` with a bound).
+    TopN(Box<TopNQuery>),
 }
 
 /// A planned query, ready to execute.
@@ -128,6 +131,28 @@ pub(crate) async fn prepare(
         let (physical, _) = lineage_plan(ctx, &bound, &interval.inputs, false, &[]).await?;
         return Ok(PreparedQuery {
             shape: QueryShape::Interval(Box::new(interval)),
+            physical,
+            layout,
+            fingerprint,
+        });
+    }
+
+    if let Some(top_n) = recognise_top_n(&plan, inputs)? {
+        refuse_order_by(
+            &order,
+            "a top-N emits the changes of its result in partition then rank order",
+        )?;
+        let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
+        // Planned bound to no records, for the checks; each transaction binds it to its records.
+        let schema = crate::temporal::run::input_schema(ctx, &top_n.inputs[top_n.input]).await?;
+        let bound = crate::top_n::query::bind(
+            &top_n,
+            &top_n.ranked,
+            datafusion::arrow::array::RecordBatch::new_empty(schema),
+        )?;
+        let physical = physical_plan(ctx, bound, Partitions::One).await?;
+        return Ok(PreparedQuery {
+            shape: QueryShape::TopN(Box::new(top_n)),
             physical,
             layout,
             fingerprint,

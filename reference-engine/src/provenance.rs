@@ -31,7 +31,22 @@ pub(crate) async fn derive_provenance(
         .map(InputSource::for_transform)
         .collect::<Result<Vec<_>, _>>()?;
     let inputs = register_inputs(&ctx, &sources).await?;
-    let prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
+    let prepared = match prepare(&ctx, &request.transform, &inputs, &request.vocab).await {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            if crate::chain::split(&request.transform, &sources, &request.vocab)
+                .await?
+                .is_some()
+            {
+                return Err(EngineError::ProvenanceUnsupported {
+                    reason: "provenance of chained stateful query steps is not supported yet; it \
+                             is derived for map/filter queries only"
+                        .to_owned(),
+                });
+            }
+            return Err(error);
+        }
+    };
     let query_columns = match prepared.shape {
         QueryShape::MapFilter { query_columns, .. } => query_columns,
         QueryShape::Temporal(_) => {
@@ -44,6 +59,13 @@ pub(crate) async fn derive_provenance(
         QueryShape::Interval(_) => {
             return Err(EngineError::ProvenanceUnsupported {
                 reason: "provenance of interval joins is not supported yet; it is derived for \
+                         map/filter queries only"
+                    .to_owned(),
+            });
+        }
+        QueryShape::TopN(_) => {
+            return Err(EngineError::ProvenanceUnsupported {
+                reason: "provenance of top-N queries is not supported yet; it is derived for \
                          map/filter queries only"
                     .to_owned(),
             });

@@ -252,15 +252,15 @@ fn carry(
         LogicalPlan::Aggregate(_) => Err("it aggregates records, and a retraction or correction of an \
              aggregated record would need the previous aggregate. Aggregate with the stateful tumbling-window \
              form instead: `SELECT date_bin(INTERVAL '1 hour', event_time) AS event_time, <keys>, <count/sum/avg/min/max>(...) \
-             FROM <input> GROUP BY 1, <keys>`. A window aggregation must be the last query step, with \
-             no step or filter over its output (steps chained after a window are not supported yet)"
+             FROM <input> GROUP BY 1, <keys>`. Steps over a window's output read it as a stream when the \
+             window is a query step of its own, with an alias"
             .to_owned()),
         LogicalPlan::Distinct(_) => Err("DISTINCT (or UNION without ALL) merges records, so a later \
              retraction of one of them could not be applied; remove DISTINCT or use UNION ALL"
             .to_owned()),
-        LogicalPlan::Window(_) => Err("window functions (OVER ...) compute each record from other records \
-             of the same transaction, so a retraction would change other output records; use the \
-             tumbling-window aggregation form instead"
+        LogicalPlan::Window(_) => Err("window functions (OVER ...) compute each record from other records, \
+             so a retraction would change other output records; rank with row_number(), rank() or \
+             dense_rank() under a bound on the rank (a top-N), or aggregate in a tumbling window"
             .to_owned()),
         LogicalPlan::Join(join) => {
             if !is_temporal_join(join, registered) {
@@ -268,7 +268,8 @@ fn carry(
                      a join of two streams is supported at the top of a query (under projections and \
                      filters) when bounded in event time (an interval join: `ON a.k = b.k AND \
                      b.event_time BETWEEN a.event_time AND a.event_time + INTERVAL '1' DAY`); a window \
-                     or a join over a join's output is not supported yet. To enrich a stream with another \
+                     or a join over a join's output reads it as a stream when the join is a query \
+                     step of its own, with an alias. To enrich a stream with another \
                      input's state as of each record's event time, declare that input in \
                      `temporal_tables` with its primary key and join it `FOR SYSTEM_TIME AS OF \
                      <stream>.event_time`"

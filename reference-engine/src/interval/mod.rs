@@ -13,13 +13,16 @@
 //!   condition, and binds the plan to one transaction's records.
 //! - [`state`] is the sans-IO state of each side: the records the other side's records still to come
 //!   may match, until the other side's watermark passes their bound.
-//! - `checkpoint` keeps both sides in one Parquet file between transactions (format 3).
+//! - `checkpoint` keeps both sides in one Parquet file between transactions (format 6; format 3
+//!   is still read).
 //! - `run` runs a transaction.
 //!
 //! Each transaction emits the matches that involve at least one of its new records (so every match is
 //! emitted once, in the transaction where its second record arrives), then, for an outer join, the
 //! preserved side's records whose bound the other side's watermark has passed without a match, with
-//! nulls. Inputs must be append-only.
+//! nulls. Inputs may retract and correct records: the matches of each record taken out (or its
+//! record with nulls) are written as retractions, after the transaction's appends; the preserved
+//! side counts its matches, so a record whose matches are all retracted is unmatched again.
 
 pub(crate) mod checkpoint;
 pub(crate) mod query;

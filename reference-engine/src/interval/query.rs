@@ -384,8 +384,8 @@ pub(crate) fn bind(
     Ok(bound.data)
 }
 
-/// The preserved side's offsets of the matches a bound [`Binding::NewMatches`] plan finds: the join
-/// alone (before any filter of the query above it), its preserved offset column.
+/// The preserved side's offset of each match a bound [`Binding::NewMatches`] plan finds (once per
+/// match): the join alone (before any filter of the query above it), its preserved offset column.
 pub(crate) fn matched_offsets(
     bound: &LogicalPlan,
     query: &IntervalQuery,
@@ -400,7 +400,6 @@ pub(crate) fn matched_offsets(
     let offset = Expr::Column(Column::new(Some(name), input.vocab.offset_column.clone()));
     LogicalPlanBuilder::from(LogicalPlan::Join(join.clone()))
         .project(vec![offset])
-        .and_then(|b| b.distinct())
         .and_then(LogicalPlanBuilder::build)
         .map(Some)
         .map_err(|e| EngineError::sql(None, e))

@@ -1,6 +1,6 @@
 //! Running an interval join: one transaction of ExecuteTransform.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::collect;
 
 use super::checkpoint::{self, IntervalHeader, SideHeader};
-use super::query::{Binding, IntervalQuery, NEW_COLUMN, bind, matched_offsets};
+use super::query::{Binding, IntervalJoinKind, IntervalQuery, NEW_COLUMN, bind, matched_offsets};
 use super::state::{JoinSide, int64};
 use crate::changelog::{APPEND, CORRECT_FROM, CORRECT_TO, RETRACT};
 use crate::error::EngineError;
@@ -26,7 +26,6 @@ use crate::request::TransformRequest;
 use crate::temporal::checkpoint::Vocabulary;
 use crate::temporal::run::{input_schema, read_input};
 use crate::transform::watermark::latest_watermark;
-use crate::transform::write_appends;
 
 /// Both sides' state between transactions.
 #[derive(Debug)]
@@ -116,7 +115,7 @@ impl IntervalState {
                 .ok_or_else(|| {
                     mismatch(format!("the columns of `{}` changed", input.query_alias))
                 })?;
-            side.restore(&records, &kept.matched)?;
+            side.restore(&records, &kept.matches)?;
             if let Some(watermark) = side_header.watermark_ms {
                 side.advance(watermark);
             }
@@ -148,60 +147,75 @@ impl IntervalState {
         checkpoint::write(
             path,
             &header,
-            &self.preserved.with_matched()?,
-            &self.other.with_matched()?,
+            &self.preserved.with_matches()?,
+            &self.other.with_matches()?,
         )
     }
 }
 
-/// An input's new records, checked to be appends only.
-async fn new_records(
-    ctx: &SessionContext,
-    request: &TransformRequest,
+/// `batch` split into the records that add (Append, CorrectTo) and those that take out (Retract,
+/// CorrectFrom).
+fn split_changes(
+    batch: &RecordBatch,
     input: &RegisteredInput,
-) -> Result<Vec<RecordBatch>, EngineError> {
-    let batches = read_input(ctx, request, input).await?;
-    if input.has_operation_type {
-        for batch in &batches {
-            let (Ok(ops), Ok(offsets)) = (
-                batch
-                    .column_by_name(&input.vocab.operation_type_column)
-                    .map(int64)
-                    .transpose(),
-                batch
-                    .column_by_name(&input.vocab.offset_column)
-                    .map(int64)
-                    .transpose(),
-            ) else {
-                continue;
-            };
-            let (Some(ops), Some(offsets)) = (ops, offsets) else {
-                continue;
-            };
-            if let Some(i) =
-                (0..ops.len()).find(|&i| ops.is_valid(i) && ops.value(i) != i64::from(APPEND))
-            {
-                return Err(EngineError::UnsupportedIntervalJoin {
-                    reason: format!(
-                        "input `{}` has a {} at offset {}: interval joins read append-only inputs \
-                         (retractions and corrections are not supported yet)",
-                        input.query_alias,
-                        op_name(ops.value(i)),
-                        offsets.value(i)
-                    ),
+) -> Result<(RecordBatch, RecordBatch), EngineError> {
+    let ops = match batch.column_by_name(&input.vocab.operation_type_column) {
+        Some(ops) if input.has_operation_type => int64(ops)?,
+        _ => return Ok((batch.clone(), batch.slice(0, 0))),
+    };
+    let mut adds = Vec::with_capacity(ops.len());
+    for i in 0..ops.len() {
+        let op = ops.is_valid(i).then(|| ops.value(i));
+        adds.push(match op.and_then(|op| i32::try_from(op).ok()) {
+            Some(APPEND | CORRECT_TO) => true,
+            Some(RETRACT | CORRECT_FROM) => false,
+            _ => {
+                return Err(EngineError::InvalidOperationType {
+                    column: input.vocab.operation_type_column.clone(),
+                    value: op.map_or_else(|| "null".to_owned(), |op| op.to_string()),
                 });
+            }
+        });
+    }
+    let adds = BooleanArray::from(adds);
+    let removes = datafusion::arrow::compute::not(&adds)?;
+    Ok((
+        datafusion::arrow::compute::filter_record_batch(batch, &adds)?,
+        datafusion::arrow::compute::filter_record_batch(batch, &removes)?,
+    ))
+}
+
+/// The columns a retraction is matched on: all but offset, operation type and system time.
+fn data_columns(schema: &SchemaRef, input: &RegisteredInput) -> Vec<usize> {
+    let system = [
+        &input.vocab.offset_column,
+        &input.vocab.operation_type_column,
+        &input.vocab.system_time_column,
+    ];
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !system.contains(&f.name()))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The number of matches per preserved offset a bound [`Binding::NewMatches`] plan finds.
+async fn match_counts(
+    ctx: &SessionContext,
+    bound: &LogicalPlan,
+    query: &IntervalQuery,
+) -> Result<HashMap<i64, u64>, EngineError> {
+    let mut counts = HashMap::new();
+    if let Some(plan) = matched_offsets(bound, query)? {
+        for batch in run_plan(ctx, &plan).await? {
+            for offset in int64(batch.column(0))?.iter().flatten() {
+                *counts.entry(offset).or_default() += 1;
             }
         }
     }
-    Ok(batches)
-}
-
-fn op_name(op: i64) -> &'static str {
-    match i32::try_from(op) {
-        Ok(RETRACT) => "retraction",
-        Ok(CORRECT_FROM) | Ok(CORRECT_TO) => "correction",
-        _ => "record of unknown operation type",
-    }
+    Ok(counts)
 }
 
 /// `batch` with [`NEW_COLUMN`] set to `new`.
@@ -300,16 +314,19 @@ pub(crate) async fn run_transform(
     let mut read = 0u64;
     let mut late = 0usize;
     let mut arrived = Vec::new();
+    let mut removed = Vec::new();
     for (input, side) in [
         (query.preserved, &state.preserved),
         (query.other, &state.other),
     ] {
-        let batches = new_records(ctx, request, &query.inputs[input]).await?;
+        let batches = read_input(ctx, request, &query.inputs[input]).await?;
         read += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
         let all = concat_batches(&side.schema(), &batches)?;
         let (on_time, dropped) = side.split_late(&all)?;
         late += dropped;
-        arrived.push(on_time);
+        let (adds, removes) = split_changes(&on_time, &query.inputs[input])?;
+        arrived.push(adds);
+        removed.push(removes);
     }
     if late > 0 {
         tracing::warn!(
@@ -337,20 +354,91 @@ pub(crate) async fn run_transform(
         Binding::NewMatches,
     )?;
     let (mut rows, query_columns, schema) = output_rows(ctx, query, &bound).await?;
-    let matched: HashSet<i64> = match matched_offsets(&bound, query)? {
-        Some(plan) if query.kind == super::query::IntervalJoinKind::Outer => {
-            let mut offsets = HashSet::new();
-            for batch in run_plan(ctx, &plan).await? {
-                let column = int64(batch.column(0))?;
-                offsets.extend(column.iter().flatten());
-            }
-            offsets
-        }
-        _ => HashSet::new(),
+    let outer = query.kind == IntervalJoinKind::Outer;
+    let matched = if outer {
+        match_counts(ctx, &bound, query).await?
+    } else {
+        HashMap::new()
     };
     state.preserved.push(&new_preserved)?;
     state.other.push(&new_other)?;
-    state.preserved.mark_matched(&matched)?;
+    state.preserved.add_matches(&matched)?;
+
+    // Retractions and corrections: the matches of each record taken out, with the other side as it
+    // is now, are retracted; the preserved side's first, so that a match of two records both taken
+    // out is retracted once. A preserved record of an outer join without matches that is no longer
+    // kept was written with nulls when its bound passed: that record is retracted.
+    let mut retracted = Vec::new();
+    let mut not_kept = 0;
+    let removed_other = removed
+        .pop()
+        .unwrap_or_else(|| RecordBatch::new_empty(state.other.schema()));
+    let removed_preserved = removed
+        .pop()
+        .unwrap_or_else(|| RecordBatch::new_empty(state.preserved.schema()));
+    if removed_preserved.num_rows() > 0 {
+        let bound = bind(
+            query,
+            flagged(&removed_preserved, true)?,
+            flagged(state.other.records(), false)?,
+            Binding::NewMatches,
+        )?;
+        retracted.extend(output_rows(ctx, query, &bound).await?.0);
+        let with_matches = if outer {
+            match_counts(ctx, &bound, query).await?
+        } else {
+            HashMap::new()
+        };
+        let columns = data_columns(&state.preserved.schema(), &query.inputs[query.preserved]);
+        let found = state
+            .preserved
+            .remove_matching(&removed_preserved, &columns)?;
+        not_kept += found.iter().filter(|f| !**f).count();
+        if outer {
+            let offsets = int64(removed_preserved.column(state.preserved.offset_index()))?;
+            let padded: BooleanArray = (0..removed_preserved.num_rows())
+                .map(|i| {
+                    let matched =
+                        offsets.is_valid(i) && with_matches.contains_key(&offsets.value(i));
+                    Some(!found[i] && !matched)
+                })
+                .collect();
+            let padded =
+                datafusion::arrow::compute::filter_record_batch(&removed_preserved, &padded)?;
+            if padded.num_rows() > 0 {
+                let bound = bind(
+                    query,
+                    padded,
+                    RecordBatch::new_empty(state.other.schema()),
+                    Binding::Unmatched,
+                )?;
+                retracted.extend(output_rows(ctx, query, &bound).await?.0);
+            }
+        }
+    }
+    if removed_other.num_rows() > 0 {
+        let bound = bind(
+            query,
+            flagged(state.preserved.records(), false)?,
+            flagged(&removed_other, true)?,
+            Binding::NewMatches,
+        )?;
+        retracted.extend(output_rows(ctx, query, &bound).await?.0);
+        if outer {
+            let lost = match_counts(ctx, &bound, query).await?;
+            state.preserved.remove_matches(&lost)?;
+        }
+        let columns = data_columns(&state.other.schema(), &query.inputs[query.other]);
+        let found = state.other.remove_matching(&removed_other, &columns)?;
+        not_kept += found.iter().filter(|f| !**f).count();
+    }
+    if not_kept > 0 {
+        tracing::debug!(
+            not_kept,
+            "retractions or corrections of records no longer kept: their matches (or null-padded \
+             record) were retracted from their data"
+        );
+    }
 
     // Watermarks, then the records no record still to come can match.
     let watermark_of = |input: usize| {
@@ -395,18 +483,27 @@ pub(crate) async fn run_transform(
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect::<Vec<_>>(),
     ));
-    let rows = rows
-        .iter()
-        .map(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let results = ordered(&concat_batches(&schema, &rows)?, query_columns)?;
+    let conform = |rows: &[RecordBatch]| -> Result<RecordBatch, EngineError> {
+        let rows = rows
+            .iter()
+            .map(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
+            .collect::<Result<Vec<_>, _>>()?;
+        ordered(&concat_batches(&schema, &rows)?, query_columns)
+    };
+    // Appends first: a retraction never comes before what it retracts.
+    let appended = conform(&rows)?;
+    let retracted = conform(&retracted)?;
+    let mut ops = vec![APPEND; appended.num_rows()];
+    ops.extend(std::iter::repeat_n(RETRACT, retracted.num_rows()));
+    let results = concat_batches(&appended.schema(), [&appended, &retracted])?;
     reporter.report(Phase::Writing, Some(read), Some(0));
-    let written = write_appends(
+    let written = crate::top_n::run::write_changelog(
         Path::new(&request.new_data_path),
         &prepared.layout,
         &results,
+        ops,
         first_offset,
-        request.system_time,
+        request.system_time.timestamp_millis(),
     )
     .await?;
     reporter.report(Phase::Checkpointing, Some(read), Some(written));

@@ -7,7 +7,7 @@
 //! [`JoinSide::expire`] takes out the records past that point, which for an outer join's preserved side
 //! are then emitted with nulls if they never matched.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch};
@@ -17,8 +17,13 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use crate::error::EngineError;
 use crate::temporal::state::millis;
 
-/// Column of a checkpoint's preserved-side records: whether the record has matched.
+/// Column of a format-3 checkpoint's records: whether the record has matched.
 pub(crate) const MATCHED_COLUMN: &str = "__weir_matched";
+/// Column of a checkpoint's records: how many matches the record has (UInt64).
+pub(crate) const MATCHES_COLUMN: &str = "__weir_matches";
+/// A record's number of matches when it is known to have matched but not how often (a record kept
+/// from a format-3 checkpoint): retractions of its matches never make it unmatched.
+pub const UNKNOWN_MATCHES: u64 = u64::MAX;
 
 /// The kept records of one side.
 #[derive(Debug, Clone)]
@@ -27,7 +32,8 @@ pub struct JoinSide {
     event_time: usize,
     offset: usize,
     records: RecordBatch,
-    matched: Vec<bool>,
+    /// Each kept record's number of matches so far ([`UNKNOWN_MATCHES`]: matched, how often unknown).
+    matches: Vec<u64>,
     watermark_ms: Option<i64>,
 }
 
@@ -44,7 +50,7 @@ impl JoinSide {
             schema,
             event_time,
             offset,
-            matched: Vec::new(),
+            matches: Vec::new(),
             watermark_ms,
         }
     }
@@ -52,6 +58,11 @@ impl JoinSide {
     /// The records' columns.
     pub fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
+    }
+
+    /// The position of the offset column.
+    pub fn offset_index(&self) -> usize {
+        self.offset
     }
 
     /// The kept records, in arrival order.
@@ -102,36 +113,123 @@ impl JoinSide {
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), EngineError> {
         let batch = RecordBatch::try_new(self.schema(), batch.columns().to_vec())?;
         self.records = concat_batches(&self.schema, [&self.records, &batch])?;
-        self.matched
-            .extend(std::iter::repeat_n(false, batch.num_rows()));
+        self.matches
+            .extend(std::iter::repeat_n(0, batch.num_rows()));
         Ok(())
     }
 
-    /// Restores kept records and their matched flags (from a checkpoint).
-    pub fn restore(&mut self, batch: &RecordBatch, matched: &[bool]) -> Result<(), EngineError> {
+    /// Restores kept records and their numbers of matches (from a checkpoint).
+    pub fn restore(&mut self, batch: &RecordBatch, matches: &[u64]) -> Result<(), EngineError> {
         self.push(batch)?;
-        let start = self.matched.len() - matched.len();
-        self.matched[start..].copy_from_slice(matched);
+        let start = self.matches.len() - matches.len();
+        self.matches[start..].copy_from_slice(matches);
         Ok(())
     }
 
-    /// Marks the records with these offsets as matched.
-    pub fn mark_matched(&mut self, offsets: &HashSet<i64>) -> Result<(), EngineError> {
+    /// Adds matches to the records with these offsets (offset, number of new matches).
+    pub fn add_matches(&mut self, offsets: &HashMap<i64, u64>) -> Result<(), EngineError> {
+        self.change_matches(offsets, |count, n| {
+            if count == UNKNOWN_MATCHES {
+                count
+            } else {
+                count.saturating_add(n).min(UNKNOWN_MATCHES - 1)
+            }
+        })
+    }
+
+    /// Takes matches from the records with these offsets (their matches were retracted).
+    pub fn remove_matches(&mut self, offsets: &HashMap<i64, u64>) -> Result<(), EngineError> {
+        self.change_matches(offsets, |count, n| {
+            if count == UNKNOWN_MATCHES {
+                count
+            } else {
+                count.saturating_sub(n)
+            }
+        })
+    }
+
+    fn change_matches(
+        &mut self,
+        offsets: &HashMap<i64, u64>,
+        change: impl Fn(u64, u64) -> u64,
+    ) -> Result<(), EngineError> {
         if offsets.is_empty() {
             return Ok(());
         }
         let own = int64(self.records.column(self.offset))?;
-        for (i, flag) in self.matched.iter_mut().enumerate() {
-            if own.is_valid(i) && offsets.contains(&own.value(i)) {
-                *flag = true;
+        for (i, count) in self.matches.iter_mut().enumerate() {
+            if own.is_valid(i)
+                && let Some(&n) = offsets.get(&own.value(i))
+            {
+                *count = change(*count, n);
             }
         }
         Ok(())
     }
 
+    /// Takes out, for each record of `batch` in order, the earliest kept record with the same values
+    /// in `data_columns` (a retraction names the record it cancels by its data). Returns, for each
+    /// record of `batch`, whether it found one.
+    pub fn remove_matching(
+        &mut self,
+        batch: &RecordBatch,
+        data_columns: &[usize],
+    ) -> Result<Vec<bool>, EngineError> {
+        if batch.num_rows() == 0 {
+            return Ok(Vec::new());
+        }
+        let batch = RecordBatch::try_new(self.schema(), batch.columns().to_vec())?;
+        let all = concat_batches(&self.schema, [&self.records, &batch])?;
+        let keys: Vec<ArrayRef> = data_columns
+            .iter()
+            .map(|&i| Arc::clone(all.column(i)))
+            .collect();
+        let converter = datafusion::arrow::row::RowConverter::new(
+            keys.iter()
+                .map(|k| datafusion::arrow::row::SortField::new(k.data_type().clone()))
+                .collect(),
+        )?;
+        let rows = converter.convert_columns(&keys)?;
+        let kept = self.records.num_rows();
+        let mut by_data: std::collections::HashMap<&[u8], std::collections::VecDeque<usize>> =
+            std::collections::HashMap::new();
+        for i in 0..kept {
+            by_data.entry(rows.row(i).data()).or_default().push_back(i);
+        }
+        let mut live = vec![true; kept];
+        let mut found = Vec::with_capacity(batch.num_rows());
+        for j in 0..batch.num_rows() {
+            match by_data
+                .get_mut(rows.row(kept + j).data())
+                .and_then(std::collections::VecDeque::pop_front)
+            {
+                Some(i) => {
+                    live[i] = false;
+                    found.push(true);
+                }
+                None => found.push(false),
+            }
+        }
+        let mask = BooleanArray::from(live.clone());
+        self.records = filter_record_batch(&self.records, &mask)?;
+        self.matches = self
+            .matches
+            .iter()
+            .zip(&live)
+            .filter(|(_, l)| **l)
+            .map(|(m, _)| *m)
+            .collect();
+        Ok(found)
+    }
+
     /// Whether each kept record has matched.
-    pub fn matched(&self) -> &[bool] {
-        &self.matched
+    pub fn matched(&self) -> Vec<bool> {
+        self.matches.iter().map(|&n| n > 0).collect()
+    }
+
+    /// Each kept record's number of matches ([`UNKNOWN_MATCHES`] when unknown).
+    pub fn matches(&self) -> &[u64] {
+        &self.matches
     }
 
     /// Takes out the records no record of the other side still to come can match: `t + upper_ms` before
@@ -154,30 +252,32 @@ impl JoinSide {
         let out = filter_record_batch(&self.records, &mask)?;
         let kept = filter_record_batch(&self.records, &datafusion::arrow::compute::not(&mask)?)?;
         let mut out_matched = Vec::new();
-        let mut kept_matched = Vec::new();
-        for (flag, gone) in self.matched.iter().zip(&expired) {
+        let mut kept_matches = Vec::new();
+        for (count, gone) in self.matches.iter().zip(&expired) {
             if *gone {
-                out_matched.push(*flag);
+                out_matched.push(*count > 0);
             } else {
-                kept_matched.push(*flag);
+                kept_matches.push(*count);
             }
         }
         self.records = kept;
-        self.matched = kept_matched;
+        self.matches = kept_matches;
         Ok((out, out_matched))
     }
 
-    /// The kept records with their matched flags as a last column (a checkpoint part).
-    pub fn with_matched(&self) -> Result<RecordBatch, EngineError> {
+    /// The kept records with their numbers of matches as a last column (a checkpoint part).
+    pub fn with_matches(&self) -> Result<RecordBatch, EngineError> {
         let mut fields: Vec<Field> = self
             .schema
             .fields()
             .iter()
             .map(|f| f.as_ref().clone())
             .collect();
-        fields.push(Field::new(MATCHED_COLUMN, DataType::Boolean, false));
+        fields.push(Field::new(MATCHES_COLUMN, DataType::UInt64, false));
         let mut columns: Vec<ArrayRef> = self.records.columns().to_vec();
-        columns.push(Arc::new(BooleanArray::from(self.matched.clone())));
+        columns.push(Arc::new(datafusion::arrow::array::UInt64Array::from(
+            self.matches.clone(),
+        )));
         Ok(RecordBatch::try_new(
             Arc::new(Schema::new(fields)),
             columns,
@@ -241,7 +341,7 @@ mod tests {
             (3, Some(50)),
         ]))
         .unwrap();
-        side.mark_matched(&HashSet::from([1, 3])).unwrap();
+        side.add_matches(&HashMap::from([(1, 1), (3, 2)])).unwrap();
         // Without the other side's watermark only records without event time go.
         let (gone, matched) = side.expire(10, None).unwrap();
         assert_eq!((offsets(&gone), matched), (vec![2], vec![false]));
@@ -267,20 +367,50 @@ mod tests {
     }
 
     #[test]
-    fn matched_flags_survive_a_checkpoint_round_trip() {
+    fn a_retraction_removes_the_earliest_kept_record_with_its_data() {
+        let mut side = JoinSide::new(schema(), 1, 0, None);
+        side.push(&batch(&[(0, Some(100)), (1, Some(100)), (2, Some(200))]))
+            .unwrap();
+        // Data is the event time alone here: offsets 0 and 1 are the same record.
+        let found = side
+            .remove_matching(&batch(&[(7, Some(100)), (8, Some(300))]), &[1])
+            .unwrap();
+        assert_eq!(found, [true, false]);
+        assert_eq!(offsets(side.records()), [1, 2]);
+        assert_eq!(side.matched(), [false, false]);
+    }
+
+    #[test]
+    fn retracted_matches_make_a_record_unmatched_unless_its_count_is_unknown() {
+        let mut side = JoinSide::new(schema(), 1, 0, None);
+        side.push(&batch(&[(0, Some(100)), (1, Some(200))]))
+            .unwrap();
+        side.add_matches(&HashMap::from([(0, 2), (1, 1)])).unwrap();
+        side.remove_matches(&HashMap::from([(0, 1), (1, 1)]))
+            .unwrap();
+        assert_eq!(side.matches(), [1, 0]);
+        assert_eq!(side.matched(), [true, false]);
+        let mut upgraded = JoinSide::new(schema(), 1, 0, None);
+        upgraded
+            .restore(&batch(&[(0, Some(100))]), &[UNKNOWN_MATCHES])
+            .unwrap();
+        upgraded.remove_matches(&HashMap::from([(0, 5)])).unwrap();
+        upgraded.add_matches(&HashMap::from([(0, 1)])).unwrap();
+        assert_eq!(upgraded.matches(), [UNKNOWN_MATCHES]);
+    }
+
+    #[test]
+    fn match_counts_survive_a_checkpoint_round_trip() {
         let mut side = JoinSide::new(schema(), 1, 0, Some(7));
         side.push(&batch(&[(0, Some(100)), (1, Some(200))]))
             .unwrap();
-        side.mark_matched(&HashSet::from([0])).unwrap();
-        let part = side.with_matched().unwrap();
+        side.add_matches(&HashMap::from([(0, 3)])).unwrap();
+        let part = side.with_matches().unwrap();
         assert_eq!(part.num_columns(), 3);
         let mut restored = JoinSide::new(schema(), 1, 0, Some(7));
         let columns = part.columns()[..2].to_vec();
         restored
-            .restore(
-                &RecordBatch::try_new(schema(), columns).unwrap(),
-                &[true, false],
-            )
+            .restore(&RecordBatch::try_new(schema(), columns).unwrap(), &[3, 0])
             .unwrap();
         assert_eq!(restored.matched(), [true, false]);
         assert_eq!(offsets(restored.records()), [0, 1]);

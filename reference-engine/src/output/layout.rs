@@ -47,6 +47,10 @@ impl OutputLayout {
         let mut has_event_time = false;
         for (index, field) in query.fields().iter().enumerate() {
             let name = field.name();
+            // A chained step's output read with `*`: its system columns are the engine's, never output.
+            if crate::chain::INTERMEDIATE_SYSTEM_COLUMNS.contains(&name.as_str()) {
+                continue;
+            }
             if *name == vocab.offset_column || *name == vocab.system_time_column {
                 return Err(EngineError::SystemColumnInOutput {
                     column: name.clone(),

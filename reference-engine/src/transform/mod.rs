@@ -42,7 +42,19 @@ pub(crate) async fn execute_transform(
         .collect::<Result<Vec<_>, _>>()?;
     let mut ctx = new_session();
     let inputs = register_inputs(&ctx, &sources).await?;
-    let mut prepared = prepare(&ctx, &request.transform, &inputs, &request.vocab).await?;
+    let mut prepared = match prepare(&ctx, &request.transform, &inputs, &request.vocab).await {
+        Ok(prepared) => prepared,
+        // No single operator runs it: chained stateful steps run stage by stage.
+        Err(error) => {
+            match crate::chain::split(&request.transform, &sources, &request.vocab).await? {
+                Some(split) => {
+                    tracing::debug!(step = %split.alias, "query steps chained after a stateful step");
+                    return crate::chain::run_transform(sessions, request, &split, progress).await;
+                }
+                None => return Err(error),
+            }
+        }
+    };
     // A map/filter query is planned again in the stateless session, where it runs wherever that
     // session's planner puts it; stateful queries stay in this session, exactly as without an upgrade.
     if sessions.is_upgraded() && matches!(prepared.shape, QueryShape::MapFilter { .. }) {
@@ -79,6 +91,17 @@ pub(crate) async fn execute_transform(
             .await?;
             new_watermark = watermark;
             rows
+        }
+        QueryShape::TopN(query) => {
+            crate::top_n::run::run_transform(
+                &ctx,
+                request,
+                &prepared,
+                query,
+                first_offset,
+                &mut reporter,
+            )
+            .await?
         }
         QueryShape::MapFilter { query_columns, .. } => {
             refuse_window_checkpoint(request)?;
@@ -140,6 +163,8 @@ fn refuse_window_checkpoint(request: &TransformRequest) -> Result<(), EngineErro
             "tumbling_window" => "window aggregation",
             "temporal_join" => "temporal join",
             "interval_join" => "interval join",
+            "top_n" => "top-N",
+            "chain" => "chained stateful steps'",
             other => other,
         };
         return Err(EngineError::CheckpointMismatch {
