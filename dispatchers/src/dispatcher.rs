@@ -69,6 +69,15 @@ pub trait Dispatcher<T>: Send {
         0
     }
 
+    /// Hand over every event the dispatcher holds (those counted by
+    /// [`buffered`](Self::buffered)), in the order each would have gone
+    /// out, leaving it holding none: the producer is stopping, and the host
+    /// gives them to whoever wants its undelivered events. The default
+    /// holds nothing.
+    fn take_held(&mut self) -> Vec<T> {
+        Vec::new()
+    }
+
     /// A short name for logs and errors (`"demand"`, `"broadcast"`, ...).
     fn name(&self) -> &str;
 }
@@ -96,6 +105,9 @@ impl<T, D: Dispatcher<T> + ?Sized> Dispatcher<T> for Box<D> {
     }
     fn buffered(&self) -> usize {
         (**self).buffered()
+    }
+    fn take_held(&mut self) -> Vec<T> {
+        (**self).take_held()
     }
     fn name(&self) -> &str {
         (**self).name()

@@ -31,6 +31,16 @@ pub enum Emit<T> {
         /// How many events.
         n: usize,
     },
+    /// The dispatcher gave up on `events` it held (e.g. the queue of a
+    /// partition whose consumer cancelled; they were asked for again
+    /// upstream). The host hands them to whoever wants undelivered events,
+    /// or drops them with a warning.
+    Discarded {
+        /// The events, in order.
+        events: Vec<T>,
+        /// Why, for the log line.
+        reason: &'static str,
+    },
 }
 
 /// A condition worth a log line, reported by the dispatcher instead of logged by it
@@ -96,6 +106,14 @@ impl<T> Outbox<T> {
     pub fn ask(&mut self, subscription: SubscriptionId, n: usize) {
         if n > 0 {
             self.items.push(Emit::Ask { subscription, n });
+        }
+    }
+
+    /// Give up on `events` (see [`Emit::Discarded`]). Empty batches are
+    /// ignored.
+    pub fn discard(&mut self, events: Vec<T>, reason: &'static str) {
+        if !events.is_empty() {
+            self.items.push(Emit::Discarded { events, reason });
         }
     }
 

@@ -13,8 +13,8 @@ use crate::{
     SubscriptionOptions, Warning,
 };
 
-/// Why a [`Warning::EventsDropped`] is pushed when a consumer cancels with
-/// events queued in its partition.
+/// Why the events queued in a partition are [discarded](crate::Emit::Discarded)
+/// when its consumer cancels.
 pub(crate) const DROPPED_ON_CANCEL: &str = "the partition's consumer cancelled with events queued for it; they are asked for again upstream";
 
 /// Why a [`Warning::EventsDropped`] is pushed when the hash function names a
@@ -46,7 +46,8 @@ pub(crate) const DROPPED_UNKNOWN_PARTITION: &str =
 ///   discarded events do not count against the demand.
 /// - When a consumer cancels with unmet demand, that demand stays *pending*
 ///   and is taken off later asks. When it cancels with events queued, those
-///   events are dropped ([`Warning::EventsDropped`]) and asked for again
+///   events are given up ([`Emit::Discarded`](crate::Emit::Discarded), with
+///   the events, for the host to hand on or drop) and asked for again
 ///   upstream: `cancel` returns their count.
 /// - An info is released once the events queued before it in every
 ///   partition have gone out (or were dropped).
@@ -621,12 +622,10 @@ impl<T: Send> Dispatcher<T> for PartitionDispatcher<T> {
                 }
                 self.queued -= dropped;
                 self.waiting += dropped;
-                if dropped > 0 {
-                    out.warn(Warning::EventsDropped {
-                        count: dropped,
-                        reason: DROPPED_ON_CANCEL,
-                    });
-                }
+                out.discard(
+                    queue.chunks.into_iter().flatten().collect(),
+                    DROPPED_ON_CANCEL,
+                );
                 dropped
             }
         }
@@ -703,6 +702,20 @@ impl<T: Send> Dispatcher<T> for PartitionDispatcher<T> {
 
     fn buffered(&self) -> usize {
         self.queued
+    }
+
+    fn take_held(&mut self) -> Vec<T> {
+        let mut held = Vec::with_capacity(self.queued);
+        for partition in &mut self.partitions {
+            if let State::Queue(_) = partition.state
+                && let State::Queue(queue) =
+                    std::mem::replace(&mut partition.state, State::Demand(0))
+            {
+                held.extend(queue.chunks.into_iter().flatten());
+            }
+        }
+        self.queued = 0;
+        held
     }
 
     fn name(&self) -> &str {

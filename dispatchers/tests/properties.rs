@@ -155,6 +155,8 @@ struct Host {
     /// Partition: events queued inside the dispatcher, with their partition.
     held: BTreeMap<u64, usize>,
     dropped_on_cancel: usize,
+    /// The events handed back by the last cancel.
+    handed_back: Vec<u64>,
     discarded: usize,
     /// Infos issued: the events queued before each, and whether released.
     infos: Vec<(InfoId, BTreeSet<u64>, bool)>,
@@ -197,6 +199,7 @@ impl Host {
             delivered: HashSet::new(),
             held: BTreeMap::new(),
             dropped_on_cancel: 0,
+            handed_back: Vec::new(),
             discarded: 0,
             infos: Vec::new(),
             work: VecDeque::new(),
@@ -410,8 +413,15 @@ impl Host {
         for event in &queued {
             self.held.remove(event);
         }
+        self.handed_back.clear();
         self.after_call()?;
         prop_assert_eq!(self.dropped_on_cancel - dropped_before, queued.len());
+        // The events handed back are exactly those the partition held.
+        let mut discarded = std::mem::take(&mut self.handed_back);
+        discarded.sort_unstable();
+        let mut expected_back = queued.clone();
+        expected_back.sort_unstable();
+        prop_assert_eq!(discarded, expected_back);
         let expected = match self.kind {
             _ if !was_active => 0,
             Kind::Partition if !queued.is_empty() => {
@@ -634,10 +644,14 @@ impl Host {
                         }
                     }
                 }
-                Emit::Warning(Warning::EventsDropped { count, reason }) => {
+                Emit::Discarded { events, reason } => {
                     prop_assert_eq!(self.kind, Kind::Partition);
                     prop_assert!(reason.contains("cancelled"), "unexpected drop: {}", reason);
-                    self.dropped_on_cancel += count;
+                    self.dropped_on_cancel += events.len();
+                    self.handed_back.extend(events);
+                }
+                Emit::Warning(Warning::EventsDropped { .. }) => {
+                    prop_assert!(false, "no event is dropped by a valid hash");
                 }
                 Emit::Warning(Warning::AskLargerThanMaxDemand { .. }) => {
                     prop_assert!(matches!(self.kind, Kind::Demand | Kind::DemandShuffled(_)));

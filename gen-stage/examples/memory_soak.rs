@@ -37,6 +37,7 @@ struct Numbers {
 }
 
 impl Producer for Numbers {
+    type Messages = ();
     type Event = u64;
 
     async fn init(
@@ -62,6 +63,7 @@ impl Producer for Numbers {
 struct Doubler;
 
 impl ProducerConsumer for Doubler {
+    type Messages = ();
     type In = u64;
     type Out = u64;
 
@@ -97,6 +99,7 @@ impl SlowCounter {
 }
 
 impl Consumer for SlowCounter {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(

@@ -32,13 +32,14 @@ struct Done;
 
 type NumbersMessages = Msgs<(), (), (), Done>;
 
-impl Producer<NumbersMessages> for Numbers {
+impl Producer for Numbers {
+    type Messages = NumbersMessages;
     type Event = u64;
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
+        ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         let end = (self.next + demand as u64).min(self.last + 1);
         let events: Vec<u64> = (self.next..end).collect();
@@ -53,7 +54,7 @@ impl Producer<NumbersMessages> for Numbers {
     async fn handle_info(
         &mut self,
         _done: Done,
-        _ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         Noreply::Stop(StopReason::Normal)
     }
@@ -62,6 +63,7 @@ impl Producer<NumbersMessages> for Numbers {
 struct Doubler;
 
 impl ProducerConsumer for Doubler {
+    type Messages = ();
     type In = u64;
     type Out = u64;
 
@@ -90,6 +92,7 @@ struct Summer {
 }
 
 impl Consumer for Summer {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(

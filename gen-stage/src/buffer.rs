@@ -189,6 +189,14 @@ impl<T> Buffer<T> {
         }
     }
 
+    /// Take every event, in order, and forget the waiting infos (the
+    /// producer is stopping).
+    pub fn take_all(&mut self) -> Vec<T> {
+        self.head += self.events.len() as u64;
+        self.infos.clear();
+        self.events.drain(..).collect()
+    }
+
     /// Take up to `max` events from the front, stopping early at the next
     /// waiting info (which is then released). Call again with what is left of
     /// the demand until the buffer is empty or the demand is met.

@@ -70,6 +70,7 @@ where
     T: Send + 'static,
     F: FnMut(T) + Send + 'static,
 {
+    type Messages = ();
     type Event = T;
 
     async fn handle_events(
@@ -122,6 +123,7 @@ where
     Out: Send + 'static,
     F: FnMut(In) -> Out + Send + 'static,
 {
+    type Messages = ();
     type In = In;
     type Out = Out;
 
@@ -173,6 +175,7 @@ where
     Out: Send + 'static,
     F: FnMut(In) -> Option<Out> + Send + 'static,
 {
+    type Messages = ();
     type In = In;
     type Out = Out;
 
@@ -228,6 +231,7 @@ where
     I::Item: Send + 'static,
     F: FnMut(In) -> I + Send + 'static,
 {
+    type Messages = ();
     type In = In;
     type Out = I::Item;
 

@@ -9,12 +9,13 @@ use crate::options::Setup;
 use crate::shared::Kind;
 use crate::stage::{Callbacks, ConsumerStage, ConsumesEvents, Stage, unhandled};
 use crate::{
-    Cancellation, ConsumerDemand, ConsumerOptions, Context, Error, Messages, Noreply, Reply,
-    ReplyTo, StageRef, StopReason, SubscribeOptions, Subscription,
+    CallOf, Cancellation, CastOf, ConsumerDemand, ConsumerOptions, Context, Error, InfoOf,
+    Messages, Noreply, Reply, ReplyOf, ReplyTo, StageRef, StopReason, SubscribeOptions,
+    Subscription,
 };
 
 /// The context handed to a [`Consumer`]'s callbacks.
-pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
+pub type ConsumerContext<'a, C> = Context<'a, ConsumerStage<C>>;
 
 /// A stage that receives events from producers (GenStage's `:consumer`).
 ///
@@ -22,8 +23,8 @@ pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
 /// [`Noreply`] (a consumer's has no events: `Noreply::none()`, or
 /// `Noreply::Stop(reason)`).
 ///
-/// `M` is the stage's [`Messages`], none by default (see
-/// [`Producer`](crate::Producer)).
+/// [`Messages`](Self::Messages) names the stage's calls, casts and infos
+/// once, `()` for none (see [`Producer`](crate::Producer)).
 ///
 /// # Example
 ///
@@ -37,6 +38,7 @@ pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
 /// struct Summer { sum: u64, seen: usize, done: Option<oneshot::Sender<u64>> }
 ///
 /// impl Consumer for Summer {
+///     type Messages = ();
 ///     type Event = u64;
 ///
 ///     async fn handle_events(&mut self, events: Vec<u64>, _from: Subscription,
@@ -63,16 +65,19 @@ pub type ConsumerContext<'a, C, M = ()> = Context<'a, ConsumerStage<C, M>>;
 /// # Ok(())
 /// # }
 /// ```
-pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
+pub trait Consumer: Send + Sized + 'static {
     /// The events received.
     type Event: Send + 'static;
+    /// The types of its calls, casts and infos: `()` for none, or a bundle
+    /// (see [`Producer::Messages`](crate::Producer::Messages)).
+    type Messages: Messages;
 
     /// Runs in the stage's task before anything else; returns the options
     /// (initial subscriptions). An `Err` stops the stage and makes its start
     /// fail.
     fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self, M>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> impl Future<Output = Result<ConsumerOptions<Self::Event>, StopReason>> + Send {
         async { Ok(ConsumerOptions::new()) }
     }
@@ -83,7 +88,7 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscribeOptions<Self::Event>,
-        _ctx: &mut ConsumerContext<'_, Self, M>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
         async { Ok(ConsumerDemand::Automatic) }
     }
@@ -95,7 +100,7 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         events: Vec<Self::Event>,
         from: Subscription,
-        ctx: &mut ConsumerContext<'_, Self, M>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send;
 
     /// A subscription ended: the producer cancelled or refused it
@@ -105,7 +110,7 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         _cancellation: Cancellation,
         _subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, M>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send {
         async { Noreply::none() }
     }
@@ -113,10 +118,10 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
     /// A call; see [`Producer::handle_call`](crate::Producer::handle_call).
     fn handle_call(
         &mut self,
-        _request: M::Call,
-        _from: ReplyTo<M::Reply>,
-        _ctx: &mut ConsumerContext<'_, Self, M>,
-    ) -> impl Future<Output = Reply<M::Reply>> + Send {
+        _request: CallOf<Self::Messages>,
+        _from: ReplyTo<ReplyOf<Self::Messages>>,
+        _ctx: &mut ConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Reply<ReplyOf<Self::Messages>>> + Send {
         unhandled("handle_call", std::any::type_name::<Self>());
         async { Reply::noreply() }
     }
@@ -124,8 +129,8 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
     /// A cast. The default logs a warning.
     fn handle_cast(
         &mut self,
-        _request: M::Cast,
-        _ctx: &mut ConsumerContext<'_, Self, M>,
+        _request: CastOf<Self::Messages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send {
         unhandled("handle_cast", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -134,8 +139,8 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
     /// An info message. The default logs a warning.
     fn handle_info(
         &mut self,
-        _info: M::Info,
-        _ctx: &mut ConsumerContext<'_, Self, M>,
+        _info: InfoOf<Self::Messages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send {
         unhandled("handle_info", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -154,14 +159,14 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
     fn terminate(
         &mut self,
         _reason: &StopReason,
-        _ctx: &mut ConsumerContext<'_, Self, M>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
 
     /// Start this consumer in its own tokio task (see [`start_consumer`]).
-    fn start(self) -> impl Future<Output = Result<StageRef<ConsumerStage<Self, M>>, Error>> + Send {
-        start_consumer::<Self, M>(self)
+    fn start(self) -> impl Future<Output = Result<StageRef<ConsumerStage<Self>>, Error>> + Send {
+        start_consumer::<Self>(self)
     }
 
     /// Start this consumer in its own tokio task with `options` (see
@@ -169,17 +174,15 @@ pub trait Consumer<M: Messages = ()>: Send + Sized + 'static {
     fn start_with(
         self,
         options: ConsumerOptions<Self::Event>,
-    ) -> impl Future<Output = Result<StageRef<ConsumerStage<Self, M>>, Error>> + Send {
-        start_consumer_with::<Self, M>(self, options)
+    ) -> impl Future<Output = Result<StageRef<ConsumerStage<Self>>, Error>> + Send {
+        start_consumer_with::<Self>(self, options)
     }
 }
 
 /// Start `consumer` in its own tokio task; returns once its `init` has run
 /// and its initial subscriptions were sent. Must be called within a tokio
 /// runtime.
-pub async fn start_consumer<C: Consumer<M>, M: Messages>(
-    consumer: C,
-) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+pub async fn start_consumer<C: Consumer>(consumer: C) -> Result<StageRef<ConsumerStage<C>>, Error> {
     crate::run::start(ConsumerStage::new(consumer)).await
 }
 
@@ -202,25 +205,25 @@ pub async fn start_consumer<C: Consumer<M>, M: Messages>(
 /// # Ok(())
 /// # }
 /// ```
-pub async fn start_consumer_with<C: Consumer<M>, M: Messages>(
+pub async fn start_consumer_with<C: Consumer>(
     consumer: C,
     options: ConsumerOptions<C::Event>,
-) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+) -> Result<StageRef<ConsumerStage<C>>, Error> {
     crate::run::start_in(ConsumerStage::new(consumer), None, Some(options.into())).await
 }
 
-impl<C: Consumer<M>, M: Messages> Stage for ConsumerStage<C, M> {
+impl<C: Consumer> Stage for ConsumerStage<C> {
     type In = C::Event;
     type Out = Infallible;
-    type Call = M::Call;
-    type Reply = M::Reply;
-    type Cast = M::Cast;
-    type Info = M::Info;
+    type Call = CallOf<C::Messages>;
+    type Reply = ReplyOf<C::Messages>;
+    type Cast = CastOf<C::Messages>;
+    type Info = InfoOf<C::Messages>;
 }
 
-impl<C: Consumer<M>, M: Messages> ConsumesEvents for ConsumerStage<C, M> {}
+impl<C: Consumer> ConsumesEvents for ConsumerStage<C> {}
 
-impl<C: Consumer<M>, M: Messages> Callbacks for ConsumerStage<C, M> {
+impl<C: Consumer> Callbacks for ConsumerStage<C> {
     const KIND: Kind = Kind::Consumer;
 
     fn type_name(&self) -> &'static str {
@@ -276,16 +279,16 @@ impl<C: Consumer<M>, M: Messages> Callbacks for ConsumerStage<C, M> {
 
     fn handle_call(
         &mut self,
-        request: M::Call,
-        from: ReplyTo<M::Reply>,
+        request: CallOf<C::Messages>,
+        from: ReplyTo<ReplyOf<C::Messages>>,
         ctx: &mut Context<'_, Self>,
-    ) -> impl Future<Output = Reply<M::Reply>> + Send {
+    ) -> impl Future<Output = Reply<ReplyOf<C::Messages>>> + Send {
         self.0.handle_call(request, from, ctx)
     }
 
     fn handle_cast(
         &mut self,
-        request: M::Cast,
+        request: CastOf<C::Messages>,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send {
         self.0.handle_cast(request, ctx)
@@ -293,7 +296,7 @@ impl<C: Consumer<M>, M: Messages> Callbacks for ConsumerStage<C, M> {
 
     fn handle_info(
         &mut self,
-        info: M::Info,
+        info: InfoOf<C::Messages>,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply> + Send {
         self.0.handle_info(info, ctx)

@@ -140,7 +140,7 @@ impl<T> fmt::Debug for SupervisorInfo<T> {
 pub type SupervisorMessages<T> = Msgs<CountChildren, usize, (), SupervisorInfo<T>>;
 
 /// The handle of a running [`ConsumerSupervisor`].
-pub type SupervisorHandle<T, F> = ConsumerHandle<ConsumerSupervisor<T, F>, SupervisorMessages<T>>;
+pub type SupervisorHandle<T, F> = ConsumerHandle<ConsumerSupervisor<T, F>>;
 
 struct ProducerDemand {
     /// Tasks running for this producer.
@@ -306,11 +306,7 @@ where
 
     /// A task is done for good: free its slot, and ask again once
     /// `min_demand` slots are free (GenStage's `maybe_ask`).
-    fn child_done(
-        &mut self,
-        subscription: SubscriptionId,
-        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
-    ) {
+    fn child_done(&mut self, subscription: SubscriptionId, ctx: &mut ConsumerContext<'_, Self>) {
         if let Some(demand) = self.producers.get_mut(&subscription) {
             demand.count = demand.count.saturating_sub(1);
             demand.pending += 1;
@@ -358,7 +354,7 @@ where
     fn terminate_child(
         &mut self,
         id: ChildId,
-        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<(), Error> {
         let Some(child) = self.children.remove(&id) else {
             return Err(Error::UnknownChild {
@@ -388,18 +384,19 @@ where
     }
 }
 
-impl<T, F, Fut, E> Consumer<SupervisorMessages<T>> for ConsumerSupervisor<T, F>
+impl<T, F, Fut, E> Consumer for ConsumerSupervisor<T, F>
 where
     T: Clone + Send + 'static,
     F: Fn(T) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: fmt::Display + Send + 'static,
 {
+    type Messages = SupervisorMessages<T>;
     type Event = T;
 
     async fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<ConsumerOptions<T>, StopReason> {
         let mut options = ConsumerOptions::new();
         for (producer, subscribe) in self.subscribe_to.drain(..) {
@@ -412,7 +409,7 @@ where
         &mut self,
         subscription: Subscription,
         options: &SubscribeOptions<T>,
-        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
         let max = options.get_max_demand();
         let _ = ctx.ask(subscription.id, max);
@@ -432,7 +429,7 @@ where
         &mut self,
         events: Vec<T>,
         from: Subscription,
-        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         let Some(me) = ctx.stage_ref() else {
             return Noreply::none();
@@ -458,7 +455,7 @@ where
         &mut self,
         _cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         self.producers.remove(&subscription.id);
         Noreply::none()
@@ -468,7 +465,7 @@ where
         &mut self,
         _request: CountChildren,
         _from: ReplyTo<usize>,
-        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Reply<usize> {
         Reply::reply(self.children.len())
     }
@@ -476,7 +473,7 @@ where
     async fn handle_info(
         &mut self,
         info: SupervisorInfo<T>,
-        ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         let exit = match info.0 {
             Request::Exit(exit) => exit,
@@ -535,11 +532,7 @@ where
         self.children.len()
     }
 
-    async fn terminate(
-        &mut self,
-        _reason: &StopReason,
-        _ctx: &mut ConsumerContext<'_, Self, SupervisorMessages<T>>,
-    ) {
+    async fn terminate(&mut self, _reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
         for (_, child) in self.children.drain() {
             child.handle.abort();
         }

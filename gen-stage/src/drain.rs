@@ -71,6 +71,23 @@ impl AnyStage {
     pub async fn stopped(&self) -> StopReason {
         self.shared().stopped().await
     }
+
+    /// Why the stage stopped; `None` while it runs.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.shared().reason()
+    }
+
+    /// Ask the stage to stop with `reason` once the messages already in its
+    /// mailbox are handled, without waiting (a stop that is no answer to
+    /// anything: see [`stopped`](Self::stopped)). Errors if it is not
+    /// running.
+    pub fn stop(&self, reason: StopReason) -> Result<(), Error> {
+        if self.inner.stop(reason) {
+            Ok(())
+        } else {
+            Err(Error::NotAlive { stage: self.id() })
+        }
+    }
 }
 
 impl fmt::Debug for AnyStage {

@@ -143,13 +143,14 @@ struct FromSource<S: Source> {
 /// `FromSource`'s one message: [`Exhausted`], to itself.
 type SourceMessages = Msgs<(), (), (), Exhausted>;
 
-impl<S: Source> Producer<SourceMessages> for FromSource<S> {
+impl<S: Source> Producer for FromSource<S> {
+    type Messages = SourceMessages;
     type Event = S::Item;
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self, SourceMessages>,
+        ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<S::Item> {
         let Some(source) = self.source.as_mut() else {
             return Noreply::none();
@@ -166,7 +167,7 @@ impl<S: Source> Producer<SourceMessages> for FromSource<S> {
         &mut self,
         subscription: Subscription,
         _options: &SubscriptionOptions<S::Item>,
-        _ctx: &mut ProducerContext<'_, Self, SourceMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<(), StopReason> {
         self.consumers.insert(subscription.id);
         Ok(())
@@ -176,7 +177,7 @@ impl<S: Source> Producer<SourceMessages> for FromSource<S> {
         &mut self,
         _cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self, SourceMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<S::Item> {
         let known = self.consumers.remove(&subscription.id);
         if known && self.on_cancel == OnCancel::Stop && self.consumers.is_empty() {
@@ -188,7 +189,7 @@ impl<S: Source> Producer<SourceMessages> for FromSource<S> {
     async fn handle_info(
         &mut self,
         _info: Exhausted,
-        _ctx: &mut ProducerContext<'_, Self, SourceMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<S::Item> {
         Noreply::Stop(StopReason::Normal)
     }

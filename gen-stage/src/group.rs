@@ -28,8 +28,8 @@ use crate::sync::{Mutex, coop};
 
 use crate::stage::{ConsumerStage, ProducerConsumerStage, ProducerStage};
 use crate::{
-    Consumer, ConsumerOptions, Error, Messages, Producer, ProducerConsumer,
-    ProducerConsumerOptions, ProducerOptions, StageRef,
+    Consumer, ConsumerOptions, Error, Producer, ProducerConsumer, ProducerConsumerOptions,
+    ProducerOptions, StageRef,
 };
 
 /// The most stage polls in one poll of the group task: a stage that wakes
@@ -79,6 +79,7 @@ pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// struct Counter(u64);
 ///
 /// impl Producer for Counter {
+///     type Messages = ();
 ///     type Event = u64;
 ///
 ///     async fn init(
@@ -102,6 +103,7 @@ pub(crate) type StageTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// }
 ///
 /// impl Consumer for Take {
+///     type Messages = ();
 ///     type Event = u64;
 ///
 ///     async fn handle_events(
@@ -223,38 +225,38 @@ impl StageGroup {
 
     /// Starts a [`Producer`] in this group and waits for its `init`, as
     /// [`start_producer`](crate::start_producer) does.
-    pub async fn start_producer<P: Producer<M>, M: Messages>(
+    pub async fn start_producer<P: Producer>(
         &self,
         producer: P,
-    ) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+    ) -> Result<StageRef<ProducerStage<P>>, Error> {
         crate::run::start_in(ProducerStage::new(producer), Some(self), None).await
     }
 
     /// Starts a [`ProducerConsumer`] in this group and waits for its `init`,
     /// as [`start_producer_consumer`](crate::start_producer_consumer) does.
-    pub async fn start_producer_consumer<P: ProducerConsumer<M>, M: Messages>(
+    pub async fn start_producer_consumer<P: ProducerConsumer>(
         &self,
         stage: P,
-    ) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
+    ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
         crate::run::start_in(ProducerConsumerStage::new(stage), Some(self), None).await
     }
 
     /// Starts a [`Consumer`] in this group and waits for its `init`, as
     /// [`start_consumer`](crate::start_consumer) does.
-    pub async fn start_consumer<C: Consumer<M>, M: Messages>(
+    pub async fn start_consumer<C: Consumer>(
         &self,
         consumer: C,
-    ) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+    ) -> Result<StageRef<ConsumerStage<C>>, Error> {
         crate::run::start_in(ConsumerStage::new(consumer), Some(self), None).await
     }
 
     /// [`start_producer`](Self::start_producer) with options, as
     /// [`start_producer_with`](crate::start_producer_with) does.
-    pub async fn start_producer_with<P: Producer<M>, M: Messages>(
+    pub async fn start_producer_with<P: Producer>(
         &self,
         producer: P,
         options: ProducerOptions<P::Event>,
-    ) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+    ) -> Result<StageRef<ProducerStage<P>>, Error> {
         crate::run::start_in(
             ProducerStage::new(producer),
             Some(self),
@@ -267,11 +269,11 @@ impl StageGroup {
     /// options, as
     /// [`start_producer_consumer_with`](crate::start_producer_consumer_with)
     /// does.
-    pub async fn start_producer_consumer_with<P: ProducerConsumer<M>, M: Messages>(
+    pub async fn start_producer_consumer_with<P: ProducerConsumer>(
         &self,
         stage: P,
         options: ProducerConsumerOptions<P::In, P::Out>,
-    ) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
+    ) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
         crate::run::start_in(
             ProducerConsumerStage::new(stage),
             Some(self),
@@ -282,11 +284,11 @@ impl StageGroup {
 
     /// [`start_consumer`](Self::start_consumer) with options, as
     /// [`start_consumer_with`](crate::start_consumer_with) does.
-    pub async fn start_consumer_with<C: Consumer<M>, M: Messages>(
+    pub async fn start_consumer_with<C: Consumer>(
         &self,
         consumer: C,
         options: ConsumerOptions<C::Event>,
-    ) -> Result<StageRef<ConsumerStage<C, M>>, Error> {
+    ) -> Result<StageRef<ConsumerStage<C>>, Error> {
         crate::run::start_in(
             ConsumerStage::new(consumer),
             Some(self),

@@ -48,7 +48,13 @@ pub(crate) trait ProducerEndpoint<T>: Send + Sync {
 /// What a producer (and a handle) needs from a consumer.
 pub(crate) trait ConsumerEndpoint<T>: Send + Sync {
     fn shared(&self) -> &Arc<StageShared>;
-    fn events(&self, sub: SubscriptionId, events: Vec<T>, from: Option<ProducerRef<T>>) -> bool;
+    /// Send a batch; the events back if the consumer's mailbox is closed.
+    fn events(
+        &self,
+        sub: SubscriptionId,
+        events: Vec<T>,
+        from: Option<ProducerRef<T>>,
+    ) -> Option<Vec<T>>;
     fn ack(&self, sub: SubscriptionId) -> bool;
     fn cancel(&self, sub: SubscriptionId, reason: StopReason) -> bool;
     fn subscribe_to(&self, request: Box<SubscribeTo<T>>) -> bool;
@@ -116,6 +122,8 @@ impl<S: Stage> Mailbox<S> {
 pub(crate) trait Drainable: Send + Sync {
     fn shared(&self) -> &Arc<StageShared>;
     fn drain(&self, request: DrainRequest) -> Result<(), Error>;
+    /// Ask the stage to stop with `reason`; `false` if it is not running.
+    fn stop(&self, reason: StopReason) -> bool;
 }
 
 impl<S: Stage> Drainable for Mailbox<S> {
@@ -124,6 +132,9 @@ impl<S: Stage> Drainable for Mailbox<S> {
     }
     fn drain(&self, request: DrainRequest) -> Result<(), Error> {
         self.send_drain(request)
+    }
+    fn stop(&self, reason: StopReason) -> bool {
+        self.send(Msg::Stop { reason })
     }
 }
 
@@ -134,6 +145,9 @@ impl<T> Drainable for ProducerRef<T> {
     fn drain(&self, request: DrainRequest) -> Result<(), Error> {
         self.inner.drain(request)
     }
+    fn stop(&self, reason: StopReason) -> bool {
+        self.inner.stop(reason)
+    }
 }
 
 impl<T> Drainable for ConsumerRef<T> {
@@ -142,6 +156,9 @@ impl<T> Drainable for ConsumerRef<T> {
     }
     fn drain(&self, request: DrainRequest) -> Result<(), Error> {
         self.inner.drain(request)
+    }
+    fn stop(&self, reason: StopReason) -> bool {
+        self.inner.stop(reason)
     }
 }
 
@@ -218,8 +235,11 @@ impl<S: Stage> ConsumerEndpoint<S::In> for Mailbox<S> {
         sub: SubscriptionId,
         events: Vec<S::In>,
         from: Option<ProducerRef<S::In>>,
-    ) -> bool {
-        self.send(Msg::Events { sub, events, from })
+    ) -> Option<Vec<S::In>> {
+        match self.tx.send(Msg::Events { sub, events, from }) {
+            Ok(()) => None,
+            Err(msg) => bounced(msg),
+        }
     }
     fn ack(&self, sub: SubscriptionId) -> bool {
         self.send(Msg::Ack { sub })
@@ -249,6 +269,15 @@ impl<S: Stage> ConsumerEndpoint<S::In> for Mailbox<S> {
     }
     fn stop(&self, reason: StopReason) -> bool {
         self.send(Msg::Stop { reason })
+    }
+}
+
+/// The events of a message a closed mailbox refused.
+#[cold]
+fn bounced<S: Stage>(msg: Msg<S>) -> Option<Vec<S::In>> {
+    match msg {
+        Msg::Events { events, .. } => Some(events),
+        _ => None,
     }
 }
 
@@ -582,15 +611,15 @@ impl<T> ConsumerRef<T> {
     }
 }
 
-/// The handle of a running [`Producer<M>`](crate::Producer) `P`: write
-/// `ProducerHandle<P>` for a stage without [`Messages`](crate::Messages).
-pub type ProducerHandle<P, M = ()> = StageRef<crate::ProducerStage<P, M>>;
+/// The handle of a running [`Producer`](crate::Producer) `P`, whatever its
+/// [`Messages`](crate::Messages).
+pub type ProducerHandle<P> = StageRef<crate::ProducerStage<P>>;
 
-/// The handle of a running [`ProducerConsumer<M>`](crate::ProducerConsumer) `P`.
-pub type ProducerConsumerHandle<P, M = ()> = StageRef<crate::ProducerConsumerStage<P, M>>;
+/// The handle of a running [`ProducerConsumer`](crate::ProducerConsumer) `P`.
+pub type ProducerConsumerHandle<P> = StageRef<crate::ProducerConsumerStage<P>>;
 
-/// The handle of a running [`Consumer<M>`](crate::Consumer) `C`.
-pub type ConsumerHandle<C, M = ()> = StageRef<crate::ConsumerStage<C, M>>;
+/// The handle of a running [`Consumer`](crate::Consumer) `C`.
+pub type ConsumerHandle<C> = StageRef<crate::ConsumerStage<C>>;
 
 /// A running stage of type `S` (one of [`ProducerStage`](crate::ProducerStage),
 /// [`ConsumerStage`](crate::ConsumerStage),

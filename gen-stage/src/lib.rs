@@ -58,7 +58,10 @@ pub use handle::{
     ProducerHandle, ProducerRef, StageRef,
 };
 pub use ids::{StageId, new_subscription_id};
-pub use messages::{Calls, Casts, Infos, Messages, Msgs};
+pub use messages::{
+    CallOf, Calls, CallsAndCasts, CallsAndInfos, CastOf, Casts, CastsAndInfos, InfoOf, Infos,
+    Messages, Msgs, ReplyOf,
+};
 pub use options::{ConsumerOptions, DemandMode, ProducerConsumerOptions, ProducerOptions};
 pub use producer::{Producer, ProducerContext, start_producer, start_producer_with};
 pub use producer_consumer::{

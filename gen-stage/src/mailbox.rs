@@ -237,9 +237,13 @@ impl<M> Receiver<M> {
 }
 
 impl<M> Receiver<M> {
-    /// Everything queued, without waiting (what a stopping stage leaves).
-    pub(crate) fn take_queued(&mut self) -> VecDeque<M> {
-        std::mem::take(&mut self.chan.lock().queue)
+    /// Close the mailbox (from now on a send is refused and gets its
+    /// message back) and take everything queued: what a stopping stage
+    /// leaves.
+    pub(crate) fn close(&mut self) -> VecDeque<M> {
+        let mut state = self.chan.lock();
+        state.closed = true;
+        std::mem::take(&mut state.queue)
     }
 }
 

@@ -1,5 +1,5 @@
 //! The message types of a stage's `handle_call`, `handle_cast` and
-//! `handle_info`, as one bundle: the trait parameter of
+//! `handle_info`, as one bundle: the `Messages` associated type of
 //! [`Producer`](crate::Producer), [`ProducerConsumer`](crate::ProducerConsumer)
 //! and [`Consumer`](crate::Consumer).
 
@@ -8,11 +8,14 @@ use std::marker::PhantomData;
 
 /// The types of a stage's calls, casts and infos.
 ///
-/// The stage traits take a bundle as their parameter, `()` (no messages) by
-/// default: `impl Producer for Numbers` handles none, and a stage that does
-/// names its bundle, `impl Producer<Msgs<Query, Answer>> for Store`.
-/// [`Msgs`] spells any bundle; a type of one's own implementing this trait
-/// works too.
+/// A stage names its bundle once, as its `Messages` type: `()` handles
+/// none (`type Messages = ();`), and a stage that does names its bundle,
+/// `type Messages = Calls<Query, Answer>;`. The callbacks' contexts
+/// (`ProducerContext<'_, Self>`) and the stage's handle
+/// (`ProducerHandle<Store>`) take it from the stage. [`Msgs`] spells any
+/// bundle, [`Calls`], [`Casts`], [`Infos`], [`CallsAndCasts`],
+/// [`CallsAndInfos`] and [`CastsAndInfos`] name those with only some
+/// kinds; a type of one's own implementing this trait works too.
 ///
 /// Message types are best owned (no lifetime, not even `&'static str`):
 /// rustc cannot prove the handle of a stage whose bundle holds a lifetime
@@ -31,7 +34,7 @@ pub trait Messages: 'static {
     type Info: Send + 'static;
 }
 
-/// No messages: the stage traits' default. The handle's `call`, `cast` and
+/// No messages (`type Messages = ();`). The handle's `call`, `cast` and
 /// `send_info` take `()`, and reach the callbacks' defaults (a warning).
 impl Messages for () {
     type Call = ();
@@ -44,19 +47,18 @@ impl Messages for () {
 /// replies, casts, infos; those left out are `()`.
 ///
 /// ```text
-/// impl Producer<Msgs<Query, Answer>> for Store { .. }       // calls
-/// impl Consumer<Msgs<(), (), Done>> for Worker { .. }        // casts
-/// impl ProducerConsumer<Msgs<(), (), (), Tick>> for Batcher { .. } // infos
+/// type Messages = Msgs<Query, Answer>;          // calls
+/// type Messages = Msgs<(), (), Done>;           // casts
+/// type Messages = Msgs<(), (), (), Tick>;       // infos
+/// type Messages = Msgs<Query, Answer, Done, Tick>; // all of them
 /// ```
 ///
-/// The callbacks' contexts and the stage's handle name the bundle too
-/// (`ProducerContext<'_, Self, Msgs<Query, Answer>>`,
-/// `ProducerHandle<Store, Msgs<Query, Answer>>`), so a stage that uses it
-/// in more than its `impl` line is best given an alias:
-/// `type StoreMessages = Msgs<Query, Answer>;`. A stage with no messages
-/// writes nothing (not `Msgs<()>`, which is a bundle of its own). A bundle
-/// of one kind reads better by its kind's name: [`Calls<Query, Answer>`],
-/// [`Casts<Done>`], [`Infos<Tick>`] are the same types as the `Msgs` above.
+/// A stage with no messages writes `type Messages = ();` (not `Msgs<()>`,
+/// which is a bundle of its own). A bundle with only some kinds reads
+/// better by their names: [`Calls<Query, Answer>`], [`Casts<Done>`],
+/// [`Infos<Tick>`], [`CallsAndCasts<Query, Answer, Done>`],
+/// [`CallsAndInfos<Query, Answer, Tick>`], [`CastsAndInfos<Done, Tick>`]
+/// are the same types as the `Msgs` spelled out.
 pub struct Msgs<Call, Reply = (), Cast = (), Info = ()>(
     PhantomData<Marker<Call, Reply, Cast, Info>>,
 );
@@ -87,23 +89,88 @@ pub type Casts<Cast> = Msgs<(), (), Cast>;
 ///
 /// struct Batcher(Vec<u32>);
 ///
-/// impl ProducerConsumer<Infos<Tick>> for Batcher {
+/// impl ProducerConsumer for Batcher {
+///     type Messages = Infos<Tick>;
 ///     type In = u32;
 ///     type Out = Vec<u32>;
 ///
 ///     async fn handle_events(&mut self, events: Vec<u32>, _from: Subscription,
-///                            _ctx: &mut ProducerConsumerContext<'_, Self, Infos<Tick>>) -> Noreply<Vec<u32>> {
+///                            _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<Vec<u32>> {
 ///         self.0.extend(events);
 ///         Noreply::none()
 ///     }
 ///
 ///     async fn handle_info(&mut self, _tick: Tick,
-///                          _ctx: &mut ProducerConsumerContext<'_, Self, Infos<Tick>>) -> Noreply<Vec<u32>> {
+///                          _ctx: &mut ProducerConsumerContext<'_, Self>) -> Noreply<Vec<u32>> {
 ///         Noreply::Emit(vec![std::mem::take(&mut self.0)])
 ///     }
 /// }
 /// ```
 pub type Infos<Info> = Msgs<(), (), (), Info>;
+
+/// A bundle with calls and casts: `Msgs<Call, Reply, Cast>`.
+pub type CallsAndCasts<Call, Reply, Cast> = Msgs<Call, Reply, Cast>;
+
+/// A bundle with calls and infos: `Msgs<Call, Reply, (), Info>`.
+pub type CallsAndInfos<Call, Reply, Info> = Msgs<Call, Reply, (), Info>;
+
+/// A bundle with casts and infos: `Msgs<(), (), Cast, Info>`.
+///
+/// ```
+/// use weir_gen_stage::{CastsAndInfos, Consumer, ConsumerContext, Noreply, Subscription};
+///
+/// /// Sent by other tasks.
+/// struct Reset;
+/// /// Sent by a timer.
+/// struct Tick;
+///
+/// #[derive(Default)]
+/// struct Tally { seen: usize, ticks: usize }
+///
+/// impl Consumer for Tally {
+///     type Event = u32;
+///     type Messages = CastsAndInfos<Reset, Tick>;
+///
+///     async fn handle_events(&mut self, events: Vec<u32>, _from: Subscription,
+///                            _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+///         self.seen += events.len();
+///         Noreply::none()
+///     }
+///
+///     async fn handle_cast(&mut self, _reset: Reset, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+///         self.seen = 0;
+///         Noreply::none()
+///     }
+///
+///     async fn handle_info(&mut self, _tick: Tick, _ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
+///         self.ticks += 1;
+///         Noreply::none()
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), weir_gen_stage::Error> {
+/// // The handle's type names the stage alone; `cast` takes a `Reset`,
+/// // `send_info` a `Tick`.
+/// let tally: weir_gen_stage::ConsumerHandle<Tally> = weir_gen_stage::start_consumer(Tally::default()).await?;
+/// tally.cast(Reset)?;
+/// tally.send_info(Tick)?;
+/// # Ok(())
+/// # }
+/// ```
+pub type CastsAndInfos<Cast, Info> = Msgs<(), (), Cast, Info>;
+
+/// The call type of a bundle (`handle_call`'s request).
+pub type CallOf<M> = <M as Messages>::Call;
+
+/// The reply type of a bundle's calls.
+pub type ReplyOf<M> = <M as Messages>::Reply;
+
+/// The cast type of a bundle.
+pub type CastOf<M> = <M as Messages>::Cast;
+
+/// The info type of a bundle.
+pub type InfoOf<M> = <M as Messages>::Info;
 
 /// What [`Msgs`] holds: nothing (it is never made), and `Send`, `Sync` and
 /// `'static` whatever its types.

@@ -6,7 +6,11 @@ use std::fmt;
 use weir_dispatchers::{DemandDispatcher, Dispatcher};
 
 use crate::buffer::{BufferKeep, BufferSize};
-use crate::{AsProducer, Error, ProducerRef, SubscribeOptions};
+use crate::{AsProducer, Error, ProducerRef, StopReason, SubscribeOptions};
+
+/// Where a stage hands events it will never deliver or handle (see
+/// [`ProducerOptions::on_undelivered`] and [`ConsumerOptions::on_unhandled`]).
+pub(crate) type EventsHook<T> = Box<dyn FnMut(Vec<T>, &StopReason) + Send>;
 
 /// A producer's demand mode (GenStage's `:demand` option and
 /// `GenStage.demand/2`).
@@ -83,6 +87,62 @@ impl<T> ProducerOptions<T> {
         self.setup.demand = Some(mode);
         self
     }
+
+    /// Events this stage produced and will never send, handed to `hook`
+    /// instead of being dropped: when the stage stops (however it stops:
+    /// returned a stop, panicked, was stopped), what is still in its buffer,
+    /// held by its dispatcher or recorded while accumulating, with the
+    /// stage's stop reason; while it runs, a batch sent to a consumer that
+    /// had stopped before receiving it, and the events a dispatcher gives up
+    /// (a cancelled partition's queue), with the reason they were not
+    /// delivered. Without a hook those are dropped (with a warning for a
+    /// dispatcher's). `hook` runs on the stage's task; a panic in it is
+    /// logged.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use weir_gen_stage::{Noreply, Producer, ProducerContext, ProducerOptions, StopReason, SubscribeOptions};
+    ///
+    /// /// Emits three events for every one asked: two wait in the buffer.
+    /// struct Eager(u32);
+    ///
+    /// impl Producer for Eager {
+    ///     type Messages = ();
+    ///     type Event = u32;
+    ///
+    ///     async fn handle_demand(&mut self, demand: usize, _: &mut ProducerContext<'_, Self>) -> Noreply<u32> {
+    ///         let events: Vec<u32> = (self.0..self.0 + 3 * demand as u32).collect();
+    ///         self.0 += 3 * demand as u32;
+    ///         Noreply::Emit(events)
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), weir_gen_stage::Error> {
+    /// let returned = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = returned.clone();
+    /// let options = ProducerOptions::new().on_undelivered(move |events: Vec<u32>, reason: &StopReason| {
+    ///     assert_eq!(reason, &StopReason::custom("gone"));
+    ///     sink.lock().expect("no panic while locked").extend(events);
+    /// });
+    /// let eager = weir_gen_stage::start_producer_with(Eager(0), options).await?;
+    /// let stream = weir_gen_stage::stream([(eager.producer(), SubscribeOptions::new().max_demand(1))])?;
+    /// // The stream asked for one: 0 went to it, 1 and 2 wait.
+    /// let status = eager.status().await?;
+    /// assert_eq!(status.producer.expect("a producer side").buffer.len, 2);
+    /// eager.stop(StopReason::custom("gone")).await?;
+    /// // The two events left in its buffer, and none lost.
+    /// assert_eq!(*returned.lock().expect("no panic while locked"), vec![1, 2]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_undelivered(
+        mut self,
+        hook: impl FnMut(Vec<T>, &StopReason) + Send + 'static,
+    ) -> Self {
+        self.setup.undelivered = Some(Box::new(hook));
+        self
+    }
 }
 
 impl<T: 'static> Default for ProducerOptions<T> {
@@ -126,6 +186,7 @@ pub(crate) type SubscribeTo<T> = Vec<(ProducerRef<T>, SubscribeOptions<T>)>;
 /// ```
 pub struct ConsumerOptions<T> {
     pub(crate) subscribe_to: SubscribeTo<T>,
+    pub(crate) unhandled: Option<EventsHook<T>>,
 }
 
 impl<T: 'static> ConsumerOptions<T> {
@@ -133,7 +194,21 @@ impl<T: 'static> ConsumerOptions<T> {
     pub fn new() -> Self {
         Self {
             subscribe_to: Vec::new(),
+            unhandled: None,
         }
+    }
+
+    /// Events sent to this stage that it will never hand to
+    /// `handle_events`, handed to `hook` with its stop reason when it stops
+    /// (however it stops): those still in its mailbox (and, for a
+    /// producer_consumer, queued for downstream demand). From then on its
+    /// mailbox is closed, and a producer sending it more gets them back
+    /// (its [`on_undelivered`](ProducerOptions::on_undelivered) hook).
+    /// Without a hook they are dropped. `hook` runs on the stage's task; a
+    /// panic in it is logged.
+    pub fn on_unhandled(mut self, hook: impl FnMut(Vec<T>, &StopReason) + Send + 'static) -> Self {
+        self.unhandled = Some(Box::new(hook));
+        self
     }
 
     /// Subscribe to `producer` when the stage starts. Invalid options make
@@ -174,6 +249,7 @@ impl<T: 'static> fmt::Debug for ConsumerOptions<T> {
 pub struct ProducerConsumerOptions<In, Out> {
     pub(crate) setup: ProducerSetup<Out>,
     pub(crate) subscribe_to: SubscribeTo<In>,
+    pub(crate) unhandled: Option<EventsHook<In>>,
 }
 
 impl<In, Out: 'static> ProducerConsumerOptions<In, Out> {
@@ -183,6 +259,7 @@ impl<In, Out: 'static> ProducerConsumerOptions<In, Out> {
         Self {
             setup: ProducerSetup::default(),
             subscribe_to: Vec::new(),
+            unhandled: None,
         }
     }
 }
@@ -221,6 +298,23 @@ impl<In: 'static, Out> ProducerConsumerOptions<In, Out> {
         self.subscribe_to.push((producer.producer_ref(), options));
         self
     }
+
+    /// Events this stage produced and will never send: see
+    /// [`ProducerOptions::on_undelivered`].
+    pub fn on_undelivered(
+        mut self,
+        hook: impl FnMut(Vec<Out>, &StopReason) + Send + 'static,
+    ) -> Self {
+        self.setup.undelivered = Some(Box::new(hook));
+        self
+    }
+
+    /// Events sent to this stage that it will never hand to
+    /// `handle_events`: see [`ConsumerOptions::on_unhandled`].
+    pub fn on_unhandled(mut self, hook: impl FnMut(Vec<In>, &StopReason) + Send + 'static) -> Self {
+        self.unhandled = Some(Box::new(hook));
+        self
+    }
 }
 
 impl<In, Out: 'static> Default for ProducerConsumerOptions<In, Out> {
@@ -247,6 +341,7 @@ impl<In: 'static, Out> fmt::Debug for ProducerConsumerOptions<In, Out> {
 pub(crate) struct Setup<In, Out> {
     pub(crate) producer: Option<ProducerSetup<Out>>,
     pub(crate) subscribe_to: SubscribeTo<In>,
+    pub(crate) unhandled: Option<EventsHook<In>>,
 }
 
 /// A producer side's options, each unset until someone sets it.
@@ -255,6 +350,7 @@ pub(crate) struct ProducerSetup<T> {
     pub(crate) buffer_size: Option<BufferSize>,
     pub(crate) buffer_keep: Option<BufferKeep>,
     pub(crate) demand: Option<DemandMode>,
+    pub(crate) undelivered: Option<EventsHook<T>>,
 }
 
 impl<T> Default for ProducerSetup<T> {
@@ -264,6 +360,7 @@ impl<T> Default for ProducerSetup<T> {
             buffer_size: None,
             buffer_keep: None,
             demand: None,
+            undelivered: None,
         }
     }
 }
@@ -276,6 +373,7 @@ impl<T> ProducerSetup<T> {
             buffer_size: self.buffer_size.or(base.buffer_size),
             buffer_keep: self.buffer_keep.or(base.buffer_keep),
             demand: self.demand.or(base.demand),
+            undelivered: self.undelivered.or(base.undelivered),
         }
     }
 }
@@ -286,6 +384,7 @@ pub(crate) struct ProducerConfig<T> {
     pub(crate) buffer_size: BufferSize,
     pub(crate) buffer_keep: BufferKeep,
     pub(crate) demand: DemandMode,
+    pub(crate) undelivered: Option<EventsHook<T>>,
 }
 
 impl<T: 'static> ProducerConfig<T> {
@@ -308,6 +407,7 @@ impl<T: 'static> ProducerConfig<T> {
                 true => DemandMode::Forward,
                 false => setup.demand.unwrap_or_default(),
             },
+            undelivered: setup.undelivered,
         }
     }
 
@@ -337,6 +437,7 @@ impl<In, Out> Setup<In, Out> {
         Setup {
             producer,
             subscribe_to,
+            unhandled: self.unhandled.or(base.unhandled),
         }
     }
 
@@ -353,6 +454,7 @@ impl<T> From<ProducerOptions<T>> for Setup<std::convert::Infallible, T> {
         Setup {
             producer: Some(options.setup),
             subscribe_to: Vec::new(),
+            unhandled: None,
         }
     }
 }
@@ -362,6 +464,7 @@ impl<T> From<ConsumerOptions<T>> for Setup<T, std::convert::Infallible> {
         Setup {
             producer: None,
             subscribe_to: options.subscribe_to,
+            unhandled: options.unhandled,
         }
     }
 }
@@ -371,6 +474,7 @@ impl<In, Out> From<ProducerConsumerOptions<In, Out>> for Setup<In, Out> {
         Setup {
             producer: Some(options.setup),
             subscribe_to: options.subscribe_to,
+            unhandled: options.unhandled,
         }
     }
 }

@@ -9,12 +9,12 @@ use crate::options::Setup;
 use crate::shared::Kind;
 use crate::stage::{Callbacks, ProducerStage, ProducesEvents, Stage, unhandled};
 use crate::{
-    Cancellation, ConsumerDemand, Context, Error, Messages, Noreply, ProducerOptions, Reply,
-    ReplyTo, StageRef, StopReason, SubscribeOptions, Subscription,
+    CallOf, Cancellation, CastOf, ConsumerDemand, Context, Error, InfoOf, Messages, Noreply,
+    ProducerOptions, Reply, ReplyOf, ReplyTo, StageRef, StopReason, SubscribeOptions, Subscription,
 };
 
 /// The context handed to a [`Producer`]'s callbacks.
-pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
+pub type ProducerContext<'a, P> = Context<'a, ProducerStage<P>>;
 
 /// A stage that emits events when consumers ask for them (GenStage's
 /// `:producer`).
@@ -24,11 +24,11 @@ pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
 /// return [`Noreply`] may emit events (dispatched to consumers, or buffered)
 /// or stop the stage.
 ///
-/// `M` is the stage's [`Messages`]: the types of its calls, casts and infos,
-/// none by default (`impl Producer for MyStage`); a stage with some names them
-/// in a [`Msgs`](crate::Msgs) bundle,
-/// `impl Producer<Msgs<Query, Answer>> for MyStage`, and then in its contexts
-/// (`ProducerContext<'_, Self, Msgs<Query, Answer>>`).
+/// [`Messages`](Self::Messages) names the stage's bundle of call, cast
+/// and info types once (`type Messages = ();` for none,
+/// `type Messages = Calls<Query, Answer>;` for calls, see
+/// [`Msgs`](crate::Msgs)); the contexts and handles take it from the stage:
+/// `ProducerContext<'_, Self>`, `ProducerHandle<MyStage>`.
 ///
 /// # Example
 ///
@@ -41,6 +41,7 @@ pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
 /// struct Counter(u64);
 ///
 /// impl Producer for Counter {
+///     type Messages = ();
 ///     type Event = u64;
 ///
 ///     async fn handle_demand(&mut self, demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<u64> {
@@ -59,16 +60,20 @@ pub type ProducerContext<'a, P, M = ()> = Context<'a, ProducerStage<P, M>>;
 /// # Ok(())
 /// # }
 /// ```
-pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
+pub trait Producer: Send + Sized + 'static {
     /// The events emitted.
     type Event: Send + 'static;
+    /// The types of its calls, casts and infos: `()` for none, or a bundle
+    /// ([`Calls`](crate::Calls), [`Casts`](crate::Casts),
+    /// [`Infos`](crate::Infos), [`Msgs`](crate::Msgs), ...).
+    type Messages: Messages;
 
     /// Runs in the stage's task before anything else; returns the options
     /// (dispatcher, buffer, demand mode). An `Err` stops the stage and makes
     /// its start fail.
     fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self, M>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> impl Future<Output = Result<ProducerOptions<Self::Event>, StopReason>> + Send {
         async { Ok(ProducerOptions::new()) }
     }
@@ -80,7 +85,7 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
     fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self, M>,
+        ctx: &mut ProducerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send;
 
     /// A consumer subscribed, with these options (including any extra ones).
@@ -89,7 +94,7 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscriptionOptions<Self::Event>,
-        _ctx: &mut ProducerContext<'_, Self, M>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> impl Future<Output = Result<(), StopReason>> + Send {
         async { Ok(()) }
     }
@@ -100,7 +105,7 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         _cancellation: Cancellation,
         _subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self, M>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send {
         async { Noreply::none() }
     }
@@ -110,10 +115,10 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
     /// returned events). The default logs a warning and does not reply.
     fn handle_call(
         &mut self,
-        _request: M::Call,
-        _from: ReplyTo<M::Reply>,
-        _ctx: &mut ProducerContext<'_, Self, M>,
-    ) -> impl Future<Output = Reply<M::Reply, Self::Event>> + Send {
+        _request: CallOf<Self::Messages>,
+        _from: ReplyTo<ReplyOf<Self::Messages>>,
+        _ctx: &mut ProducerContext<'_, Self>,
+    ) -> impl Future<Output = Reply<ReplyOf<Self::Messages>, Self::Event>> + Send {
         unhandled("handle_call", std::any::type_name::<Self>());
         async { Reply::noreply() }
     }
@@ -121,8 +126,8 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
     /// A cast. The default logs a warning.
     fn handle_cast(
         &mut self,
-        _request: M::Cast,
-        _ctx: &mut ProducerContext<'_, Self, M>,
+        _request: CastOf<Self::Messages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send {
         unhandled("handle_cast", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -134,8 +139,8 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
     /// The default logs a warning.
     fn handle_info(
         &mut self,
-        _info: M::Info,
-        _ctx: &mut ProducerContext<'_, Self, M>,
+        _info: InfoOf<Self::Messages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Event>> + Send {
         unhandled("handle_info", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -151,14 +156,14 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
     fn terminate(
         &mut self,
         _reason: &StopReason,
-        _ctx: &mut ProducerContext<'_, Self, M>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
 
     /// Start this producer in its own tokio task (see [`start_producer`]).
-    fn start(self) -> impl Future<Output = Result<StageRef<ProducerStage<Self, M>>, Error>> + Send {
-        start_producer::<Self, M>(self)
+    fn start(self) -> impl Future<Output = Result<StageRef<ProducerStage<Self>>, Error>> + Send {
+        start_producer::<Self>(self)
     }
 
     /// Start this producer in its own tokio task with `options` (see
@@ -166,16 +171,14 @@ pub trait Producer<M: Messages = ()>: Send + Sized + 'static {
     fn start_with(
         self,
         options: ProducerOptions<Self::Event>,
-    ) -> impl Future<Output = Result<StageRef<ProducerStage<Self, M>>, Error>> + Send {
-        start_producer_with::<Self, M>(self, options)
+    ) -> impl Future<Output = Result<StageRef<ProducerStage<Self>>, Error>> + Send {
+        start_producer_with::<Self>(self, options)
     }
 }
 
 /// Start `producer` in its own tokio task; returns once its `init` has run.
 /// Must be called within a tokio runtime.
-pub async fn start_producer<P: Producer<M>, M: Messages>(
-    producer: P,
-) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+pub async fn start_producer<P: Producer>(producer: P) -> Result<StageRef<ProducerStage<P>>, Error> {
     crate::run::start(ProducerStage::new(producer)).await
 }
 
@@ -189,6 +192,7 @@ pub async fn start_producer<P: Producer<M>, M: Messages>(
 /// struct Ticks(u64);
 ///
 /// impl Producer for Ticks {
+///     type Messages = ();
 ///     type Event = u64;
 ///
 ///     async fn handle_demand(&mut self, demand: usize, _ctx: &mut ProducerContext<'_, Self>) -> Noreply<u64> {
@@ -207,25 +211,25 @@ pub async fn start_producer<P: Producer<M>, M: Messages>(
 /// # Ok(())
 /// # }
 /// ```
-pub async fn start_producer_with<P: Producer<M>, M: Messages>(
+pub async fn start_producer_with<P: Producer>(
     producer: P,
     options: ProducerOptions<P::Event>,
-) -> Result<StageRef<ProducerStage<P, M>>, Error> {
+) -> Result<StageRef<ProducerStage<P>>, Error> {
     crate::run::start_in(ProducerStage::new(producer), None, Some(options.into())).await
 }
 
-impl<P: Producer<M>, M: Messages> Stage for ProducerStage<P, M> {
+impl<P: Producer> Stage for ProducerStage<P> {
     type In = Infallible;
     type Out = P::Event;
-    type Call = M::Call;
-    type Reply = M::Reply;
-    type Cast = M::Cast;
-    type Info = M::Info;
+    type Call = CallOf<P::Messages>;
+    type Reply = ReplyOf<P::Messages>;
+    type Cast = CastOf<P::Messages>;
+    type Info = InfoOf<P::Messages>;
 }
 
-impl<P: Producer<M>, M: Messages> ProducesEvents for ProducerStage<P, M> {}
+impl<P: Producer> ProducesEvents for ProducerStage<P> {}
 
-impl<P: Producer<M>, M: Messages> Callbacks for ProducerStage<P, M> {
+impl<P: Producer> Callbacks for ProducerStage<P> {
     const KIND: Kind = Kind::Producer;
 
     fn type_name(&self) -> &'static str {
@@ -285,16 +289,16 @@ impl<P: Producer<M>, M: Messages> Callbacks for ProducerStage<P, M> {
 
     fn handle_call(
         &mut self,
-        request: M::Call,
-        from: ReplyTo<M::Reply>,
+        request: CallOf<P::Messages>,
+        from: ReplyTo<ReplyOf<P::Messages>>,
         ctx: &mut Context<'_, Self>,
-    ) -> impl Future<Output = Reply<M::Reply, P::Event>> + Send {
+    ) -> impl Future<Output = Reply<ReplyOf<P::Messages>, P::Event>> + Send {
         self.0.handle_call(request, from, ctx)
     }
 
     fn handle_cast(
         &mut self,
-        request: M::Cast,
+        request: CastOf<P::Messages>,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Event>> + Send {
         self.0.handle_cast(request, ctx)
@@ -302,7 +306,7 @@ impl<P: Producer<M>, M: Messages> Callbacks for ProducerStage<P, M> {
 
     fn handle_info(
         &mut self,
-        info: M::Info,
+        info: InfoOf<P::Messages>,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Event>> + Send {
         self.0.handle_info(info, ctx)

@@ -11,12 +11,13 @@ use crate::stage::{
     Callbacks, ConsumesEvents, ProducerConsumerStage, ProducesEvents, Stage, unhandled,
 };
 use crate::{
-    Cancellation, ConsumerDemand, Context, Error, Messages, Noreply, ProducerConsumerOptions,
-    Reply, ReplyTo, StageRef, StopReason, SubscribeOptions, Subscription,
+    CallOf, Cancellation, CastOf, ConsumerDemand, Context, Error, InfoOf, Messages, Noreply,
+    ProducerConsumerOptions, Reply, ReplyOf, ReplyTo, StageRef, StopReason, SubscribeOptions,
+    Subscription,
 };
 
 /// The context handed to a [`ProducerConsumer`]'s callbacks.
-pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerStage<P, M>>;
+pub type ProducerConsumerContext<'a, P> = Context<'a, ProducerConsumerStage<P>>;
 
 /// A stage that consumes events from producers and emits events to its own
 /// consumers (GenStage's `:producer_consumer`).
@@ -27,8 +28,8 @@ pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerSt
 /// subscription and back-pressure reaches its producers. It has no
 /// `handle_demand`. Its buffer is unbounded by default.
 ///
-/// `M` is the stage's [`Messages`], none by default (see
-/// [`Producer`](crate::Producer)).
+/// [`Messages`](Self::Messages) names the stage's calls, casts and infos
+/// once, `()` for none (see [`Producer`](crate::Producer)).
 ///
 /// # Example
 ///
@@ -42,6 +43,7 @@ pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerSt
 /// struct Doubler;
 ///
 /// impl ProducerConsumer for Doubler {
+///     type Messages = ();
 ///     type In = u64;
 ///     type Out = u64;
 ///
@@ -64,17 +66,20 @@ pub type ProducerConsumerContext<'a, P, M = ()> = Context<'a, ProducerConsumerSt
 /// # Ok(())
 /// # }
 /// ```
-pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
+pub trait ProducerConsumer: Send + Sized + 'static {
     /// The events received.
     type In: Send + 'static;
     /// The events emitted.
     type Out: Send + 'static;
+    /// The types of its calls, casts and infos: `()` for none, or a bundle
+    /// (see [`Producer::Messages`](crate::Producer::Messages)).
+    type Messages: Messages;
 
     /// Runs in the stage's task before anything else; returns the options
     /// (dispatcher, buffer, initial subscriptions).
     fn init(
         &mut self,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = Result<ProducerConsumerOptions<Self::In, Self::Out>, StopReason>> + Send
     {
         async { Ok(ProducerConsumerOptions::new()) }
@@ -86,7 +91,7 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscribeOptions<Self::In>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = Result<ConsumerDemand, StopReason>> + Send {
         async { Ok(ConsumerDemand::Automatic) }
     }
@@ -97,7 +102,7 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         _subscription: Subscription,
         _options: &SubscriptionOptions<Self::Out>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = Result<(), StopReason>> + Send {
         async { Ok(()) }
     }
@@ -107,7 +112,7 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         events: Vec<Self::In>,
         from: Subscription,
-        ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send;
 
     /// A subscription ended, on either side: `subscription.consumer ==
@@ -117,7 +122,7 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
         &mut self,
         _cancellation: Cancellation,
         _subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send {
         async { Noreply::none() }
     }
@@ -125,10 +130,10 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
     /// A call; see [`Producer::handle_call`](crate::Producer::handle_call).
     fn handle_call(
         &mut self,
-        _request: M::Call,
-        _from: ReplyTo<M::Reply>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
-    ) -> impl Future<Output = Reply<M::Reply, Self::Out>> + Send {
+        _request: CallOf<Self::Messages>,
+        _from: ReplyTo<ReplyOf<Self::Messages>>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
+    ) -> impl Future<Output = Reply<ReplyOf<Self::Messages>, Self::Out>> + Send {
         unhandled("handle_call", std::any::type_name::<Self>());
         async { Reply::noreply() }
     }
@@ -136,8 +141,8 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
     /// A cast. The default logs a warning.
     fn handle_cast(
         &mut self,
-        _request: M::Cast,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        _request: CastOf<Self::Messages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send {
         unhandled("handle_cast", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -146,8 +151,8 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
     /// An info message. The default logs a warning.
     fn handle_info(
         &mut self,
-        _info: M::Info,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        _info: InfoOf<Self::Messages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = Noreply<Self::Out>> + Send {
         unhandled("handle_info", std::any::type_name::<Self>());
         async { Noreply::none() }
@@ -172,7 +177,7 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
     fn terminate(
         &mut self,
         _reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self, M>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
@@ -181,8 +186,8 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
     /// [`start_producer_consumer`]).
     fn start(
         self,
-    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self, M>>, Error>> + Send {
-        start_producer_consumer::<Self, M>(self)
+    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self>>, Error>> + Send {
+        start_producer_consumer::<Self>(self)
     }
 
     /// Start this stage in its own tokio task with `options` (see
@@ -190,17 +195,17 @@ pub trait ProducerConsumer<M: Messages = ()>: Send + Sized + 'static {
     fn start_with(
         self,
         options: ProducerConsumerOptions<Self::In, Self::Out>,
-    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self, M>>, Error>> + Send {
-        start_producer_consumer_with::<Self, M>(self, options)
+    ) -> impl Future<Output = Result<StageRef<ProducerConsumerStage<Self>>, Error>> + Send {
+        start_producer_consumer_with::<Self>(self, options)
     }
 }
 
 /// Start a producer_consumer in its own tokio task; returns once its `init`
 /// has run and its initial subscriptions were sent. Must be called within a
 /// tokio runtime.
-pub async fn start_producer_consumer<P: ProducerConsumer<M>, M: Messages>(
+pub async fn start_producer_consumer<P: ProducerConsumer>(
     stage: P,
-) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
+) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
     crate::run::start(ProducerConsumerStage::new(stage)).await
 }
 
@@ -208,10 +213,10 @@ pub async fn start_producer_consumer<P: ProducerConsumer<M>, M: Messages>(
 /// (dispatcher, buffer, initial subscriptions), so that its `init` need not
 /// return them. Options its `init` sets win over these, one by one; the
 /// subscriptions of both are made, these first.
-pub async fn start_producer_consumer_with<P: ProducerConsumer<M>, M: Messages>(
+pub async fn start_producer_consumer_with<P: ProducerConsumer>(
     stage: P,
     options: ProducerConsumerOptions<P::In, P::Out>,
-) -> Result<StageRef<ProducerConsumerStage<P, M>>, Error> {
+) -> Result<StageRef<ProducerConsumerStage<P>>, Error> {
     crate::run::start_in(
         ProducerConsumerStage::new(stage),
         None,
@@ -220,19 +225,19 @@ pub async fn start_producer_consumer_with<P: ProducerConsumer<M>, M: Messages>(
     .await
 }
 
-impl<P: ProducerConsumer<M>, M: Messages> Stage for ProducerConsumerStage<P, M> {
+impl<P: ProducerConsumer> Stage for ProducerConsumerStage<P> {
     type In = P::In;
     type Out = P::Out;
-    type Call = M::Call;
-    type Reply = M::Reply;
-    type Cast = M::Cast;
-    type Info = M::Info;
+    type Call = CallOf<P::Messages>;
+    type Reply = ReplyOf<P::Messages>;
+    type Cast = CastOf<P::Messages>;
+    type Info = InfoOf<P::Messages>;
 }
 
-impl<P: ProducerConsumer<M>, M: Messages> ProducesEvents for ProducerConsumerStage<P, M> {}
-impl<P: ProducerConsumer<M>, M: Messages> ConsumesEvents for ProducerConsumerStage<P, M> {}
+impl<P: ProducerConsumer> ProducesEvents for ProducerConsumerStage<P> {}
+impl<P: ProducerConsumer> ConsumesEvents for ProducerConsumerStage<P> {}
 
-impl<P: ProducerConsumer<M>, M: Messages> Callbacks for ProducerConsumerStage<P, M> {
+impl<P: ProducerConsumer> Callbacks for ProducerConsumerStage<P> {
     const KIND: Kind = Kind::ProducerConsumer;
 
     fn type_name(&self) -> &'static str {
@@ -293,16 +298,16 @@ impl<P: ProducerConsumer<M>, M: Messages> Callbacks for ProducerConsumerStage<P,
 
     fn handle_call(
         &mut self,
-        request: M::Call,
-        from: ReplyTo<M::Reply>,
+        request: CallOf<P::Messages>,
+        from: ReplyTo<ReplyOf<P::Messages>>,
         ctx: &mut Context<'_, Self>,
-    ) -> impl Future<Output = Reply<M::Reply, P::Out>> + Send {
+    ) -> impl Future<Output = Reply<ReplyOf<P::Messages>, P::Out>> + Send {
         self.0.handle_call(request, from, ctx)
     }
 
     fn handle_cast(
         &mut self,
-        request: M::Cast,
+        request: CastOf<P::Messages>,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Out>> + Send {
         self.0.handle_cast(request, ctx)
@@ -310,7 +315,7 @@ impl<P: ProducerConsumer<M>, M: Messages> Callbacks for ProducerConsumerStage<P,
 
     fn handle_info(
         &mut self,
-        info: M::Info,
+        info: InfoOf<P::Messages>,
         ctx: &mut Context<'_, Self>,
     ) -> impl Future<Output = Noreply<P::Out>> + Send {
         self.0.handle_info(info, ctx)

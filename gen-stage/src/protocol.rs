@@ -86,13 +86,17 @@ impl<T: Send + 'static> ConsumerEndpoint<T> for RawConsumerEnd<T> {
         subscription: SubscriptionId,
         events: Vec<T>,
         _from: Option<ProducerRef<T>>,
-    ) -> bool {
-        self.tx
-            .send(ToConsumer::Events {
-                subscription,
-                events,
-            })
-            .is_ok()
+    ) -> Option<Vec<T>> {
+        match self.tx.send(ToConsumer::Events {
+            subscription,
+            events,
+        }) {
+            Ok(()) => None,
+            Err(tokio::sync::mpsc::error::SendError(ToConsumer::Events { events, .. })) => {
+                Some(events)
+            }
+            Err(_) => None,
+        }
     }
     fn ack(&self, subscription: SubscriptionId) -> bool {
         self.tx.send(ToConsumer::Ack { subscription }).is_ok()
@@ -445,6 +449,7 @@ impl<T: Send + 'static> RawProducer<T> {
         consumer
             .inner
             .events(subscription, events, Some(self.producer_ref()))
+            .is_none()
     }
 
     /// Cancel (or refuse) a subscription.

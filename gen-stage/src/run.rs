@@ -30,7 +30,7 @@ use crate::handle::Mailbox;
 use crate::ids::IdMap;
 use crate::mailbox::{self, Receiver, WeakSender};
 use crate::message::{Msg, SubscribeTo};
-use crate::options::{ProducerConfig, Setup};
+use crate::options::{EventsHook, ProducerConfig, Setup};
 use crate::shared::{DeadOnDrop, Kind, StageShared};
 use crate::stage::Callbacks;
 use crate::{Error, Noreply, Reply, ReplyTo, StageRef, StageStatus, StopReason};
@@ -81,6 +81,9 @@ pub(crate) struct Core<S: Callbacks> {
     /// Events handed to `handle_events` since the stage started (wrapping),
     /// for a drain's report.
     handled: usize,
+    /// Where events received and never handled go when the stage stops
+    /// ([`ConsumerOptions::on_unhandled`](crate::ConsumerOptions::on_unhandled)).
+    unhandled: Option<EventsHook<S::In>>,
 }
 
 /// Start `stage` in its own task and wait for its `init`.
@@ -122,6 +125,7 @@ pub(crate) async fn start_in<S: Callbacks>(
         current_call: None,
         drain: None,
         handled: 0,
+        unhandled: None,
     };
     // No subscriber wants the span: entering it on every poll would only
     // cost time.
@@ -205,6 +209,7 @@ impl<S: Callbacks> Core<S> {
             setup = setup.over(options);
         }
         setup.validate()?;
+        self.unhandled = setup.unhandled.take();
         if let Some(producer) = setup.producer {
             let config = ProducerConfig::new(producer, S::KIND == Kind::ProducerConsumer);
             config.validate()?;
@@ -460,12 +465,55 @@ impl<S: Callbacks> Core<S> {
         if let Some(producer) = &mut self.producer {
             producer.demonitor_all();
         }
+        // Closed now: a producer sending more gets its events back.
+        let queued = rx.close();
         // Before the stage is marked dead: a drain learns of the stops in
         // the order they happened.
-        self.report_drain(&reason, &unhandled, &mut rx);
+        self.report_drain(&reason, &unhandled, &queued);
+        self.give_back(&reason, unhandled, queued);
         self.shared.mark_dead(reason);
-        drop(unhandled);
         drop(rx);
+    }
+
+    /// The stage is stopping: hand what it still holds to its hooks (the
+    /// events it produced and never sent, those it received and never
+    /// handled); what has no hook is dropped with it.
+    fn give_back(
+        &mut self,
+        reason: &StopReason,
+        unhandled: VecDeque<Msg<S>>,
+        queued: VecDeque<Msg<S>>,
+    ) {
+        if let Some(producer) = self.producer.as_mut() {
+            let events = producer.take_undelivered();
+            producer.give_up(events, reason);
+        }
+        let Some(hook) = self.unhandled.as_mut() else {
+            return;
+        };
+        let mut events = Vec::new();
+        for queued in std::mem::take(&mut self.pc_queue) {
+            if let Queued::Events { events: queued, .. } = queued {
+                events.extend(queued);
+            }
+        }
+        for msg in unhandled.into_iter().chain(queued) {
+            if let Msg::Events { events: sent, .. } = msg {
+                events.extend(sent);
+            }
+        }
+        if events.is_empty() {
+            return;
+        }
+        let count = events.len();
+        let call = AssertUnwindSafe(|| hook(events, reason));
+        if let Err(panic) = std::panic::catch_unwind(call) {
+            tracing::error!(
+                count,
+                panic = %StopReason::from_panic(&*panic),
+                "the unhandled-events hook panicked"
+            );
+        }
     }
 }
 

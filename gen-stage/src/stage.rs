@@ -5,14 +5,12 @@
 //! [`Consumer`](crate::Consumer). Each is wrapped in an adapter
 //! ([`ProducerStage`], [`ProducerConsumerStage`], [`ConsumerStage`]) that
 //! implements [`Stage`] (the types a stage works with, which name its
-//! handles: `StageRef<ProducerStage<MyProducer>>`, or
-//! `StageRef<ProducerStage<MyProducer, MyMessages>>` for a stage with
+//! handles: `StageRef<ProducerStage<MyProducer>>`, whatever its
 //! [`Messages`](crate::Messages)) and the runtime's internal `Callbacks`, so
 //! one run loop serves all three.
 
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 
 use weir_dispatchers::SubscriptionOptions;
 
@@ -50,54 +48,54 @@ pub trait ProducesEvents: Stage {}
 /// Stages that receive events: consumers and producer_consumers.
 pub trait ConsumesEvents: Stage {}
 
-/// A [`Producer<M>`](crate::Producer) as a running stage.
-pub struct ProducerStage<P, M = ()>(pub(crate) P, PhantomData<fn() -> M>);
+/// A [`Producer`](crate::Producer) as a running stage.
+pub struct ProducerStage<P>(pub(crate) P);
 
-/// A [`ProducerConsumer<M>`](crate::ProducerConsumer) as a running stage.
-pub struct ProducerConsumerStage<P, M = ()>(pub(crate) P, PhantomData<fn() -> M>);
+/// A [`ProducerConsumer`](crate::ProducerConsumer) as a running stage.
+pub struct ProducerConsumerStage<P>(pub(crate) P);
 
-/// A [`Consumer<M>`](crate::Consumer) as a running stage.
-pub struct ConsumerStage<C, M = ()>(pub(crate) C, PhantomData<fn() -> M>);
+/// A [`Consumer`](crate::Consumer) as a running stage.
+pub struct ConsumerStage<C>(pub(crate) C);
 
-impl<P, M> ProducerStage<P, M> {
+impl<P> ProducerStage<P> {
     pub(crate) fn new(producer: P) -> Self {
-        Self(producer, PhantomData)
+        Self(producer)
     }
 }
 
-impl<P, M> ProducerConsumerStage<P, M> {
+impl<P> ProducerConsumerStage<P> {
     pub(crate) fn new(stage: P) -> Self {
-        Self(stage, PhantomData)
+        Self(stage)
     }
 }
 
-impl<C, M> ConsumerStage<C, M> {
+impl<C> ConsumerStage<C> {
     pub(crate) fn new(consumer: C) -> Self {
-        Self(consumer, PhantomData)
+        Self(consumer)
     }
 }
 
-impl<P, M> fmt::Debug for ProducerStage<P, M> {
+impl<P> fmt::Debug for ProducerStage<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ProducerStage<{}>", std::any::type_name::<P>())
     }
 }
 
-impl<P, M> fmt::Debug for ProducerConsumerStage<P, M> {
+impl<P> fmt::Debug for ProducerConsumerStage<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ProducerConsumerStage<{}>", std::any::type_name::<P>())
     }
 }
 
-impl<C, M> fmt::Debug for ConsumerStage<C, M> {
+impl<C> fmt::Debug for ConsumerStage<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ConsumerStage<{}>", std::any::type_name::<C>())
     }
 }
 
-impl<P, M> sealed::Sealed for ProducerStage<P, M> {}
-impl<P, M> sealed::Sealed for ProducerConsumerStage<P, M> {}
-impl<C, M> sealed::Sealed for ConsumerStage<C, M> {}
+impl<P> sealed::Sealed for ProducerStage<P> {}
+impl<P> sealed::Sealed for ProducerConsumerStage<P> {}
+impl<C> sealed::Sealed for ConsumerStage<C> {}
 
 /// What the run loop calls. Each adapter forwards to its user trait; the
 /// callbacks a kind does not have are never called for it.

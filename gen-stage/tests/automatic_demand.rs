@@ -13,7 +13,7 @@ struct Setup {
     consumer: ConsumerRef<u64>,
     sub: SubscriptionId,
     seen: Notes<u64>,
-    stage: weir_gen_stage::ConsumerHandle<Recorder<u64>, harness::RecorderMessages>,
+    stage: weir_gen_stage::ConsumerHandle<Recorder<u64>>,
 }
 
 /// A consumer subscribed with `max`/`min`; returns after its first ask.

@@ -145,14 +145,15 @@ struct NoCalls;
 
 type NoCallsMessages = Msgs<u8, u8>;
 
-impl Consumer<NoCallsMessages> for NoCalls {
+impl Consumer for NoCalls {
+    type Messages = NoCallsMessages;
     type Event = u8;
 
     async fn handle_events(
         &mut self,
         _events: Vec<u8>,
         _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, NoCallsMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         Noreply::none()
     }

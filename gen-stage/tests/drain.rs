@@ -78,13 +78,14 @@ impl Numbers {
 
 type NumbersMessages = Msgs<(), (), usize>;
 
-impl Producer<NumbersMessages> for Numbers {
+impl Producer for Numbers {
+    type Messages = NumbersMessages;
     type Event = u64;
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
+        ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         if !self.short {
             return self.emit(demand + self.surplus);
@@ -98,7 +99,7 @@ impl Producer<NumbersMessages> for Numbers {
     async fn handle_info(
         &mut self,
         _info: (),
-        _ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         let owed = std::mem::take(&mut self.owed);
         self.emit(owed)
@@ -107,7 +108,7 @@ impl Producer<NumbersMessages> for Numbers {
     async fn handle_cast(
         &mut self,
         n: usize,
-        _ctx: &mut ProducerContext<'_, Self, NumbersMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         self.emit(n)
     }
@@ -400,6 +401,7 @@ async fn deadline_passes_when_a_consumer_never_asks_and_the_report_says_what_was
 struct Manual(mpsc::UnboundedSender<u64>);
 
 impl weir_gen_stage::Consumer for Manual {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_subscribe(

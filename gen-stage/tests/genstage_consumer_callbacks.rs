@@ -35,6 +35,7 @@ use weir_gen_stage::{
 struct InitWith(Option<Result<ConsumerOptions<u64>, StopReason>>);
 
 impl Consumer for InitWith {
+    type Messages = ();
     type Event = u64;
 
     async fn init(

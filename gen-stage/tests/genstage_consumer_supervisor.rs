@@ -347,13 +347,14 @@ struct JobProducer;
 
 type JobProducerMessages = Msgs<Vec<Job>>;
 
-impl Producer<JobProducerMessages> for JobProducer {
+impl Producer for JobProducer {
+    type Messages = JobProducerMessages;
     type Event = Job;
 
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, JobProducerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<Job> {
         Noreply::none()
     }
@@ -362,13 +363,13 @@ impl Producer<JobProducerMessages> for JobProducer {
         &mut self,
         events: Vec<Job>,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self, JobProducerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Reply<(), Job> {
         Reply::Reply((), events)
     }
 }
 
-type JobProducerRef = weir_gen_stage::ProducerHandle<JobProducer, JobProducerMessages>;
+type JobProducerRef = weir_gen_stage::ProducerHandle<JobProducer>;
 
 async fn job_producer() -> JobProducerRef {
     weir_gen_stage::start_producer(JobProducer)

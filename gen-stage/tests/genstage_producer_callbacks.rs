@@ -40,6 +40,7 @@ use weir_gen_stage::{
 struct InitWith(Option<Result<ProducerOptions<u64>, StopReason>>);
 
 impl Producer for InitWith {
+    type Messages = ();
     type Event = u64;
 
     async fn init(

@@ -32,6 +32,7 @@ use weir_gen_stage::{
 struct StopsInInit;
 
 impl ProducerConsumer for StopsInInit {
+    type Messages = ();
     type In = u64;
     type Out = u64;
 

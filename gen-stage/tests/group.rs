@@ -37,6 +37,7 @@ impl Numbers {
 }
 
 impl Producer for Numbers {
+    type Messages = ();
     type Event = u64;
 
     async fn init(
@@ -82,6 +83,7 @@ impl Collect {
 }
 
 impl Consumer for Collect {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(
@@ -282,6 +284,7 @@ async fn a_panic_stops_only_its_stage_and_the_group_keeps_running() {
 struct Refuses;
 
 impl Producer for Refuses {
+    type Messages = ();
     type Event = u64;
 
     async fn init(
@@ -414,6 +417,7 @@ struct Acts<T> {
 }
 
 impl<T: Send + 'static> Consumer for Acts<T> {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(

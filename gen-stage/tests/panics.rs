@@ -151,6 +151,7 @@ async fn other_pipelines_keep_running_after_a_panic() {
 struct BrokenInit;
 
 impl Producer for BrokenInit {
+    type Messages = ();
     type Event = u8;
 
     async fn init(

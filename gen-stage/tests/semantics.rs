@@ -70,7 +70,8 @@ struct Emitter;
 
 type EmitterMessages = Msgs<(), (), Vec<u64>>;
 
-impl ProducerConsumer<EmitterMessages> for Emitter {
+impl ProducerConsumer for Emitter {
+    type Messages = EmitterMessages;
     type In = u64;
     type Out = u64;
 
@@ -78,7 +79,7 @@ impl ProducerConsumer<EmitterMessages> for Emitter {
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, EmitterMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         Noreply::Emit(events)
     }
@@ -86,7 +87,7 @@ impl ProducerConsumer<EmitterMessages> for Emitter {
     async fn handle_cast(
         &mut self,
         events: Vec<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, EmitterMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         Noreply::Emit(events)
     }
@@ -119,6 +120,7 @@ struct Generous {
 }
 
 impl Producer for Generous {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_demand(

@@ -13,6 +13,7 @@ struct Quiet {
 }
 
 impl Producer for Quiet {
+    type Messages = ();
     type Event = u32;
 
     async fn init(

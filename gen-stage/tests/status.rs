@@ -42,12 +42,13 @@ impl Emitter {
 
 type EmitterMessages = Msgs<u64>;
 
-impl Producer<EmitterMessages> for Emitter {
+impl Producer for Emitter {
+    type Messages = EmitterMessages;
     type Event = u64;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self, EmitterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<ProducerOptions<u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -55,7 +56,7 @@ impl Producer<EmitterMessages> for Emitter {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, EmitterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         Noreply::none()
     }
@@ -64,7 +65,7 @@ impl Producer<EmitterMessages> for Emitter {
         &mut self,
         n: u64,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self, EmitterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Reply<(), u64> {
         let events = (self.next..self.next + n).collect();
         self.next += n;
@@ -78,6 +79,7 @@ struct Sink {
 }
 
 impl Consumer for Sink {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_subscribe(
@@ -109,6 +111,7 @@ struct Pass {
 }
 
 impl ProducerConsumer for Pass {
+    type Messages = ();
     type In = u64;
     type Out = u64;
 

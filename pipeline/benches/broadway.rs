@@ -164,6 +164,7 @@ impl<E, F> Numbers<E, F> {
 }
 
 impl<E: Send + 'static, F: FnMut(u64) -> E + Send + 'static> Producer for Numbers<E, F> {
+    type Messages = ();
     type Event = E;
 
     async fn init(
@@ -262,7 +263,7 @@ async fn layer_pipeline(n: u64) -> Duration {
         .start()
         .await
         .expect("the pipeline starts");
-    let stages = pipeline.stages().cloned().collect();
+    let stages = pipeline.stages();
     timed(
         "layer/pipeline",
         &producer.producer(),
@@ -287,6 +288,7 @@ struct Msg {
 struct HandProcessor;
 
 impl ProducerConsumer for HandProcessor {
+    type Messages = ();
     type In = Msg;
     type Out = Msg;
 
@@ -309,6 +311,7 @@ struct HandBatcher {
 }
 
 impl ProducerConsumer for HandBatcher {
+    type Messages = ();
     type In = Msg;
     type Out = Vec<Msg>;
 
@@ -334,6 +337,7 @@ impl ProducerConsumer for HandBatcher {
 struct HandBatchProcessor;
 
 impl Consumer for HandBatchProcessor {
+    type Messages = ();
     type Event = Vec<Msg>;
 
     async fn handle_events(
@@ -427,6 +431,7 @@ fn spin() {
 struct Spinner(Arc<Tally>);
 
 impl Consumer for Spinner {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(
@@ -534,7 +539,7 @@ async fn scaling_pipeline(fan_out: FanOut, stages: Stages, n: u64) -> Duration {
         Some(producer) => producer,
         None => pipeline.producers()[0].clone(),
     };
-    let stages = pipeline.stages().cloned().collect();
+    let stages = pipeline.stages();
     timed(
         "scaling/pipeline",
         &producer,

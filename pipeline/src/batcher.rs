@@ -66,7 +66,7 @@ impl Timer {
     fn set<T: Send + 'static>(
         &mut self,
         at: Instant,
-        ctx: &ProducerConsumerContext<'_, BatcherStage<T>, BatcherMessages>,
+        ctx: &ProducerConsumerContext<'_, BatcherStage<T>>,
     ) {
         if self.set.is_some() {
             return;
@@ -139,9 +139,10 @@ impl<T> BatcherStage<T> {
     }
 }
 
-type BatcherMessages = Infos<Tick>;
+pub(crate) type BatcherMessages = Infos<Tick>;
 
-impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
+impl<T: Send + 'static> ProducerConsumer for BatcherStage<T> {
+    type Messages = BatcherMessages;
     type In = Message<T>;
     type Out = Batch<T>;
 
@@ -149,7 +150,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         &mut self,
         subscription: Subscription,
         _options: &SubscribeOptions<Message<T>>,
-        ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
         let max = self.max_demand;
         let first = self.upstreams.subscribe(subscription.id, max, max / 2);
@@ -161,7 +162,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         &mut self,
         events: Vec<Message<T>>,
         from: Subscription,
-        ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Batch<T>> {
         let n = events.len();
         self.upstreams.counters().processed(n);
@@ -196,7 +197,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
     async fn handle_info(
         &mut self,
         _tick: Tick,
-        ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Batch<T>> {
         self.timer.set = None;
         let batches = self.accumulator.timeout(Instant::now());
@@ -213,7 +214,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
         &mut self,
         _cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Batch<T>> {
         // Only the end of a subscription to a processor counts (not a batch
         // processor's), and only the last one flushes.
@@ -234,7 +235,7 @@ impl<T: Send + 'static> ProducerConsumer<BatcherMessages> for BatcherStage<T> {
     async fn terminate(
         &mut self,
         reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self, BatcherMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) {
         self.timer.stop();
         let mut failed = Vec::new();
@@ -290,6 +291,7 @@ pub(crate) struct BatchProcessor<T> {
 }
 
 impl<T: Send + 'static> Consumer for BatchProcessor<T> {
+    type Messages = ();
     type Event = Batch<T>;
 
     async fn handle_subscribe(

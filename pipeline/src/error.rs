@@ -63,6 +63,23 @@ pub enum Error {
     /// `update_rate_limiting` on a pipeline built without `rate_limiting`.
     #[error("the pipeline has no rate limiting: build it with `rate_limiting(..)`")]
     NoRateLimiting,
+    /// The pipeline went down: its stages stopped abnormally more often
+    /// than `max_restarts` in `max_seconds` allows (Broadway's supervisor
+    /// reaching its restart intensity). Every stage was stopped and the
+    /// messages they held acked failed.
+    #[error(
+        "the pipeline went down: {stage} stopped ({reason}) after {max_restarts} restarts within {max_seconds:?}"
+    )]
+    TooManyRestarts {
+        /// The stage whose stop was one too many (its role and index).
+        stage: String,
+        /// Why it stopped.
+        reason: String,
+        /// The restart intensity: restarts allowed ...
+        max_restarts: usize,
+        /// ... within this period.
+        max_seconds: std::time::Duration,
+    },
     /// Messages pushed by `test_message`/`test_batch` were dropped without
     /// an ack (the pipeline stopped before handling them).
     #[error("{acked} of {expected} messages were acked; the others were dropped")]

@@ -10,6 +10,7 @@ mod metrics;
 mod pipeline;
 mod processor;
 mod rate_limit;
+mod supervisor;
 mod test_producer;
 mod topology;
 

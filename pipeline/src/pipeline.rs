@@ -5,31 +5,27 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use weir_gen_stage::{
-    AnyStage, AsProducer, BufferSize, CancelMode, ConsumerRef, DemandDispatcher, DemandMode,
-    Dispatcher, Drain, DrainReport, FilterMap, Map, PartitionDispatcher, Producer,
-    ProducerConsumerOptions, ProducerHandle, ProducerOptions, ProducerRef, StageId,
-    SubscribeOptions,
+    AnyStage, AsProducer, BufferSize, DemandDispatcher, DemandMode, Dispatcher, Drain, DrainReport,
+    FilterMap, Map, PartitionDispatcher, Producer, ProducerConsumerOptions, ProducerHandle,
+    ProducerOptions, ProducerRef,
 };
 
 use crate::batch::Weight;
-use crate::batcher::{BatchProcessor, BatcherStage};
-use crate::demand::Upstreams;
 use crate::handlers::{HandleBatch, HandleFailed, HandleMessage, PrepareMessages};
 use crate::message::panic_reason;
 use crate::metrics::{Counters, PipelineMetrics, StageRole};
-use crate::processor::{
-    BatcherRoute, PartitionBy, Processor, ProcessorSink, ProcessorStage, ProcessorState, Routes,
-    partition_of,
-};
+use crate::processor::{BatcherRoute, PartitionBy, Processor, Routes, partition_of};
 use crate::rate_limit::{RateLimiter, RateLimiting, run_intervals};
+use crate::supervisor::{
+    BatchProcessorSlot, BatcherParams, BatcherSlot, DEFAULT_MAX_RESTARTS, DEFAULT_MAX_SECONDS,
+    Places, RestartSource, Shared, SourceSlot, View, Wiring, fail_messages, supervise, with_demand,
+};
 use crate::test_producer::{
-    CallerAcknowledger, Flush, Inlet, NOT_RUNNING, PushProducer, PushProducerMessages, Pushed,
-    Wake, ack_failed,
+    CallerAcknowledger, Flush, Inlet, NOT_RUNNING, PushProducer, Pushed, Wake, ack_failed,
 };
 use crate::topology::Topology;
 use crate::{Acknowledger, BatchInfo, BatchMode, Error, Message};
@@ -170,17 +166,19 @@ enum Source<T> {
 }
 
 /// Starts one producer of [`PipelineBuilder::producers`] with the
-/// pipeline's dispatcher.
-type StartProducer<T> = Box<
-    dyn FnOnce(
+/// pipeline's dispatcher, in a demand mode (again, when it is started again).
+type StartProducer<T> = Arc<
+    dyn Fn(
             Box<dyn Dispatcher<Message<T>>>,
+            DemandMode,
         ) -> Pin<
             Box<
                 dyn Future<
                         Output = Result<(ProducerRef<Message<T>>, AnyStage), weir_gen_stage::Error>,
                     > + Send,
             >,
-        > + Send,
+        > + Send
+        + Sync,
 >;
 
 /// Starts the stage that turns a producer's events into messages (with the
@@ -209,21 +207,6 @@ struct Transformed<T> {
 /// Puts a producer the pipeline held back in forward mode.
 type Release = Pin<Box<dyn Future<Output = Result<(), weir_gen_stage::Error>> + Send>>;
 
-/// Stages never stop because a subscription ended (`Temporary`): the
-/// pipeline stops them with a drain, upstream first, so that nothing held
-/// downstream is lost.
-fn temporary<E>() -> SubscribeOptions<E> {
-    SubscribeOptions::new().cancel(CancelMode::Temporary)
-}
-
-/// A `Temporary` subscription asking `max_demand` at a time, again when half
-/// is handled.
-fn with_demand<E>(max_demand: usize) -> SubscribeOptions<E> {
-    temporary()
-        .max_demand(max_demand)
-        .min_demand(max_demand / 2)
-}
-
 /// Builds a [`Pipeline`]: `Pipeline::builder()`.
 pub struct PipelineBuilder<T> {
     sources: Vec<Source<T>>,
@@ -237,6 +220,8 @@ pub struct PipelineBuilder<T> {
     name: Arc<str>,
     rate_limiting: Option<RateLimiting>,
     partition_by: Option<PartitionBy<T>>,
+    max_restarts: usize,
+    max_seconds: Duration,
 }
 
 impl<T> std::fmt::Debug for PipelineBuilder<T> {
@@ -250,11 +235,39 @@ impl<T> std::fmt::Debug for PipelineBuilder<T> {
             .field("name", &self.name)
             .field("rate_limiting", &self.rate_limiting)
             .field("partition_by", &self.partition_by.is_some())
+            .field("max_restarts", &self.max_restarts)
+            .field("max_seconds", &self.max_seconds)
             .finish_non_exhaustive()
     }
 }
 
 impl<T: Send + 'static> PipelineBuilder<T> {
+    /// How many times the pipeline starts a stage again within
+    /// [`max_seconds`](Self::max_seconds) before it goes down (Broadway's
+    /// `max_restarts`, default 3). A stage of the pipeline that stops
+    /// abnormally while it runs (its own code panicked outside a handler,
+    /// or someone stopped it with a reason other than a shutdown) is
+    /// started again and subscribed as the one it replaces was: a
+    /// processor, a batcher stage, a batch processor, a producer of
+    /// [`producers`](Self::producers) (made again with `make(index)`), the
+    /// test producer. What the stopped stage held (in its mailbox, its
+    /// buffer, its partial batches) is acked failed, never dropped. One more
+    /// restart within the period and the pipeline goes down: every stage is
+    /// stopped (what they hold acked failed), and
+    /// [`Pipeline::exited`] returns [`Error::TooManyRestarts`]. `0`: the
+    /// first abnormal stop takes the pipeline down.
+    pub fn max_restarts(mut self, max_restarts: usize) -> Self {
+        self.max_restarts = max_restarts;
+        self
+    }
+
+    /// The period [`max_restarts`](Self::max_restarts) counts restarts in
+    /// (Broadway's `max_seconds`, default 5 s).
+    pub fn max_seconds(mut self, period: Duration) -> Self {
+        self.max_seconds = period;
+        self
+    }
+
     /// A producer of messages (any gen-stage producer or producer_consumer
     /// of [`Message<T>`]). May be called more than once: the processors
     /// subscribe to every producer.
@@ -272,21 +285,29 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     /// producers' `init` must therefore not choose a dispatcher (options it
     /// returns win over the pipeline's); it may set anything else, e.g.
     /// its demand mode. [`Pipeline::producers`] reaches them once started.
-    pub fn producers<P>(mut self, concurrency: usize, make: impl Fn(usize) -> P) -> Self
+    /// A producer that stops abnormally is started again with
+    /// `make(index)` (see [`max_restarts`](Self::max_restarts)).
+    pub fn producers<P>(
+        mut self,
+        concurrency: usize,
+        make: impl Fn(usize) -> P + Send + Sync + 'static,
+    ) -> Self
     where
         P: Producer<Event = Message<T>>,
     {
+        let make = Arc::new(make);
         let start = (0..concurrency)
             .map(|index| {
-                let producer = make(index);
-                let start: StartProducer<T> = Box::new(move |dispatcher| {
+                let make = make.clone();
+                let start: StartProducer<T> = Arc::new(move |dispatcher, demand| {
+                    let producer = make(index);
                     Box::pin(async move {
-                        // Held until every processor has subscribed.
                         let stage = weir_gen_stage::start_producer_with(
                             producer,
                             ProducerOptions::new()
                                 .boxed_dispatcher(dispatcher)
-                                .demand(DemandMode::Accumulate),
+                                .demand(demand)
+                                .on_undelivered(fail_messages()),
                         )
                         .await?;
                         Ok((stage.producer(), AnyStage::from(&stage)))
@@ -360,7 +381,9 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                             }
                         }
                     }),
-                    ProducerConsumerOptions::new().boxed_dispatcher(dispatcher),
+                    ProducerConsumerOptions::new()
+                        .boxed_dispatcher(dispatcher)
+                        .on_undelivered(fail_messages()),
                 )
                 .await?;
                 front
@@ -539,12 +562,14 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         }
         let name = self.name;
         let mut metrics = Vec::new();
-        let mut downstream: Vec<AnyStage> = Vec::new();
 
         // Batchers (one stage, or one per partition) and their batch
         // processors.
-        let mut batcher_stages = Vec::new();
+        let mut batchers: Vec<BatcherSlot<T>> = Vec::new();
+        let mut batch_processors: Vec<BatchProcessorSlot<T>> = Vec::new();
         let mut routes = Vec::new();
+        let mut batcher_metrics = Vec::new();
+        let mut batch_processor_metrics = Vec::new();
         let mut batcher_roles = Vec::new();
         for batcher in self.batchers {
             let partitioned = batcher.partition_by.is_some() && batcher.concurrency > 1;
@@ -556,55 +581,54 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             routes.push((
                 batcher.name.clone(),
                 BatcherRoute {
-                    first: batcher_stages.len(),
+                    first: batchers.len(),
                     stages,
                     partition_by: batcher.partition_by.clone(),
                 },
             ));
             for partition in 0..stages {
                 let counters = Arc::new(Counters::default());
-                let max_demand = batcher.max_demand.unwrap_or(batcher.batch_size);
-                let stage = weir_gen_stage::start_producer_consumer(BatcherStage::<T>::new(
-                    batcher.name.clone(),
-                    (batcher.batch_size, batcher.weight.clone()),
-                    batcher.batch_timeout,
-                    max_demand,
-                    Upstreams::new(counters.clone()),
-                ))
-                .await?;
+                let params = BatcherParams {
+                    name: batcher.name.clone(),
+                    batch_size: batcher.batch_size,
+                    weight: batcher.weight.clone(),
+                    batch_timeout: batcher.batch_timeout,
+                    max_demand: batcher.max_demand.unwrap_or(batcher.batch_size),
+                };
+                let stage = Wiring::start_batcher(params, counters.clone()).await?;
+                batcher_metrics.push(batcher_roles.len());
                 batcher_roles.push((
                     StageRole::Batcher {
                         name: batcher.name.clone(),
                         partition: partitioned.then_some(partition),
                     },
-                    stage.id(),
+                    stage.stage.id(),
                     counters,
                 ));
                 for slot in 0..per_stage {
                     let index = partition * per_stage + slot;
                     let counters = Arc::new(Counters::default());
-                    let processor = weir_gen_stage::start_consumer(BatchProcessor {
-                        name: name.clone(),
+                    let processor = Wiring::start_batch_processor(
+                        name.clone(),
+                        self.handle_failed.clone(),
                         index,
-                        handle_batch: batcher.handle_batch.clone(),
-                        handle_failed: self.handle_failed.clone(),
-                        upstreams: Upstreams::new(counters.clone()),
-                    })
+                        batcher.handle_batch.clone(),
+                        counters.clone(),
+                        (batchers.len(), &stage.producer),
+                    )
                     .await?;
+                    batch_processor_metrics.push(batcher_roles.len());
                     batcher_roles.push((
                         StageRole::BatchProcessor {
                             batcher: batcher.name.clone(),
                             index,
                         },
-                        processor.id(),
+                        processor.stage.id(),
                         counters,
                     ));
-                    processor
-                        .subscribe(&stage, temporary().max_demand(1).min_demand(0))
-                        .await?;
-                    downstream.push(AnyStage::from(&processor));
+                    batch_processors.push(processor);
                 }
-                batcher_stages.push((stage, max_demand));
+                batchers.push(stage);
             }
         }
 
@@ -626,57 +650,51 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             prepare_messages: self.prepare_messages.clone(),
             handle_message,
             handle_failed: self.handle_failed.clone(),
-            batchers: (!batcher_stages.is_empty()).then(|| Arc::new(Routes::new(routes))),
+            batchers: (!batchers.is_empty()).then(|| Arc::new(Routes::new(routes))),
             limiter: limiter.clone(),
             max_demand,
             min_demand,
         };
-        let mut processors: Vec<ConsumerRef<Message<T>>> = Vec::with_capacity(concurrency);
-        let mut processor_stages: Vec<AnyStage> = Vec::with_capacity(concurrency);
-        let mut middle: Vec<AnyStage> = Vec::new();
+        let batcher_count = batchers.len();
+        // One batcher stage: every message goes to it, no routing.
+        let route: Arc<dyn Fn() -> Box<dyn Dispatcher<Message<T>>> + Send + Sync> =
+            Arc::new(move || -> Box<dyn Dispatcher<Message<T>>> {
+                if batcher_count <= 1 {
+                    Box::new(DemandDispatcher::new())
+                } else {
+                    Box::new(PartitionDispatcher::with_hash(
+                        batcher_count,
+                        |message: Message<T>| {
+                            let index = message.batcher_index;
+                            Some((message, index))
+                        },
+                    ))
+                }
+            });
+        let partition_by = self.partition_by.clone();
+        let mut wiring = Wiring {
+            name: name.clone(),
+            sources: Vec::new(),
+            inputs: Vec::new(),
+            fronts: Vec::new(),
+            processor,
+            processors: Vec::with_capacity(concurrency),
+            batchers,
+            batch_processors,
+            handle_failed: self.handle_failed.clone(),
+            partitioned: partition_by.is_some(),
+            route,
+        };
+        let mut processor_metrics = Vec::with_capacity(concurrency);
         for index in 0..concurrency {
             let counters = Arc::new(Counters::default());
-            let state =
-                ProcessorState::new(processor.clone(), index, Upstreams::new(counters.clone()));
-            if batcher_stages.is_empty() {
-                let sink = weir_gen_stage::start_consumer(ProcessorSink(state)).await?;
-                metrics.push((StageRole::Processor { index }, sink.id(), counters));
-                processors.push(sink.consumer());
-                processor_stages.push(AnyStage::from(&sink));
-                continue;
-            }
-            // One batcher stage: every message goes to it, no routing.
-            let route: Box<dyn Dispatcher<Message<T>>> = if batcher_stages.len() == 1 {
-                Box::new(DemandDispatcher::new())
-            } else {
-                Box::new(PartitionDispatcher::with_hash(
-                    batcher_stages.len(),
-                    |message: Message<T>| {
-                        let index = message.batcher_index;
-                        Some((message, index))
-                    },
-                ))
-            };
-            let stage = weir_gen_stage::start_producer_consumer_with(
-                ProcessorStage(state),
-                ProducerConsumerOptions::new().boxed_dispatcher(route),
-            )
-            .await?;
-            metrics.push((StageRole::Processor { index }, stage.id(), counters));
-            for (index, (batcher, batcher_demand)) in batcher_stages.iter().enumerate() {
-                let mut options = with_demand(*batcher_demand);
-                if batcher_stages.len() > 1 {
-                    options = options.partition(index);
-                }
-                batcher.subscribe(&stage, options).await?;
-            }
-            processors.push(stage.consumer());
-            processor_stages.push(AnyStage::from(&stage));
+            // No inputs yet: the processors subscribe to them below.
+            let slot = wiring.start_processor(index, counters.clone()).await?;
+            processor_metrics.push(metrics.len());
+            metrics.push((StageRole::Processor { index }, slot.stage.id(), counters));
+            wiring.processors.push(slot);
         }
-        middle.extend(processor_stages.iter().cloned());
-        for (batcher, _) in &batcher_stages {
-            middle.push(AnyStage::from(batcher));
-        }
+        let processors_count = metrics.len();
         metrics.extend(batcher_roles);
 
         // Producers last, so that nothing flows before every stage is
@@ -684,8 +702,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         // the processors through a partition dispatcher: the pipeline's own
         // stage in front of the producer (the one that wraps data in
         // messages, or a pass-through), or the test producer's.
-        let partition_by = self.partition_by.clone();
-        let dispatcher = || -> Box<dyn Dispatcher<Message<T>>> {
+        let dispatcher = move || -> Box<dyn Dispatcher<Message<T>>> {
             match &partition_by {
                 Some(by) => {
                     let by = by.clone();
@@ -700,14 +717,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 None => Box::new(DemandDispatcher::new()),
             }
         };
+        let dispatcher = Arc::new(dispatcher);
         // A stage in front of a producer asks for what all the processors
         // may ask of it.
         let front_demand = max_demand.saturating_mul(concurrency);
-        let mut sources = Vec::new();
-        let mut front = Vec::new();
         let mut test_producer = None;
         let mut started = Vec::new();
-        let mut inputs: Vec<ProducerRef<Message<T>>> = Vec::new();
         // Producers whose demand the pipeline holds until every processor
         // has subscribed (so that a finite producer cannot finish, and
         // stop, before the last processor subscribes to it).
@@ -722,66 +737,129 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 }));
             }
             match source {
-                Source::Messages(producer) if partition_by.is_some() => {
+                Source::Messages(producer) if wiring.partitioned => {
                     let route = weir_gen_stage::start_producer_consumer_with(
                         Map::new(|message: Message<T>| message),
-                        ProducerConsumerOptions::new().boxed_dispatcher(dispatcher()),
+                        ProducerConsumerOptions::new()
+                            .boxed_dispatcher(dispatcher())
+                            .on_unhandled(fail_messages())
+                            .on_undelivered(fail_messages()),
                     )
                     .await?;
                     route
                         .subscribe(&producer, with_demand(front_demand))
                         .await?;
-                    sources.push(AnyStage::from(&producer));
-                    front.push(AnyStage::from(&route));
-                    inputs.push(route.producer());
+                    wiring.sources.push(SourceSlot {
+                        stage: AnyStage::from(&producer),
+                        input: None,
+                        started: None,
+                        restart: None,
+                    });
+                    wiring.fronts.push(AnyStage::from(&route));
+                    wiring.inputs.push(route.producer());
                 }
                 Source::Messages(producer) => {
-                    sources.push(AnyStage::from(&producer));
-                    inputs.push(producer);
+                    wiring.sources.push(SourceSlot {
+                        stage: AnyStage::from(&producer),
+                        input: Some(wiring.inputs.len()),
+                        started: None,
+                        restart: None,
+                    });
+                    wiring.inputs.push(producer);
                 }
                 Source::Transformed(start) => {
                     let transformed = start(dispatcher(), front_demand).await?;
-                    sources.push(transformed.source);
-                    front.push(transformed.front);
-                    inputs.push(transformed.input);
+                    wiring.sources.push(SourceSlot {
+                        stage: transformed.source,
+                        input: None,
+                        started: None,
+                        restart: None,
+                    });
+                    wiring.fronts.push(transformed.front);
+                    wiring.inputs.push(transformed.input);
                     held.extend(transformed.held);
                 }
                 Source::Start(start) => {
                     for start in start {
-                        let (producer, stage) = start(dispatcher()).await?;
-                        sources.push(stage);
-                        started.push(producer.clone());
+                        let (producer, stage) = start(dispatcher(), DemandMode::Accumulate).await?;
                         let release = producer.clone();
                         held.push(Box::pin(async move {
                             release.set_demand_mode(DemandMode::Forward).await
                         }));
-                        inputs.push(producer);
+                        let again = start.clone();
+                        let dispatcher = dispatcher.clone();
+                        let restart: RestartSource<T> =
+                            Arc::new(move || again(dispatcher(), DemandMode::Accumulate));
+                        wiring.sources.push(SourceSlot {
+                            stage,
+                            input: Some(wiring.inputs.len()),
+                            started: Some(started.len()),
+                            restart: Some(restart),
+                        });
+                        started.push(producer.clone());
+                        wiring.inputs.push(producer);
                     }
                 }
                 Source::Test => {
                     let inlet = Arc::new(Inlet::new());
-                    // Unbounded: what a drain flushes waits there for the
-                    // processors' demand.
-                    let push = weir_gen_stage::start_producer_with(
-                        PushProducer::<T>::new(inlet.clone()),
-                        ProducerOptions::new()
-                            .boxed_dispatcher(dispatcher())
-                            .buffer_size(BufferSize::Infinity),
-                    )
-                    .await?;
-                    sources.push(AnyStage::from(&push));
-                    inputs.push(push.producer());
-                    test_producer = Some(TestProducer { inlet, stage: push });
+                    let start_push = {
+                        let inlet = inlet.clone();
+                        let dispatcher = dispatcher.clone();
+                        move |demand: DemandMode| {
+                            let inlet = inlet.clone();
+                            let dispatcher = dispatcher();
+                            async move {
+                                // Unbounded: what a drain flushes waits
+                                // there for the processors' demand.
+                                weir_gen_stage::start_producer_with(
+                                    PushProducer::<T>::new(inlet),
+                                    ProducerOptions::new()
+                                        .boxed_dispatcher(dispatcher)
+                                        .buffer_size(BufferSize::Infinity)
+                                        .demand(demand)
+                                        .on_undelivered(fail_messages()),
+                                )
+                                .await
+                            }
+                        }
+                    };
+                    let push = start_push(DemandMode::Forward).await?;
+                    let stage_slot: TestStage<T> = Arc::new(Mutex::new(None));
+                    let restart: RestartSource<T> = {
+                        let stage_slot = stage_slot.clone();
+                        Arc::new(move || {
+                            let start = start_push(DemandMode::Accumulate);
+                            let stage_slot = stage_slot.clone();
+                            Box::pin(async move {
+                                let push = start.await?;
+                                *stage_slot.lock().unwrap_or_else(|p| p.into_inner()) =
+                                    Some(push.clone());
+                                Ok((push.producer(), AnyStage::from(&push)))
+                            })
+                        })
+                    };
+                    wiring.sources.push(SourceSlot {
+                        stage: AnyStage::from(&push),
+                        input: Some(wiring.inputs.len()),
+                        started: None,
+                        restart: Some(restart),
+                    });
+                    wiring.inputs.push(push.producer());
+                    test_producer = Some(TestProducer {
+                        inlet,
+                        stage: push,
+                        restarted: stage_slot,
+                    });
                 }
             }
         }
-        for (index, processor) in processors.iter().enumerate() {
-            for input in &inputs {
+        for (index, processor) in wiring.processors.iter().enumerate() {
+            for input in &wiring.inputs {
                 let mut options = with_demand(max_demand);
-                if partition_by.is_some() {
+                if wiring.partitioned {
                     options = options.partition(index);
                 }
-                processor.subscribe(input, options).await?;
+                processor.consumer.subscribe(input, options).await?;
             }
         }
         // Every subscription is up: let demand flow.
@@ -789,40 +867,92 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             release.await?;
         }
 
+        let processor_stages: Vec<AnyStage> =
+            wiring.processors.iter().map(|p| p.stage.clone()).collect();
+        // Every stage but the producers, upstream first, and where each
+        // sits.
+        let mut stages: Vec<AnyStage> = wiring.fronts.clone();
+        let fronts = (0..stages.len()).collect();
+        let processors_at = (stages.len()..stages.len() + concurrency).collect();
+        stages.extend(processor_stages);
+        let batchers_at = (stages.len()..stages.len() + wiring.batchers.len()).collect();
+        stages.extend(wiring.batchers.iter().map(|b| b.stage.clone()));
+        let batch_processors_at =
+            (stages.len()..stages.len() + wiring.batch_processors.len()).collect();
+        stages.extend(wiring.batch_processors.iter().map(|p| p.stage.clone()));
+        let places = Places {
+            fronts,
+            processors: processors_at,
+            batchers: batchers_at,
+            batch_processors: batch_processors_at,
+            processor_metrics,
+            batcher_metrics: batcher_metrics
+                .into_iter()
+                .map(|i| i + processors_count)
+                .collect(),
+            batch_processor_metrics: batch_processor_metrics
+                .into_iter()
+                .map(|i| i + processors_count)
+                .collect(),
+        };
+        let sources: Vec<AnyStage> = wiring.sources.iter().map(|s| s.stage.clone()).collect();
+        let inlet = test_producer.as_ref().map(|test| test.inlet.clone());
+        let shared = Arc::new(Shared::new(
+            View {
+                sources,
+                producers: started,
+                stages,
+                metrics,
+            },
+            inlet,
+        ));
         if let Some(limiter) = &limiter {
-            let stages = processor_stages.clone();
+            // Intervals run until every stage has stopped for good.
+            let shared = shared.clone();
             tokio::spawn(run_intervals(Arc::downgrade(limiter), async move {
-                for stage in &stages {
-                    stage.stopped().await;
-                }
+                shared.done().await;
             }));
         }
-
-        let mut stages = front;
-        stages.extend(middle);
-        stages.extend(downstream);
+        let running = Arc::downgrade(&shared);
         crate::topology::register(
             name.clone(),
-            sources.iter().chain(&stages).cloned().collect(),
+            Arc::new(move || running.upgrade().is_some_and(|shared| shared.is_running())),
         );
-        let pipeline = Pipeline {
+        supervise(
+            wiring,
+            places,
+            shared.clone(),
+            (self.max_restarts, self.max_seconds),
+            self.shutdown_timeout,
+        );
+        Ok(Pipeline {
             name,
-            sources,
-            producers: started,
-            stages,
+            shared,
             test_producer,
-            metrics,
             limiter,
-        };
-        pipeline.finish_when_producers_finish(self.shutdown_timeout);
-        Ok(pipeline)
+        })
     }
 }
+
+/// The test producer's stage once started again (the supervisor puts it
+/// there).
+type TestStage<T> = Arc<Mutex<Option<ProducerHandle<PushProducer<T>>>>>;
 
 /// The test producer and the inlet its messages are pushed into.
 struct TestProducer<T: Send + 'static> {
     inlet: Arc<Inlet<T>>,
-    stage: ProducerHandle<PushProducer<T>, PushProducerMessages>,
+    stage: ProducerHandle<PushProducer<T>>,
+    restarted: TestStage<T>,
+}
+
+impl<T: Send + 'static> TestProducer<T> {
+    /// The producer's stage now.
+    fn stage(&self) -> ProducerHandle<PushProducer<T>> {
+        match &*self.restarted.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(stage) => stage.clone(),
+            None => self.stage.clone(),
+        }
+    }
 }
 
 /// Hold `producer`'s demand (accumulate mode) while the pipeline
@@ -844,24 +974,19 @@ async fn hold<E: Send + 'static>(producer: &ProducerRef<E>) -> Result<bool, Erro
 /// processors, each a gen-stage stage. See the [crate documentation](crate).
 pub struct Pipeline<T: Send + 'static> {
     name: Arc<str>,
-    /// The producers given to the builder (and the test producer).
-    sources: Vec<AnyStage>,
-    /// The producers it started (`producers`).
-    producers: Vec<ProducerRef<Message<T>>>,
-    /// Every other stage, upstream first.
-    stages: Vec<AnyStage>,
+    /// Its stages as they are now (the supervisor starts some again).
+    shared: Arc<Shared<T>>,
     test_producer: Option<TestProducer<T>>,
-    /// Every stage's counters (processors, then batchers and their batch
-    /// processors).
-    metrics: Vec<(StageRole, StageId, Arc<Counters>)>,
     limiter: Option<Arc<RateLimiter>>,
 }
 
 impl<T: Send + 'static> std::fmt::Debug for Pipeline<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let view = self.shared.view();
         f.debug_struct("Pipeline")
-            .field("sources", &self.sources)
-            .field("stages", &self.stages)
+            .field("name", &self.name)
+            .field("sources", &view.sources)
+            .field("stages", &view.stages)
             .field("test_producer", &self.test_producer.is_some())
             .field("limiter", &self.limiter)
             .finish_non_exhaustive()
@@ -883,13 +1008,16 @@ impl<T: Send + 'static> Pipeline<T> {
             name: Arc::from("pipeline"),
             rate_limiting: None,
             partition_by: None,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+            max_seconds: DEFAULT_MAX_SECONDS,
         }
     }
 
     /// The producers the pipeline started from
-    /// [`PipelineBuilder::producers`], in the order they were made.
-    pub fn producers(&self) -> &[ProducerRef<Message<T>>] {
-        &self.producers
+    /// [`PipelineBuilder::producers`], in the order they were made (a
+    /// producer started again replaces the one it stands for).
+    pub fn producers(&self) -> Vec<ProducerRef<Message<T>>> {
+        self.shared.view().producers.clone()
     }
 
     /// The pipeline's name.
@@ -901,10 +1029,11 @@ impl<T: Send + 'static> Pipeline<T> {
     /// producers, processors and batchers, with their stage ids (see
     /// [`stages`](Self::stages) and [`metrics`](Self::metrics)).
     pub fn topology(&self) -> Topology {
+        let view = self.shared.view();
         Topology::new(
             &self.name,
-            &self.sources,
-            self.metrics.iter().map(|(role, stage, _)| (role, *stage)),
+            &view.sources,
+            view.metrics.iter().map(|(role, stage, _)| (role, *stage)),
         )
     }
 
@@ -923,6 +1052,8 @@ impl<T: Send + 'static> Pipeline<T> {
     pub fn metrics(&self) -> PipelineMetrics {
         PipelineMetrics {
             stages: self
+                .shared
+                .view()
                 .metrics
                 .iter()
                 .map(|(role, stage, counters)| counters.snapshot(role.clone(), *stage))
@@ -964,25 +1095,6 @@ impl<T: Send + 'static> Pipeline<T> {
         Ok(())
     }
 
-    /// Once every producer has stopped on its own (e.g. its iterator
-    /// ended), drain the rest: partial batches are flushed and acked.
-    fn finish_when_producers_finish(&self, timeout: Duration) {
-        let sources = self.sources.clone();
-        let stages = self.stages.clone();
-        tokio::spawn(async move {
-            for source in &sources {
-                source.stopped().await;
-            }
-            let report = Drain::new(timeout).stages(stages.iter()).run().await;
-            if !report.is_complete() {
-                tracing::warn!(
-                    undelivered = report.undelivered(),
-                    "the pipeline's producers finished, but it did not drain in time"
-                );
-            }
-        });
-    }
-
     /// Graceful shutdown: producers stop emitting, every message already
     /// produced is handled, partial batches are flushed, and everything is
     /// acked; then the stages stop, upstream first. If `deadline` passes
@@ -996,11 +1108,15 @@ impl<T: Send + 'static> Pipeline<T> {
             // empties as the processors ask (a stopped producer already
             // acked its queue failed).
             test.inlet.close();
-            let _ = test.stage.call(Flush, deadline).await;
         }
+        // No stage is started again from now on.
+        self.shared.stop_restarts().await;
+        if let Some(test) = &self.test_producer {
+            let _ = test.stage().call(Flush, deadline).await;
+        }
+        let stages: Vec<AnyStage> = self.stages();
         Drain::new(deadline.saturating_sub(started.elapsed()))
-            .stages(self.sources.iter())
-            .stages(self.stages.iter())
+            .stages(stages.iter())
             .run()
             .await
     }
@@ -1008,14 +1124,34 @@ impl<T: Send + 'static> Pipeline<T> {
     /// Wait until every stage of the pipeline has stopped (after its
     /// producers finished and it drained, or after [`drain`](Self::drain)).
     pub async fn stopped(&self) {
-        for stage in self.sources.iter().chain(&self.stages) {
-            stage.stopped().await;
+        self.shared.done().await;
+    }
+
+    /// Wait until every stage of the pipeline has stopped, like
+    /// [`stopped`](Self::stopped), and say why: `Ok` after a drain (its own
+    /// or [`drain`](Self::drain)), [`Error::TooManyRestarts`] if the
+    /// pipeline went down because its stages stopped abnormally more often
+    /// than [`max_restarts`](PipelineBuilder::max_restarts) allows (or
+    /// [`Error::Stage`] if a stage could not be started again). The error is
+    /// returned once; later calls return `Ok`.
+    pub async fn exited(&self) -> Result<(), Error> {
+        self.shared.done().await;
+        match self.shared.take_failure() {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
     }
 
+    /// Why the pipeline went down, if it did (see [`exited`](Self::exited)),
+    /// without waiting.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure()
+    }
+
     /// Every stage of the pipeline, producers first.
-    pub fn stages(&self) -> impl Iterator<Item = &AnyStage> {
-        self.sources.iter().chain(&self.stages)
+    pub fn stages(&self) -> Vec<AnyStage> {
+        let view = self.shared.view();
+        view.sources.iter().chain(&view.stages).cloned().collect()
     }
 
     /// Push messages into the test producer (Broadway's `push_messages`):
@@ -1033,10 +1169,13 @@ impl<T: Send + 'static> Pipeline<T> {
         };
         match test.inlet.push(messages) {
             Pushed::Queued { wake } => {
-                // The producer is running, or stopping and will ack the
-                // queue failed: either way the messages are in its hands.
+                // The producer is running, or stopping: then it acks the
+                // queue failed (a shutdown), the producer started in its
+                // place sends it, or the pipeline going down acks it
+                // failed. Either way the messages are in the pipeline's
+                // hands.
                 if wake {
-                    let _ = test.stage.cast(Wake);
+                    let _ = test.stage().cast(Wake);
                 }
                 Ok(())
             }

@@ -316,7 +316,7 @@ macro_rules! granted {
 }
 
 fn stage_grant<T: Send + 'static>(
-    ctx: &ProducerConsumerContext<'_, ProcessorStage<T>, ProcessorMessages>,
+    ctx: &ProducerConsumerContext<'_, ProcessorStage<T>>,
 ) -> Option<Grant> {
     let me = ctx.stage_ref()?;
     Some(Arc::new(move |subscription, n| {
@@ -324,9 +324,7 @@ fn stage_grant<T: Send + 'static>(
     }))
 }
 
-fn sink_grant<T: Send + 'static>(
-    ctx: &ConsumerContext<'_, ProcessorSink<T>, ProcessorMessages>,
-) -> Option<Grant> {
+fn sink_grant<T: Send + 'static>(ctx: &ConsumerContext<'_, ProcessorSink<T>>) -> Option<Grant> {
     let me = ctx.stage_ref()?;
     Some(Arc::new(move |subscription, n| {
         me.send_info(Granted { subscription, n }).is_ok()
@@ -339,14 +337,15 @@ pub(crate) struct ProcessorStage<T>(pub ProcessorState<T>);
 /// What a processor's stages are sent: the rate limiter's grants, as infos.
 pub(crate) type ProcessorMessages = weir_gen_stage::Infos<Granted>;
 
-impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T> {
+impl<T: Send + 'static> ProducerConsumer for ProcessorStage<T> {
+    type Messages = ProcessorMessages;
     type In = Message<T>;
     type Out = Message<T>;
     async fn handle_subscribe_producer(
         &mut self,
         subscription: Subscription,
         _options: &SubscribeOptions<Message<T>>,
-        ctx: &mut ProducerConsumerContext<'_, Self, ProcessorMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
         let (max, min) = (self.0.shared.max_demand, self.0.shared.min_demand);
         let first = self.0.upstreams.subscribe(subscription.id, max, min);
@@ -358,7 +357,7 @@ impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T
         &mut self,
         events: Vec<Message<T>>,
         from: Subscription,
-        ctx: &mut ProducerConsumerContext<'_, Self, ProcessorMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Message<T>> {
         let n = events.len();
         let forward = self.0.process(events);
@@ -370,7 +369,7 @@ impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T
     async fn handle_info(
         &mut self,
         info: Granted,
-        ctx: &mut ProducerConsumerContext<'_, Self, ProcessorMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Message<T>> {
         granted!(self.0, ctx, info);
         Noreply::none()
@@ -380,7 +379,7 @@ impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T
         &mut self,
         _cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, ProcessorMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<Message<T>> {
         self.0.forget(subscription.id);
         Noreply::none()
@@ -389,7 +388,7 @@ impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T
     async fn terminate(
         &mut self,
         _reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self, ProcessorMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) {
         self.0.forget_all();
     }
@@ -398,13 +397,14 @@ impl<T: Send + 'static> ProducerConsumer<ProcessorMessages> for ProcessorStage<T
 /// A processor of a pipeline without batchers: the last stage.
 pub(crate) struct ProcessorSink<T>(pub ProcessorState<T>);
 
-impl<T: Send + 'static> Consumer<ProcessorMessages> for ProcessorSink<T> {
+impl<T: Send + 'static> Consumer for ProcessorSink<T> {
+    type Messages = ProcessorMessages;
     type Event = Message<T>;
     async fn handle_subscribe(
         &mut self,
         subscription: Subscription,
         _options: &SubscribeOptions<Message<T>>,
-        ctx: &mut ConsumerContext<'_, Self, ProcessorMessages>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
         let (max, min) = (self.0.shared.max_demand, self.0.shared.min_demand);
         let first = self.0.upstreams.subscribe(subscription.id, max, min);
@@ -416,7 +416,7 @@ impl<T: Send + 'static> Consumer<ProcessorMessages> for ProcessorSink<T> {
         &mut self,
         events: Vec<Message<T>>,
         from: Subscription,
-        ctx: &mut ConsumerContext<'_, Self, ProcessorMessages>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         let n = events.len();
         let forward = self.0.process(events);
@@ -426,11 +426,7 @@ impl<T: Send + 'static> Consumer<ProcessorMessages> for ProcessorSink<T> {
         Noreply::none()
     }
 
-    async fn handle_info(
-        &mut self,
-        info: Granted,
-        ctx: &mut ConsumerContext<'_, Self, ProcessorMessages>,
-    ) -> Noreply {
+    async fn handle_info(&mut self, info: Granted, ctx: &mut ConsumerContext<'_, Self>) -> Noreply {
         granted!(self.0, ctx, info);
         Noreply::none()
     }
@@ -439,17 +435,13 @@ impl<T: Send + 'static> Consumer<ProcessorMessages> for ProcessorSink<T> {
         &mut self,
         _cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, ProcessorMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         self.0.forget(subscription.id);
         Noreply::none()
     }
 
-    async fn terminate(
-        &mut self,
-        _reason: &StopReason,
-        _ctx: &mut ConsumerContext<'_, Self, ProcessorMessages>,
-    ) {
+    async fn terminate(&mut self, _reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
         self.0.forget_all();
     }
 }

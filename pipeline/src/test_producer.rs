@@ -76,6 +76,14 @@ impl<T> Inlet<T> {
         state.queue.drain(..n).collect()
     }
 
+    /// Close, and ack every message queued failed with `reason`.
+    pub fn fail_all(&self, reason: &str)
+    where
+        T: 'static,
+    {
+        ack_failed(self.close_and_take_all(), reason);
+    }
+
     /// Close, and take every message queued.
     fn close_and_take_all(&self) -> Vec<Message<T>> {
         let mut state = self.lock();
@@ -129,13 +137,14 @@ pub(crate) struct Flush;
 
 pub(crate) type PushProducerMessages = Msgs<Flush, (), Wake>;
 
-impl<T: Send + 'static> Producer<PushProducerMessages> for PushProducer<T> {
+impl<T: Send + 'static> Producer for PushProducer<T> {
+    type Messages = PushProducerMessages;
     type Event = Message<T>;
 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, PushProducerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<Message<T>> {
         self.demand += demand;
         self.emit()
@@ -144,7 +153,7 @@ impl<T: Send + 'static> Producer<PushProducerMessages> for PushProducer<T> {
     async fn handle_cast(
         &mut self,
         _wake: Wake,
-        _ctx: &mut ProducerContext<'_, Self, PushProducerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<Message<T>> {
         self.emit()
     }
@@ -153,20 +162,21 @@ impl<T: Send + 'static> Producer<PushProducerMessages> for PushProducer<T> {
         &mut self,
         _flush: Flush,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self, PushProducerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Reply<(), Message<T>> {
         let messages = self.inlet.close_and_take_all();
         self.demand = self.demand.saturating_sub(messages.len());
         Reply::Reply((), messages)
     }
 
-    /// Messages pushed but never sent (the producer was stopped without
-    /// the pipeline's drain) are acked failed.
-    async fn terminate(
-        &mut self,
-        reason: &StopReason,
-        _ctx: &mut ProducerContext<'_, Self, PushProducerMessages>,
-    ) {
+    /// Messages pushed but never sent (the producer was stopped by a
+    /// shutdown without the pipeline's drain, e.g. a drain's deadline) are
+    /// acked failed. Any other stop leaves them to the producer started in
+    /// its place (or to the pipeline going down).
+    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ProducerContext<'_, Self>) {
+        if !reason.is_transient_shutdown() {
+            return;
+        }
         let left = self.inlet.close_and_take_all();
         ack_failed(
             left,

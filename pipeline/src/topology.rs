@@ -123,21 +123,25 @@ impl Topology {
     }
 }
 
-/// Every pipeline started in this process: its name and stages.
-static STARTED: Mutex<Vec<(Arc<str>, Vec<AnyStage>)>> = Mutex::new(Vec::new());
+/// Whether a pipeline is still running.
+pub(crate) type Running = Arc<dyn Fn() -> bool + Send + Sync>;
 
-fn started() -> MutexGuard<'static, Vec<(Arc<str>, Vec<AnyStage>)>> {
+/// Every pipeline started in this process: its name, and whether it runs.
+static STARTED: Mutex<Vec<(Arc<str>, Running)>> = Mutex::new(Vec::new());
+
+fn started() -> MutexGuard<'static, Vec<(Arc<str>, Running)>> {
     // Nothing panics while holding the lock: a poisoned list is whole.
     STARTED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A pipeline started: it counts as running while any of its stages is.
-pub(crate) fn register(name: Arc<str>, stages: Vec<AnyStage>) {
+/// A pipeline started: it counts as running until every stage has stopped
+/// for good (stages started again count).
+pub(crate) fn register(name: Arc<str>, running: Running) {
     let mut started = started();
-    started.retain(|(_, stages)| stages.iter().any(AnyStage::is_alive));
-    started.push((name, stages));
+    started.retain(|(_, running)| running());
+    started.push((name, running));
 }
 
 /// The names of the pipelines of this process that are running (any of
@@ -145,6 +149,6 @@ pub(crate) fn register(name: Arc<str>, stages: Vec<AnyStage>) {
 /// `all_running/0`). A name appears once per running pipeline of that name.
 pub fn all_running() -> Vec<String> {
     let mut started = started();
-    started.retain(|(_, stages)| stages.iter().any(AnyStage::is_alive));
+    started.retain(|(_, running)| running());
     started.iter().map(|(name, _)| name.to_string()).collect()
 }

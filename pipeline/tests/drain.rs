@@ -40,7 +40,7 @@ async fn drain_flushes_a_partial_batch_and_acks_it() -> Result<(), Error> {
     assert!(acked.iter().all(Message::is_ok), "{acked:?}");
     assert_eq!(*triggers.lock().expect("lock"), [BatchTrigger::Flush]);
     pipeline.stopped().await;
-    assert!(pipeline.stages().all(|stage| !stage.is_alive()));
+    assert!(pipeline.stages().iter().all(|stage| !stage.is_alive()));
     Ok(())
 }
 

@@ -168,6 +168,7 @@ struct Keys {
 }
 
 impl weir_gen_stage::Producer for Keys {
+    type Messages = ();
     type Event = Message<(u64, u32)>;
 
     async fn handle_demand(
@@ -208,7 +209,7 @@ async fn producers_started_by_the_pipeline_are_partitioned_at_the_source() -> Re
     assert_eq!(pipeline.producers().len(), 3);
     // The producers are the pipeline's first stages, with no stage in front of
     // the processors: 3 producers + 4 processors.
-    assert_eq!(pipeline.stages().count(), 7);
+    assert_eq!(pipeline.stages().len(), 7);
     for producer in pipeline.producers() {
         let status = producer.status().await?;
         assert_eq!(

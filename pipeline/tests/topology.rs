@@ -43,7 +43,7 @@ on_both_runtimes! {
             .chain(topology.processors.stages.iter().copied())
             .chain(topology.batchers.iter().flat_map(|b| b.stages.iter().chain(&b.batch_processors).copied()))
             .collect();
-        let mut stages: Vec<_> = pipeline.stages().map(|s| s.id()).collect();
+        let mut stages: Vec<_> = pipeline.stages().into_iter().map(|s| s.id()).collect();
         ids.sort();
         stages.sort();
         assert_eq!(ids, stages);

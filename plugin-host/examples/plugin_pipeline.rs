@@ -29,6 +29,7 @@ struct Numbers {
 }
 
 impl Producer for Numbers {
+    type Messages = ();
     type Event = u64;
 
     async fn init(
@@ -58,6 +59,7 @@ impl Producer for Numbers {
 struct Counter(mpsc::UnboundedSender<usize>);
 
 impl Consumer for Counter {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(

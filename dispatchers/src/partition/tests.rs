@@ -240,10 +240,10 @@ fn subscribes_asks_and_cancels_with_buffer() {
         drain(&mut out),
         vec![
             Emit::Info(InfoId(1)),
-            Emit::Warning(Warning::EventsDropped {
-                count: 5,
+            Emit::Discarded {
+                events: vec![1, 2, 5, 6, 7],
                 reason: DROPPED_ON_CANCEL,
-            }),
+            },
         ]
     );
 }
@@ -602,4 +602,20 @@ fn a_dispatch_beyond_the_demand_returns_the_rest_in_order() {
         vec![events(1, vec![2, 4]), events(2, vec![1])]
     );
     assert_eq!(waiting_and_pending(&d), (0, 0));
+}
+
+#[test]
+fn take_held_hands_over_every_queued_event() {
+    let mut d = PartitionDispatcher::with_hash(2, |n: u32| Some((n, (n % 2) as usize)));
+    let mut out = Outbox::new();
+    subscribe(&mut d, &mut out, 0, 0);
+    subscribe(&mut d, &mut out, 1, 1);
+    assert_eq!(d.ask(sub(0), 3, &mut out), 3);
+    assert_eq!(d.ask(sub(1), 1, &mut out), 1);
+    // 1 goes out; 3, 5 and 7 wait in partition 1.
+    assert_eq!(d.dispatch(vec![1, 3, 5, 7], &mut out), NOTHING);
+    assert_eq!(Dispatcher::buffered(&d), 3);
+    assert_eq!(d.take_held(), vec![3, 5, 7]);
+    assert_eq!(Dispatcher::buffered(&d), 0);
+    assert_eq!(d.take_held(), Vec::<u32>::new());
 }

@@ -23,6 +23,7 @@ struct Numbers {
 }
 
 impl Producer for Numbers {
+    type Messages = ();
     type Event = u64;
 
     async fn init(
@@ -54,6 +55,7 @@ impl Producer for Numbers {
 struct Doubler;
 
 impl ProducerConsumer for Doubler {
+    type Messages = ();
     type In = u64;
     type Out = u64;
 
@@ -74,6 +76,7 @@ impl ProducerConsumer for Doubler {
 struct Counter(Arc<Tally>);
 
 impl Consumer for Counter {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(

@@ -9,7 +9,6 @@ use tokio::sync::mpsc;
 
 use super::Core;
 use crate::drain::{DrainOutcome, DrainRequest, DrainSignal, StageDrain, Undelivered};
-use crate::mailbox::Receiver;
 use crate::message::Msg;
 use crate::shared::Kind;
 use crate::stage::Callbacks;
@@ -133,7 +132,7 @@ impl<S: Callbacks> Core<S> {
         &mut self,
         reason: &StopReason,
         unhandled: &VecDeque<Msg<S>>,
-        rx: &mut Receiver<Msg<S>>,
+        queued: &VecDeque<Msg<S>>,
     ) {
         let Some(draining) = self.drain.take() else {
             return;
@@ -150,7 +149,7 @@ impl<S: Callbacks> Core<S> {
         let undelivered = Undelivered {
             buffered: self.producer.as_ref().map_or(0, |p| p.undelivered()),
             queued: self.consumer_status().1,
-            in_mailbox: in_mailbox(unhandled) + in_mailbox(&rx.take_queued()),
+            in_mailbox: in_mailbox(unhandled) + in_mailbox(queued),
             in_flight: self.stage.in_flight(),
         };
         let outcome = match draining.outcome {

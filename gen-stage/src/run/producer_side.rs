@@ -7,7 +7,7 @@ use super::{Core, Flow, Pending, ctx};
 use crate::buffer::Buffer;
 use crate::ids::IdMap;
 use crate::message::{Msg, SubscribeRequest};
-use crate::options::ProducerConfig;
+use crate::options::{EventsHook, ProducerConfig};
 use crate::shared::{Kind, MonitorId};
 use crate::stage::Callbacks;
 use crate::status::{BufferStatus, ConsumerSubscriptionStatus, ProducerStatus};
@@ -72,6 +72,9 @@ pub(super) struct ProducerSide<T> {
     /// Events dispatched to consumers whose subscriptions have ended (see
     /// [`dispatched`](Self::dispatched)).
     retired_sent: usize,
+    /// Where events that will never be sent go
+    /// ([`ProducerOptions::on_undelivered`](crate::ProducerOptions::on_undelivered)).
+    undelivered: Option<EventsHook<T>>,
 }
 
 impl<T: 'static> ProducerSide<T> {
@@ -88,7 +91,30 @@ impl<T: 'static> ProducerSide<T> {
             demand_held: setup.demand == DemandMode::Accumulate,
             pc_demand: 0,
             retired_sent: 0,
+            undelivered: setup.undelivered,
         }
+    }
+
+    /// Hand `events`, which will never be sent, to the undelivered hook
+    /// (a panic in it is logged), or drop them.
+    pub(super) fn give_up(&mut self, events: Vec<T>, reason: &StopReason) {
+        give_up(&mut self.undelivered, events, reason);
+    }
+
+    /// Every event produced and not sent (buffered, held by the
+    /// dispatcher, recorded while accumulating), in the order each would
+    /// have gone out; the producer side holds none afterwards.
+    pub(super) fn take_undelivered(&mut self) -> Vec<T> {
+        let mut events = self.dispatcher.take_held();
+        events.extend(self.buffer.take_all());
+        if let Some(accumulated) = self.accumulated.as_mut() {
+            for entry in accumulated.drain(..) {
+                if let Accumulated::Dispatch(dispatched) = entry {
+                    events.extend(dispatched);
+                }
+            }
+        }
+        events
     }
 
     /// Events dispatched to consumers since the stage started (a drain
@@ -160,6 +186,28 @@ impl<T: 'static> ProducerSide<T> {
     }
 }
 
+/// [`ProducerSide::give_up`] with the hook borrowed apart.
+#[cold]
+fn give_up<T>(hook: &mut Option<EventsHook<T>>, events: Vec<T>, reason: &StopReason) {
+    if events.is_empty() {
+        return;
+    }
+    match hook.as_mut() {
+        Some(hook) => {
+            let count = events.len();
+            let call = std::panic::AssertUnwindSafe(|| hook(events, reason));
+            if let Err(panic) = std::panic::catch_unwind(call) {
+                tracing::error!(
+                    count,
+                    panic = %StopReason::from_panic(&*panic),
+                    "the undelivered-events hook panicked"
+                );
+            }
+        }
+        None => tracing::debug!(count = events.len(), %reason, "undelivered events dropped"),
+    }
+}
+
 impl<S: Callbacks> Core<S> {
     pub(super) fn current_demand_mode(&self) -> DemandMode {
         match self.producer.as_ref().and_then(|p| p.accumulated.as_ref()) {
@@ -177,14 +225,25 @@ impl<S: Callbacks> Core<S> {
             return;
         }
         let ProducerSide {
-            outbox, consumers, ..
+            outbox,
+            consumers,
+            undelivered,
+            ..
         } = producer;
         for emit in outbox.drain() {
             match emit {
                 Emit::Events { to, events } => match consumers.get_mut(&to) {
                     Some(downstream) => {
                         downstream.sent = downstream.sent.wrapping_add(events.len());
-                        downstream.consumer.inner.events(to, events, None);
+                        if let Some(bounced) = downstream.consumer.inner.events(to, events, None) {
+                            // The consumer stopped before this reached it.
+                            let reason = downstream
+                                .consumer
+                                .shared()
+                                .reason()
+                                .unwrap_or(StopReason::Noproc);
+                            give_up(undelivered, bounced, &reason);
+                        }
                     }
                     None => tracing::warn!(
                         subscription = %to,
@@ -192,6 +251,17 @@ impl<S: Callbacks> Core<S> {
                         "dispatcher sent events to an unknown subscription; dropped"
                     ),
                 },
+                Emit::Discarded { events, reason } => {
+                    if undelivered.is_none() {
+                        tracing::warn!(
+                            count = events.len(),
+                            reason,
+                            "the dispatcher dropped {} events",
+                            events.len()
+                        );
+                    }
+                    give_up(undelivered, events, &StopReason::custom(reason));
+                }
                 Emit::Info(id) => self.pending.push_back(Pending::Info(id)),
                 Emit::Ask { subscription, n } => {
                     self.pending.push_back(Pending::Ask(subscription, n))

@@ -164,12 +164,13 @@ impl Counter {
 
 pub type CounterMessages = Msgs<CounterCall, u64, Vec<u64>, CounterInfo>;
 
-impl Producer<CounterMessages> for Counter {
+impl Producer for Counter {
+    type Messages = CounterMessages;
     type Event = u64;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<ProducerOptions<u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -177,7 +178,7 @@ impl Producer<CounterMessages> for Counter {
     async fn handle_demand(
         &mut self,
         demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         let _ = self.notify.send(Note::Demand(demand));
         if self.silent {
@@ -192,7 +193,7 @@ impl Producer<CounterMessages> for Counter {
         &mut self,
         subscription: Subscription,
         options: &SubscriptionOptions<u64>,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<(), StopReason> {
         let extra = options
             .extra
@@ -209,7 +210,7 @@ impl Producer<CounterMessages> for Counter {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         let _ = self
             .notify
@@ -221,7 +222,7 @@ impl Producer<CounterMessages> for Counter {
         &mut self,
         request: CounterCall,
         from: ReplyTo<u64>,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Reply<u64, u64> {
         match request {
             CounterCall::Queue(events) => Reply::Reply(self.counter, events),
@@ -241,7 +242,7 @@ impl Producer<CounterMessages> for Counter {
     async fn handle_cast(
         &mut self,
         events: Vec<u64>,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         Noreply::Emit(events)
     }
@@ -249,7 +250,7 @@ impl Producer<CounterMessages> for Counter {
     async fn handle_info(
         &mut self,
         info: CounterInfo,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<u64> {
         match info {
             CounterInfo::Queue(events) => Noreply::Emit(events),
@@ -270,11 +271,7 @@ impl Producer<CounterMessages> for Counter {
         }
     }
 
-    async fn terminate(
-        &mut self,
-        reason: &StopReason,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages>,
-    ) {
+    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ProducerContext<'_, Self>) {
         let _ = self.notify.send(Note::Terminated(reason.clone()));
     }
 }
@@ -331,12 +328,13 @@ impl<T> Recorder<T> {
 
 pub type RecorderMessages = Msgs<RecorderCall, (), (), &'static str>;
 
-impl<T: Send + Debug + 'static> Consumer<RecorderMessages> for Recorder<T> {
+impl<T: Send + Debug + 'static> Consumer for Recorder<T> {
+    type Messages = RecorderMessages;
     type Event = T;
 
     async fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<ConsumerOptions<T>, StopReason> {
         let mut options = ConsumerOptions::new();
         for (producer, subscribe) in self.subscribe_to.drain(..) {
@@ -349,7 +347,7 @@ impl<T: Send + Debug + 'static> Consumer<RecorderMessages> for Recorder<T> {
         &mut self,
         subscription: Subscription,
         _options: &SubscribeOptions<T>,
-        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
         let _ = self.notify.send(Note::ConsumerSubscribed(subscription));
         Ok(if self.manual {
@@ -363,7 +361,7 @@ impl<T: Send + Debug + 'static> Consumer<RecorderMessages> for Recorder<T> {
         &mut self,
         events: Vec<T>,
         _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         if self.panic_on_events {
             panic!("handle_events was asked to panic");
@@ -376,7 +374,7 @@ impl<T: Send + Debug + 'static> Consumer<RecorderMessages> for Recorder<T> {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         let _ = self
             .notify
@@ -388,7 +386,7 @@ impl<T: Send + Debug + 'static> Consumer<RecorderMessages> for Recorder<T> {
         &mut self,
         request: RecorderCall,
         _from: ReplyTo<()>,
-        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Reply<()> {
         match request {
             RecorderCall::Ping => Reply::reply(()),
@@ -399,17 +397,13 @@ impl<T: Send + Debug + 'static> Consumer<RecorderMessages> for Recorder<T> {
     async fn handle_info(
         &mut self,
         label: &'static str,
-        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         let _ = self.notify.send(Note::Info(label));
         Noreply::none()
     }
 
-    async fn terminate(
-        &mut self,
-        reason: &StopReason,
-        _ctx: &mut ConsumerContext<'_, Self, RecorderMessages>,
-    ) {
+    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
         let _ = self.notify.send(Note::Terminated(reason.clone()));
     }
 }
@@ -421,7 +415,8 @@ pub struct Doubler {
 
 pub type DoublerMessages = Msgs<RecorderCall, (), (), &'static str>;
 
-impl ProducerConsumer<DoublerMessages> for Doubler {
+impl ProducerConsumer for Doubler {
+    type Messages = DoublerMessages;
     type In = u64;
     type Out = u64;
 
@@ -429,7 +424,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         let doubled = events.iter().map(|n| n * 2).collect();
         let _ = self.notify.send(Note::PcConsumed(events));
@@ -440,7 +435,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         let _ = self
             .notify
@@ -452,7 +447,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         request: RecorderCall,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Reply<(), u64> {
         match request {
             RecorderCall::Ping => Reply::reply(()),
@@ -463,7 +458,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
     async fn handle_info(
         &mut self,
         label: &'static str,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         let _ = self.notify.send(Note::Info(label));
         Noreply::none()
@@ -472,7 +467,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
     async fn terminate(
         &mut self,
         reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) {
         let _ = self.notify.send(Note::Terminated(reason.clone()));
     }

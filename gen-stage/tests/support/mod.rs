@@ -392,12 +392,13 @@ impl<T: From<u64> + Send + 'static> Counter<T> {
 
 pub type CounterMessages<T> = Msgs<CounterCall<T>, (), Vec<T>, CounterInfo<T>>;
 
-impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> {
+impl<T: From<u64> + Send + 'static> Producer for Counter<T> {
+    type Messages = CounterMessages<T>;
     type Event = T;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<ProducerOptions<T>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -405,7 +406,7 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
     async fn handle_demand(
         &mut self,
         demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<T> {
         match self.next.as_mut() {
             Some(next) => {
@@ -421,7 +422,7 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
         &mut self,
         subscription: Subscription,
         _options: &SubscriptionOptions<T>,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<(), StopReason> {
         self.note(Note::ProducerSubscribed(subscription));
         Ok(())
@@ -431,7 +432,7 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<T> {
         self.note(Note::ProducerCancelled(subscription, cancellation));
         Noreply::none()
@@ -441,7 +442,7 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
         &mut self,
         request: CounterCall<T>,
         from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Reply<(), T> {
         match request {
             CounterCall::Queue(events) => Reply::Reply((), events),
@@ -457,7 +458,7 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
     async fn handle_cast(
         &mut self,
         events: Vec<T>,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<T> {
         Noreply::Emit(events)
     }
@@ -465,7 +466,7 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
     async fn handle_info(
         &mut self,
         info: CounterInfo<T>,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<T> {
         match info {
             CounterInfo::Queue(events) => Noreply::Emit(events),
@@ -476,17 +477,13 @@ impl<T: From<u64> + Send + 'static> Producer<CounterMessages<T>> for Counter<T> 
         }
     }
 
-    async fn terminate(
-        &mut self,
-        reason: &StopReason,
-        _ctx: &mut ProducerContext<'_, Self, CounterMessages<T>>,
-    ) {
+    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ProducerContext<'_, Self>) {
         self.note(Note::Terminated(reason.clone()));
     }
 }
 
 /// A running [`Counter`].
-pub type CounterRef<T> = weir_gen_stage::ProducerHandle<Counter<T>, CounterMessages<T>>;
+pub type CounterRef<T> = weir_gen_stage::ProducerHandle<Counter<T>>;
 
 /// `Counter.sync_queue(producer, events)`: returns once the events were
 /// dispatched or buffered.
@@ -558,12 +555,13 @@ pub fn wants_manual<T>(options: &SubscribeOptions<T>, key: &str) -> bool {
 
 pub type ForwarderMessages = Msgs<ForwarderCall, (), (), &'static str>;
 
-impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
+impl<T: Send + 'static> Consumer for Forwarder<T> {
+    type Messages = ForwarderMessages;
     type Event = T;
 
     async fn init(
         &mut self,
-        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<ConsumerOptions<T>, StopReason> {
         let mut options = ConsumerOptions::new();
         for (producer, subscribe) in self.subscribe_to.drain(..) {
@@ -576,7 +574,7 @@ impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
         &mut self,
         subscription: Subscription,
         options: &SubscribeOptions<T>,
-        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
         self.notify.note(Note::ConsumerSubscribed(subscription));
         if wants_manual(options, "consumer_demand") {
@@ -590,7 +588,7 @@ impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
         &mut self,
         events: Vec<T>,
         _from: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         self.notify.note(Note::Consumed(events));
         Noreply::none()
@@ -600,7 +598,7 @@ impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         self.notify
             .note(Note::ConsumerCancelled(subscription, cancellation));
@@ -611,7 +609,7 @@ impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
         &mut self,
         request: ForwarderCall,
         _from: ReplyTo<()>,
-        ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
+        ctx: &mut ConsumerContext<'_, Self>,
     ) -> Reply<()> {
         if let ForwarderCall::Ask(subscription, n) = request {
             ctx.ask(subscription, n)
@@ -623,23 +621,19 @@ impl<T: Send + 'static> Consumer<ForwarderMessages> for Forwarder<T> {
     async fn handle_info(
         &mut self,
         info: &'static str,
-        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
+        _ctx: &mut ConsumerContext<'_, Self>,
     ) -> Noreply {
         self.notify.note(Note::Info(info));
         Noreply::none()
     }
 
-    async fn terminate(
-        &mut self,
-        reason: &StopReason,
-        _ctx: &mut ConsumerContext<'_, Self, ForwarderMessages>,
-    ) {
+    async fn terminate(&mut self, reason: &StopReason, _ctx: &mut ConsumerContext<'_, Self>) {
         self.notify.note(Note::Terminated(reason.clone()));
     }
 }
 
 /// A running [`Forwarder`].
-pub type ForwarderRef<T> = weir_gen_stage::ConsumerHandle<Forwarder<T>, ForwarderMessages>;
+pub type ForwarderRef<T> = weir_gen_stage::ConsumerHandle<Forwarder<T>>;
 
 /// `Forwarder.ask(consumer, subscription, n)`.
 pub async fn forwarder_ask<T: Send + 'static>(
@@ -691,13 +685,14 @@ impl Doubler {
 
 pub type DoublerMessages = Msgs<(), (), (), &'static str>;
 
-impl ProducerConsumer<DoublerMessages> for Doubler {
+impl ProducerConsumer for Doubler {
+    type Messages = DoublerMessages;
     type In = u64;
     type Out = u64;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Result<ProducerConsumerOptions<u64, u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -706,7 +701,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         subscription: Subscription,
         options: &SubscribeOptions<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Result<ConsumerDemand, StopReason> {
         self.notify
             .note(Note::PcSubscribed(Side::Producer, subscription));
@@ -721,7 +716,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         subscription: Subscription,
         _options: &SubscriptionOptions<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Result<(), StopReason> {
         self.notify
             .note(Note::PcSubscribed(Side::Consumer, subscription));
@@ -732,7 +727,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         let out = events.iter().flat_map(|&n| [n, n]).collect();
         self.notify.note(Note::ProducerConsumed(events));
@@ -743,7 +738,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         cancellation: Cancellation,
         subscription: Subscription,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         self.notify
             .note(Note::PcCancelled(subscription, cancellation));
@@ -755,7 +750,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
         &mut self,
         _request: (),
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Reply<(), u64> {
         Reply::Reply((), Vec::new())
     }
@@ -763,7 +758,7 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
     async fn handle_info(
         &mut self,
         info: &'static str,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         self.notify.note(Note::Info(info));
         Noreply::none()
@@ -772,14 +767,14 @@ impl ProducerConsumer<DoublerMessages> for Doubler {
     async fn terminate(
         &mut self,
         reason: &StopReason,
-        _ctx: &mut ProducerConsumerContext<'_, Self, DoublerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) {
         self.notify.note(Note::Terminated(reason.clone()));
     }
 }
 
 /// A running [`Doubler`].
-pub type DoublerRef = weir_gen_stage::ProducerConsumerHandle<Doubler, DoublerMessages>;
+pub type DoublerRef = weir_gen_stage::ProducerConsumerHandle<Doubler>;
 
 /// A barrier: the doubler has handled everything sent to it before.
 pub async fn ping_doubler(doubler: &DoublerRef) {
@@ -807,6 +802,7 @@ impl DemandProducer {
 }
 
 impl Producer for DemandProducer {
+    type Messages = ();
     type Event = u64;
 
     async fn init(
@@ -842,6 +838,7 @@ impl<T: Send + 'static> NothingProducer<T> {
 }
 
 impl<T: Send + 'static> Producer for NothingProducer<T> {
+    type Messages = ();
     type Event = T;
 
     async fn init(
@@ -890,13 +887,14 @@ impl Postponer {
 
 pub type PostponerMessages = Msgs<(), (), (), Vec<u64>>;
 
-impl ProducerConsumer<PostponerMessages> for Postponer {
+impl ProducerConsumer for Postponer {
+    type Messages = PostponerMessages;
     type In = u64;
     type Out = u64;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerConsumerContext<'_, Self, PostponerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Result<ProducerConsumerOptions<u64, u64>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -905,7 +903,7 @@ impl ProducerConsumer<PostponerMessages> for Postponer {
         &mut self,
         events: Vec<u64>,
         _from: Subscription,
-        ctx: &mut ProducerConsumerContext<'_, Self, PostponerMessages>,
+        ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         ctx.send_info(events);
         Noreply::none()
@@ -914,7 +912,7 @@ impl ProducerConsumer<PostponerMessages> for Postponer {
     async fn handle_info(
         &mut self,
         events: Vec<u64>,
-        _ctx: &mut ProducerConsumerContext<'_, Self, PostponerMessages>,
+        _ctx: &mut ProducerConsumerContext<'_, Self>,
     ) -> Noreply<u64> {
         self.notify.note(Note::Postponed(events.clone()));
         Noreply::Emit(events)
@@ -938,6 +936,7 @@ impl Discarder {
 }
 
 impl ProducerConsumer for Discarder {
+    type Messages = ();
     type In = u64;
     type Out = u64;
 
@@ -987,6 +986,7 @@ impl<T: Send + 'static> Sleeper<T> {
 }
 
 impl<T: Send + 'static> Consumer for Sleeper<T> {
+    type Messages = ();
     type Event = T;
 
     async fn init(
@@ -1038,12 +1038,13 @@ impl DiscardedBufferLogger {
 
 pub type DiscardedBufferLoggerMessages = Msgs<Vec<Item>>;
 
-impl Producer<DiscardedBufferLoggerMessages> for DiscardedBufferLogger {
+impl Producer for DiscardedBufferLogger {
+    type Messages = DiscardedBufferLoggerMessages;
     type Event = Item;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self, DiscardedBufferLoggerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<ProducerOptions<Item>, StopReason> {
         Ok(self.options.take().unwrap_or_default())
     }
@@ -1051,7 +1052,7 @@ impl Producer<DiscardedBufferLoggerMessages> for DiscardedBufferLogger {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, DiscardedBufferLoggerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<Item> {
         Noreply::none()
     }
@@ -1060,7 +1061,7 @@ impl Producer<DiscardedBufferLoggerMessages> for DiscardedBufferLogger {
         &mut self,
         events: Vec<Item>,
         _from: ReplyTo<()>,
-        _ctx: &mut ProducerContext<'_, Self, DiscardedBufferLoggerMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Reply<(), Item> {
         Reply::Reply((), events)
     }

@@ -49,6 +49,7 @@ struct Numbers {
 }
 
 impl Producer for Numbers {
+    type Messages = ();
     type Event = u64;
 
     async fn init(
@@ -81,6 +82,7 @@ struct Doubler {
 }
 
 impl ProducerConsumer for Doubler {
+    type Messages = ();
     type In = u64;
     type Out = u64;
 
@@ -117,6 +119,7 @@ struct Tally {
 struct Counter(Arc<Tally>);
 
 impl Consumer for Counter {
+    type Messages = ();
     type Event = u64;
 
     async fn handle_events(

@@ -14,7 +14,7 @@ use weir_gen_stage::{
 };
 
 use super::pipeline_err;
-use super::progress::{ProgressEvent, ProgressHub, ProgressHubMessages};
+use super::progress::{ProgressEvent, ProgressHub};
 use crate::commands::error::CommandError;
 
 /// Forwards progress through the plugin's dispatcher.
@@ -23,6 +23,7 @@ struct PluginRelay {
 }
 
 impl ProducerConsumer for PluginRelay {
+    type Messages = ();
     type In = ProgressEvent;
     type Out = ProgressEvent;
 
@@ -54,6 +55,7 @@ struct PluginSink {
 }
 
 impl Consumer for PluginSink {
+    type Messages = ();
     type Event = ProgressEvent;
 
     async fn handle_events(
@@ -91,7 +93,7 @@ impl PluginBranch {
     pub(super) async fn start(
         path: &Path,
         options: &serde_json::Value,
-        hub: &ProducerHandle<ProgressHub, ProgressHubMessages>,
+        hub: &ProducerHandle<ProgressHub>,
     ) -> Result<Self, CommandError> {
         let plugin_err = |e: weir_plugin_host::PluginError| CommandError::Plugin {
             path: path.display().to_string(),

@@ -74,12 +74,13 @@ pub(super) struct ProgressHub;
 
 pub(super) type ProgressHubMessages = Msgs<(), (), ProgressEvent>;
 
-impl Producer<ProgressHubMessages> for ProgressHub {
+impl Producer for ProgressHub {
+    type Messages = ProgressHubMessages;
     type Event = ProgressEvent;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self, ProgressHubMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<ProducerOptions<ProgressEvent>, weir_gen_stage::StopReason> {
         Ok(ProducerOptions::new().dispatcher(BroadcastDispatcher::new()))
     }
@@ -87,7 +88,7 @@ impl Producer<ProgressHubMessages> for ProgressHub {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, ProgressHubMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<ProgressEvent> {
         Noreply::none()
     }
@@ -95,7 +96,7 @@ impl Producer<ProgressHubMessages> for ProgressHub {
     async fn handle_cast(
         &mut self,
         event: ProgressEvent,
-        _ctx: &mut ProducerContext<'_, Self, ProgressHubMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<ProgressEvent> {
         Noreply::Emit(vec![event])
     }
@@ -114,6 +115,7 @@ pub(super) struct Renderer {
 }
 
 impl Consumer for Renderer {
+    type Messages = ();
     type Event = ProgressEvent;
 
     async fn handle_events(

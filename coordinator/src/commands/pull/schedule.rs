@@ -145,12 +145,13 @@ impl PendingTransactions {
 
 pub(super) type PendingTransactionsMessages = Msgs<(), (), Done>;
 
-impl Producer<PendingTransactionsMessages> for PendingTransactions {
+impl Producer for PendingTransactions {
+    type Messages = PendingTransactionsMessages;
     type Event = Task;
 
     async fn init(
         &mut self,
-        _ctx: &mut ProducerContext<'_, Self, PendingTransactionsMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Result<ProducerOptions<Task>, weir_gen_stage::StopReason> {
         let dispatcher = PartitionDispatcher::named(self.datasets.clone(), |t: Task| {
             let key = t.dataset.clone();
@@ -162,7 +163,7 @@ impl Producer<PendingTransactionsMessages> for PendingTransactions {
     async fn handle_demand(
         &mut self,
         _demand: usize,
-        _ctx: &mut ProducerContext<'_, Self, PendingTransactionsMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<Task> {
         Noreply::Emit(self.ready())
     }
@@ -170,7 +171,7 @@ impl Producer<PendingTransactionsMessages> for PendingTransactions {
     async fn handle_cast(
         &mut self,
         done: Done,
-        _ctx: &mut ProducerContext<'_, Self, PendingTransactionsMessages>,
+        _ctx: &mut ProducerContext<'_, Self>,
     ) -> Noreply<Task> {
         if let Some(e) = done.error {
             self.errors.insert(done.dataset.clone(), e);

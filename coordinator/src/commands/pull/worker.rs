@@ -7,10 +7,8 @@ use std::time::{Duration, Instant};
 use tracing::info;
 use weir_gen_stage::{Consumer, ConsumerContext, Noreply, ProducerStage, StageRef, Subscription};
 
-use super::progress::{ProgressEvent, ProgressHub, ProgressHubMessages};
-use super::schedule::{
-    Change, Done, Failure, PendingTransactions, PendingTransactionsMessages, Task, Timing,
-};
+use super::progress::{ProgressEvent, ProgressHub};
+use super::schedule::{Change, Done, Failure, PendingTransactions, Task, Timing};
 use crate::commands::error::{tx_code, tx_hint};
 use crate::scheduler::Completion;
 use crate::transaction::{Context, TxOutcome};
@@ -19,11 +17,12 @@ use weir_dataset::progress::{PhaseTimes, Progress, Report};
 /// An engine worker: runs one transaction at a time.
 pub(super) struct Worker {
     pub(super) ctx: Context,
-    pub(super) scheduler: StageRef<ProducerStage<PendingTransactions, PendingTransactionsMessages>>,
-    pub(super) progress: StageRef<ProducerStage<ProgressHub, ProgressHubMessages>>,
+    pub(super) scheduler: StageRef<ProducerStage<PendingTransactions>>,
+    pub(super) progress: StageRef<ProducerStage<ProgressHub>>,
 }
 
 impl Consumer for Worker {
+    type Messages = ();
     type Event = Task;
 
     async fn handle_events(
