@@ -6,7 +6,7 @@
 //! pipelines. This library is the `weir` binary's implementation; `weir --help` and the crate README are the
 //! user guide.
 //!
-//! - [`manifest`]: the workspace and its `DatasetSnapshot` manifests, errors pointing at file:line and field.
+//! - [`weir_manifest`]: the workspace and its `DatasetSnapshot` manifests, errors pointing at file:line and field.
 //! - [`weir_dataset`]: datasets' storage and metadata chains (the chain's rules, content-addressed blocks,
 //!   data and checkpoints, the head moved last, the workspace lock, the upgrade of old chains).
 //! - [`weir_ingest`]: fetch, read, check and merge (append, ledger, snapshot) for root datasets.
@@ -18,7 +18,7 @@
 //! # Example
 //!
 //! ```
-//! use weir_cli::manifest::snapshot::DatasetManifest;
+//! use weir_manifest::snapshot::DatasetManifest;
 //! let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: trips\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Append}\n";
 //! let m = DatasetManifest::parse("datasets/trips.yaml".as_ref(), text).unwrap();
 //! assert_eq!(m.name, "trips");
@@ -31,7 +31,6 @@ pub mod commands;
 pub mod engine;
 
 pub mod exit;
-pub mod manifest;
 pub mod scheduler;
 pub mod scratch;
 pub mod transaction;

@@ -33,6 +33,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("weir-test-engine", &["weir-engine-contract", "weir-odf"]),
     ("weir-dataset", &["weir-odf"]),
     ("weir-ingest", &["weir-dataset", "weir-odf"]),
+    ("weir-manifest", &["weir-ingest", "weir-dataset", "weir-odf"]),
     (
         "weir-reference-engine",
         &[
@@ -56,6 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "weir-dataset",
             "weir-ingest",
+            "weir-manifest",
             "weir-reference-engine",
             "weir-sql",
             "weir-engine-runtime",
@@ -199,7 +201,6 @@ fn workspace_member_names() -> BTreeSet<String> {
 const LAYERS: &[&str] = &[
     "exit",
     "scratch",
-    "manifest",
     "engine",
     "transaction",
     "scheduler",

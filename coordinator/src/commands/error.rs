@@ -2,7 +2,7 @@
 
 use crate::engine::EngineFailure;
 use crate::exit;
-use crate::manifest::workspace::WorkspaceError;
+use weir_manifest::workspace::WorkspaceError;
 use crate::transaction::TxError;
 use weir_dataset::chain::integrity::IntegrityError;
 use weir_dataset::chain::store::StoreError;

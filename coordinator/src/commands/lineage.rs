@@ -59,7 +59,7 @@ pub fn run(ctx: &Context, dataset: Option<&str>, format: Format) -> Result<Outpu
 }
 
 /// `name`, everything it is computed from and everything computed from it.
-fn related(ws: &crate::manifest::workspace::Workspace, name: &str) -> BTreeSet<String> {
+fn related(ws: &weir_manifest::workspace::Workspace, name: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::from([name.to_string()]);
     let mut up = vec![name.to_string()];
     while let Some(n) = up.pop() {
@@ -81,7 +81,7 @@ fn related(ws: &crate::manifest::workspace::Workspace, name: &str) -> BTreeSet<S
 }
 
 fn tree(
-    ws: &crate::manifest::workspace::Workspace,
+    ws: &weir_manifest::workspace::Workspace,
     shown: &BTreeSet<&String>,
     name: &str,
     depth: usize,

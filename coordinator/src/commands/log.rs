@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::manifest::support;
+use weir_manifest::support;
 use crate::transaction::Context;
 use weir_dataset::identity::{self, EngineIdentity};
 use weir_odf::MetadataEvent;

@@ -27,8 +27,8 @@ use std::time::Duration;
 use crate::commands::error::CommandError;
 use crate::engine::EngineResolver;
 use crate::engine::EngineRuntimeKind;
-use crate::manifest::snapshot::ManifestError;
-use crate::manifest::workspace::{Workspace, WorkspaceError};
+use weir_manifest::snapshot::ManifestError;
+use weir_manifest::workspace::{Workspace, WorkspaceError};
 use crate::transaction::Context;
 use weir_dataset::chain::store::Storage;
 
@@ -100,7 +100,7 @@ pub fn open(
 /// The workspace folder and its storage, from `weir.yaml` alone (no manifest is read): what a command needs
 /// to take the workspace lock before it reads anything the lock protects.
 pub fn open_storage(root: &std::path::Path) -> Result<(std::path::PathBuf, Storage), CommandError> {
-    let config = crate::manifest::workspace::WorkspaceConfig::load(root)?;
+    let config = weir_manifest::workspace::WorkspaceConfig::load(root)?;
     let storage = Storage::open(&config.storage_location(root))?;
     Ok((root.to_path_buf(), storage))
 }

@@ -13,9 +13,9 @@ use serde_json::json;
 use super::intent::{Intent, Journal, ManifestText};
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::manifest::edit;
-use crate::manifest::snapshot::is_dataset_name;
-use crate::manifest::workspace::WorkspaceError;
+use weir_manifest::edit;
+use weir_manifest::snapshot::is_dataset_name;
+use weir_manifest::workspace::WorkspaceError;
 use crate::transaction::{Context, TxError};
 
 /// Runs `rename`.

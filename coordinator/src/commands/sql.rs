@@ -22,7 +22,7 @@ use weir_sql::{LiveSession, OutputFormat, SqlSession, StatementSplitter, Table, 
 use super::Format;
 use crate::commands::Output;
 use crate::commands::error::CommandError;
-use crate::manifest::workspace::Workspace;
+use weir_manifest::workspace::Workspace;
 use crate::transaction::Context;
 use weir_dataset::chain::store::FileKind;
 use weir_dataset::chain::store::Storage;

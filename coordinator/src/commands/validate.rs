@@ -24,8 +24,8 @@ pub fn static_checks(
         .iter()
         .filter_map(|name| ctx.workspace.datasets.get(name));
     let (errors, warnings) = static_problems(&ctx.engines, &ctx.workspace.root, manifests, runtime);
-    match crate::manifest::snapshot::ManifestError::from_all(errors) {
-        Some(e) => Err(crate::manifest::workspace::WorkspaceError::Manifest(e).into()),
+    match weir_manifest::snapshot::ManifestError::from_all(errors) {
+        Some(e) => Err(weir_manifest::workspace::WorkspaceError::Manifest(e).into()),
         None => Ok(warnings),
     }
 }
@@ -43,9 +43,9 @@ pub enum EngineCheck {
 pub fn static_problems<'a>(
     engines: &crate::engine::EngineResolver,
     root: &std::path::Path,
-    manifests: impl IntoIterator<Item = &'a crate::manifest::snapshot::DatasetManifest>,
+    manifests: impl IntoIterator<Item = &'a weir_manifest::snapshot::DatasetManifest>,
     runtime: EngineCheck,
-) -> (Vec<crate::manifest::snapshot::ManifestError>, Vec<String>) {
+) -> (Vec<weir_manifest::snapshot::ManifestError>, Vec<String>) {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     for m in manifests {

@@ -29,7 +29,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::EngineFailure;
 
-pub use crate::manifest::workspace::DataExchange;
+pub use weir_manifest::workspace::DataExchange;
 
 /// An engine's object-store exchange settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::manifest::workspace::EngineConfig;
+use weir_manifest::workspace::EngineConfig;
 pub use contract::ContractViolation;
 use job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,

@@ -31,8 +31,8 @@ use crate::engine::exchange::{DataExchange, InputObjects, JobObjects};
 use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::output;
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
-use crate::manifest::snapshot::DatasetManifest;
-use crate::manifest::workspace::Workspace;
+use weir_manifest::snapshot::DatasetManifest;
+use weir_manifest::workspace::Workspace;
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use weir_dataset::data::{self, DataError};
 use weir_dataset::fault;
@@ -126,7 +126,7 @@ pub enum TxError {
         engine: String,
         /// The engine's message, positioned at the query in the manifest.
         #[source]
-        source: Box<crate::manifest::snapshot::ManifestError>,
+        source: Box<weir_manifest::snapshot::ManifestError>,
     },
     /// The manifest's transform changed in a way the recorded state cannot follow (its output schema
     /// changed, or the engine cannot migrate the state): nothing was recorded.

@@ -30,7 +30,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use super::{Context, TxError, TxOutcome, commit, last_execute_transform, stage};
 use crate::engine::job::{MigrateJob, TransformJobInput, ValidateJob};
 use crate::engine::{ContractViolation, EngineFailure, EngineHandle};
-use crate::manifest::snapshot::DatasetManifest;
+use weir_manifest::snapshot::DatasetManifest;
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind};
 use weir_dataset::data;
 use weir_dataset::progress::Phase;

@@ -404,7 +404,7 @@ impl Context {
                         dataset: name,
                         message: format!(
                             "merge strategy `{}`",
-                            crate::manifest::support::merge_kind(other)
+                            weir_manifest::support::merge_kind(other)
                         ),
                     });
                 }

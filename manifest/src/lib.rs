@@ -1,4 +1,5 @@
-//! Dataset manifests (`kind: DatasetSnapshot`) and the workspace that holds them.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 pub mod edit;
 pub mod read_schema;
 pub mod snapshot;
