@@ -33,7 +33,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("weir-test-engine", &["weir-engine-contract", "weir-odf"]),
     ("weir-dataset", &["weir-odf"]),
     ("weir-ingest", &["weir-dataset", "weir-odf"]),
-    ("weir-manifest", &["weir-ingest", "weir-dataset", "weir-odf"]),
+    (
+        "weir-manifest",
+        &["weir-ingest", "weir-dataset", "weir-odf"],
+    ),
     (
         "weir-reference-engine",
         &[

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use weir_gen_stage::{
     AnyStage, AsProducer, BufferSize, DemandDispatcher, DemandMode, Dispatcher, Drain, DrainReport,
     FilterMap, Map, PartitionDispatcher, Producer, ProducerConsumerOptions, ProducerHandle,

@@ -2,13 +2,13 @@
 
 use crate::engine::EngineFailure;
 use crate::exit;
-use weir_manifest::workspace::WorkspaceError;
 use crate::transaction::TxError;
 use weir_dataset::chain::integrity::IntegrityError;
 use weir_dataset::chain::store::StoreError;
 use weir_dataset::chain::upgrade::UpgradeError;
 use weir_dataset::data::DataError;
 use weir_dataset::workspace_lock::LockError;
+use weir_manifest::workspace::WorkspaceError;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]

@@ -4,9 +4,9 @@ use serde_json::json;
 
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use weir_manifest::support;
 use crate::transaction::Context;
 use weir_dataset::identity::{self, EngineIdentity};
+use weir_manifest::support;
 use weir_odf::MetadataEvent;
 
 /// Runs `log`: at most `limit` blocks, the newest.

@@ -27,10 +27,10 @@ use std::time::Duration;
 use crate::commands::error::CommandError;
 use crate::engine::EngineResolver;
 use crate::engine::EngineRuntimeKind;
-use weir_manifest::snapshot::ManifestError;
-use weir_manifest::workspace::{Workspace, WorkspaceError};
 use crate::transaction::Context;
 use weir_dataset::chain::store::Storage;
+use weir_manifest::snapshot::ManifestError;
+use weir_manifest::workspace::{Workspace, WorkspaceError};
 
 /// What a command prints: text for people, JSON for programs.
 #[derive(Debug, Clone)]

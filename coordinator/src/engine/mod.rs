@@ -18,13 +18,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_manifest::workspace::EngineConfig;
 pub use contract::ContractViolation;
 use job::{
     InputRecords, MigrateJob, MigrateReport, ProvenanceJob, RawQueryJob, TransformJob,
     TransformReport, ValidateJob, ValidateReport,
 };
 use weir_dataset::identity::EngineIdentity;
+use weir_manifest::workspace::EngineConfig;
 
 use weir_dataset::progress::Progress;
 use weir_engine_contract::conformance::ConformanceReport;

@@ -31,8 +31,6 @@ use crate::engine::exchange::{DataExchange, InputObjects, JobObjects};
 use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
 use crate::engine::output;
 use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
-use weir_manifest::snapshot::DatasetManifest;
-use weir_manifest::workspace::Workspace;
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use weir_dataset::data::{self, DataError};
 use weir_dataset::fault;
@@ -43,6 +41,8 @@ use weir_ingest::error::{BadData, IngestError, Unit};
 use weir_ingest::files_glob::SourceNotice;
 use weir_ingest::write::SliceWriter;
 use weir_ingest::{fetch, merge, read};
+use weir_manifest::snapshot::DatasetManifest;
+use weir_manifest::workspace::Workspace;
 use weir_odf::Multihash;
 use weir_odf::{
     AddData, Checkpoint, DataSlice, DatasetId, DatasetKind, DatasetVocabulary, DisablePushSource,

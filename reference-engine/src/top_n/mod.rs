@@ -9,12 +9,12 @@
 //! ) WHERE place <= 2
 //! ```
 //!
-//! - [`query`] finds the ranking under the query's map/filter operators, checks the rank bound, and
+//! - `query` finds the ranking under the query's map/filter operators, checks the rank bound, and
 //!   rewrites the plan so that every output row also carries its rank, partition and input offset.
 //! - [`state`] is the sans-IO state: the input's live records (appends add, retractions take out), and
 //!   the changelog between two results of a partition.
-//! - [`checkpoint`] keeps the live records in one Parquet file between transactions (format 4).
-//! - [`run`] runs a transaction.
+//! - `checkpoint` keeps the live records in one Parquet file between transactions (format 4).
+//! - `run` runs a transaction.
 //!
 //! Each transaction applies its records to the live records and recomputes, with DataFusion, the
 //! query over the partitions its records fall into, before and after. The difference is written as a
