@@ -58,7 +58,7 @@ fn main() -> ExitCode {
     // complaints about them are the checks' expected answers, not problems (`--log` still shows them).
     let filter = match (&cli.command, cli.log.as_str()) {
         (Command::Conformance { .. }, "warn") => {
-            "warn,reference_engine=off,engine_contract=off".into()
+            "warn,weir_reference_engine=off,weir_engine_contract=off".into()
         }
         (_, log) => weir_cli::cli::log_filter(log),
     };

@@ -133,6 +133,8 @@ fn under_format_json_a_signal_is_one_json_document_on_stdout() {
         .arg(dir)
         .args(["--format", "json", "pull", "--all"])
         .env("TMPDIR", tmp.path())
+        // The source file was written a moment ago: read it at once, not after the settle time.
+        .env("WEIR_SETTLE_SECS", "0")
         .env_remove("WEIR_FAULT_AT")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

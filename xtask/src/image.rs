@@ -39,7 +39,7 @@ const IMAGES: [EngineImage; 3] = [
         name: "reference",
         package: "weir-reference-engine",
         binary: "weir-engine",
-        dockerfile_dir: "weir-reference-engine",
+        dockerfile_dir: "reference-engine",
         tag: "weir/reference-engine:dev",
     },
     EngineImage {
@@ -54,7 +54,7 @@ const IMAGES: [EngineImage; 3] = [
         name: "ballista",
         package: "weir-distributed-engine",
         binary: "weir-ballista",
-        dockerfile_dir: "weir-distributed-engine",
+        dockerfile_dir: "distributed-engine",
         tag: "weir/ballista:dev",
     },
 ];
