@@ -1,4 +1,4 @@
-//! Telemetry: the tracing spans under target `pipeline` with Broadway's
+//! Telemetry: the tracing spans under target `weir_pipeline` with Broadway's
 //! fields. Alone in its test binary: tracing caches whether a span is
 //! wanted per call site, process-wide, so a test running at the same time
 //! without the subscriber could hide spans from this one.
@@ -11,7 +11,7 @@ use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use weir_pipeline::{BatchMode, Batcher, Error, Message, Pipeline};
 
-/// Records every span of target `pipeline`: its name and fields.
+/// Records every span of target `weir_pipeline`: its name and fields.
 #[derive(Clone, Default)]
 struct Spans(Arc<Mutex<Vec<Span>>>);
 
@@ -32,7 +32,7 @@ impl Visit for Fields<'_> {
 
 impl<S: tracing::Subscriber> Layer<S> for Spans {
     fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
-        if attrs.metadata().target() != "weir-pipeline" {
+        if attrs.metadata().target() != "weir_pipeline" {
             return;
         }
         let mut fields = BTreeMap::new();

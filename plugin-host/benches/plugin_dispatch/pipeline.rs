@@ -233,7 +233,7 @@ pub fn metrics_plugin() -> PathBuf {
             "--quiet",
             "--release",
             "-p",
-            "metrics-dispatcher",
+            "weir-metrics-dispatcher",
             "--target-dir",
         ])
         .arg(&target)
