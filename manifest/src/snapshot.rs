@@ -134,7 +134,7 @@ impl DatasetManifest {
     /// Parses manifest text; `file` is used in errors.
     ///
     /// ```
-    /// use weir_cli::manifest::snapshot::DatasetManifest;
+    /// use weir_manifest::snapshot::DatasetManifest;
     /// let text = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: trips\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Legder, primaryKey: [id]}\n";
     /// let err = DatasetManifest::parse("trips.yaml".as_ref(), text).unwrap_err();
     /// assert_eq!(err.line(), Some(10));
