@@ -76,8 +76,8 @@ fn docker(args: &[&str]) -> String {
 }
 
 /// Builds the image once per test binary (`cargo xtask image --engine ballista --tag ...`) and
-/// returns the static `weir-ballista` binary it holds, which the coordinator also runs as its
-/// process engine.
+/// returns the `weir-ballista` binary it holds (the workspace build's own), which the coordinator also
+/// runs as its process engine.
 fn built() -> &'static PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
@@ -94,7 +94,7 @@ fn built() -> &'static PathBuf {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace_root().join("target"));
-        let binary = target.join("x86_64-unknown-linux-gnu/debug/weir-ballista");
+        let binary = target.join("debug/weir-ballista");
         if binary.is_file() {
             Ok(binary)
         } else {

@@ -1,11 +1,11 @@
 //! `cargo xtask image [--engine reference|test|ballista|all] [--release] [--tag TAG]`: builds engine images
 //! locally (`--tag` replaces the default tag of a single engine's image).
 //!
-//! The engine binaries are built statically (`-C target-feature=+crt-static` for x86_64-unknown-linux-gnu),
-//! all of them in one cargo build whichever image is asked for, so that the images share one build of their
-//! common dependencies; each is checked to have no dynamic loader, and copied with the crate's
-//! `Dockerfile` into a temporary build context holding nothing else; `docker build` then makes a
-//! `FROM scratch` image. Nothing is pulled.
+//! An image holds one engine binary, the dynamic loader and the shared libraries it loads (as `ldd`
+//! resolves them on the building machine: the C library and little else), and nothing more: the binary
+//! and a `rootfs/` folder of those libraries are copied with the crate's `Dockerfile` into a temporary
+//! build context; `docker build` then makes a `FROM scratch` image. Nothing is pulled. The debug binaries
+//! are the workspace build's own, so that the images cost no build of their own after the test suite's.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -20,8 +20,6 @@ fn root() -> PathBuf {
         .and_then(|dir| dir.parent().map(Path::to_path_buf))
         .unwrap_or_else(crate::root)
 }
-
-const TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// One engine image to build.
 struct EngineImage {
@@ -101,37 +99,51 @@ pub fn image(args: &[String]) -> Result<(), String> {
             "--tag names one image: choose it with --engine reference, test or ballista".into(),
         );
     }
-    let binaries = build_static_binaries(release)?;
+    let binaries = build_binaries(release)?;
     for image in selected {
         build_image(image, &binaries, tag.as_deref().unwrap_or(image.tag))?;
     }
     Ok(())
 }
 
-/// `cargo xtask engines [--release]`: the engine binaries alone, built statically as the images hold them,
-/// their paths printed one per line (tests run them as process engines: a static binary runs anywhere).
+/// `cargo xtask engines [--release]`: the engine binaries alone, the ones the images hold, their paths
+/// printed one per line (tests run them as process engines).
 pub fn engines(args: &[String]) -> Result<(), String> {
     let release = match args {
         [] => false,
         [flag] if flag == "--release" => true,
         _ => return Err("usage: cargo xtask engines [--release]".into()),
     };
-    let binaries = build_static_binaries(release)?;
+    let binaries = build_binaries(release)?;
     for image in &IMAGES {
-        println!("{}", checked_static(&binaries, image)?.display());
+        println!("{}", checked_binary(&binaries, image)?.display());
     }
     Ok(())
 }
 
 fn build_image(image: &EngineImage, binaries: &Path, tag: &str) -> Result<(), String> {
-    let binary = checked_static(binaries, image)?;
+    let binary = checked_binary(binaries, image)?;
     let context = env::temp_dir().join(format!("weir-image-{}-{}", image.name, std::process::id()));
     let result = (|| {
-        std::fs::create_dir_all(&context)
+        std::fs::create_dir_all(context.join("rootfs"))
             .map_err(|e| format!("could not create {}: {e}", context.display()))?;
         let dockerfile = root().join(image.dockerfile_dir).join("Dockerfile");
         copy(&dockerfile, &context.join("Dockerfile"))?;
         copy(&binary, &context.join(image.binary))?;
+        for library in shared_libraries(&binary)? {
+            let inside = context.join("rootfs").join(
+                library
+                    .strip_prefix("/")
+                    .map_err(|_| format!("{} is not an absolute path", library.display()))?,
+            );
+            if let Some(folder) = inside.parent() {
+                std::fs::create_dir_all(folder)
+                    .map_err(|e| format!("could not create {}: {e}", folder.display()))?;
+            }
+            // std::fs::copy follows symbolic links: the image holds each library's content under the
+            // name the binary asks for.
+            copy(&library, &inside)?;
+        }
         eprintln!(
             "xtask: docker build -t {} (context: {})",
             tag,
@@ -147,58 +159,100 @@ fn build_image(image: &EngineImage, binaries: &Path, tag: &str) -> Result<(), St
     Ok(())
 }
 
-/// Builds every engine binary statically; returns the folder that holds them.
-fn build_static_binaries(release: bool) -> Result<PathBuf, String> {
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut rustflags = env::var("RUSTFLAGS").unwrap_or_default();
-    if !rustflags.is_empty() {
-        rustflags.push(' ');
-    }
-    rustflags.push_str("-C target-feature=+crt-static");
-    // Every engine binary in one build: their dependencies' features are unified, so the images share one
-    // static build of DataFusion (built per engine, the Ballista engine's features would rebuild it).
-    let mut command = Command::new(&cargo);
-    command.arg("build");
-    for engine in &IMAGES {
-        command.args(["--package", engine.package]);
-    }
-    command
-        .args(["--bins", "--target", TARGET])
-        .current_dir(root())
-        // With --target, RUSTFLAGS reaches only the target's code: build scripts and proc macros stay
-        // dynamic and keep sharing their artifacts with normal builds.
-        .env("RUSTFLAGS", &rustflags)
-        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+/// Builds every engine binary; returns the folder that holds them.
+///
+/// The debug binaries are the workspace build's own (`cargo build --workspace --all-targets
+/// --all-features`, the selection `cargo xtask test` builds): after the test suite's build this compiles
+/// nothing, and the images and the process-engine tests run exactly the binaries that build made. Release
+/// binaries are built for the engine packages alone, in one build so that they share one DataFusion.
+fn build_binaries(release: bool) -> Result<PathBuf, String> {
+    let mut command = crate::cargo_command();
+    command.arg("build").current_dir(root());
     if release {
-        command.arg("--release");
+        for engine in &IMAGES {
+            command.args(["--package", engine.package]);
+        }
+        command.args(["--bins", "--release"]);
+    } else {
+        command.args(["--workspace", "--all-targets", "--all-features"]);
     }
-    eprintln!(
-        "xtask: RUSTFLAGS=\"{rustflags}\" cargo build {} --bins --target {TARGET}{}",
-        IMAGES
-            .iter()
-            .map(|e| format!("-p {}", e.package))
-            .collect::<Vec<_>>()
-            .join(" "),
-        if release { " --release" } else { "" },
-    );
+    let shown: Vec<String> = command
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    eprintln!("xtask: cargo {}", shown.join(" "));
     run(&mut command)?;
-    Ok(target_dir()
-        .join(TARGET)
-        .join(if release { "release" } else { "debug" }))
+    Ok(target_dir().join(if release { "release" } else { "debug" }))
 }
 
-/// An engine's binary in `binaries`, checked to be a static executable.
-fn checked_static(binaries: &Path, image: &EngineImage) -> Result<PathBuf, String> {
+/// An engine's binary in `binaries`, checked to be an x86_64 ELF executable.
+fn checked_binary(binaries: &Path, image: &EngineImage) -> Result<PathBuf, String> {
     let binary = binaries.join(image.binary);
-    let bytes =
-        std::fs::read(&binary).map_err(|e| format!("could not read {}: {e}", binary.display()))?;
-    if !is_static_elf(&bytes) {
+    let mut head = [0u8; 20];
+    let read = std::fs::File::open(&binary)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .map_err(|e| format!("could not read {}: {e}", binary.display()));
+    read?;
+    // ELF, 64-bit, little-endian, e_machine = EM_X86_64 (62).
+    if head[0..6] != [0x7f, b'E', b'L', b'F', 2, 1] || head[18..20] != [62, 0] {
         return Err(format!(
-            "{} is not a static executable (it asks for a dynamic loader), so it cannot run FROM scratch",
+            "{} is not an x86_64 ELF executable",
             binary.display()
         ));
     }
     Ok(binary)
+}
+
+/// The dynamic loader and every shared library `binary` loads, as the host resolves them (`ldd`):
+/// the image holds the binary with exactly the libraries it was linked and tested against, and nothing
+/// else. The kernel's vDSO has no file and is skipped.
+fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, String> {
+    let output = Command::new("ldd")
+        .arg(binary)
+        .output()
+        .map_err(|e| format!("could not run ldd: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let errors = String::from_utf8_lossy(&output.stderr);
+    // A static binary (`RUSTFLAGS="-C target-feature=+crt-static"`) needs nothing beside it.
+    if text.contains("statically linked") || errors.contains("not a dynamic executable") {
+        return Ok(Vec::new());
+    }
+    if !output.status.success() {
+        return Err(format!(
+            "ldd {} failed ({}): {}{}",
+            binary.display(),
+            output.status,
+            text,
+            errors
+        ));
+    }
+    parse_ldd(&text)
+}
+
+/// The library paths of `ldd`'s output: `name => /path (0x...)` and `/path (0x...)` lines; a
+/// `name => not found` line is an error.
+fn parse_ldd(text: &str) -> Result<Vec<PathBuf>, String> {
+    let mut libraries = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let resolved = match line.split_once("=>") {
+            Some((name, rest)) => {
+                let rest = rest.trim();
+                if rest.starts_with("not found") {
+                    return Err(format!("the library {} is not found", name.trim()));
+                }
+                rest
+            }
+            None => line,
+        };
+        let path = resolved.split(" (").next().unwrap_or("").trim();
+        if path.starts_with('/') {
+            libraries.push(PathBuf::from(path));
+        }
+    }
+    if libraries.is_empty() {
+        return Err(format!("ldd named no library:\n{text}"));
+    }
+    Ok(libraries)
 }
 
 fn target_dir() -> PathBuf {
@@ -206,38 +260,6 @@ fn target_dir() -> PathBuf {
         .map(PathBuf::from)
         .map(|p| if p.is_absolute() { p } else { root().join(p) })
         .unwrap_or_else(|| root().join("target"))
-}
-
-/// Whether `elf` is a 64-bit little-endian ELF without a `PT_INTERP` program header (no dynamic
-/// loader, so it runs on an empty file system).
-fn is_static_elf(elf: &[u8]) -> bool {
-    const PT_INTERP: u32 = 3;
-    let u16_at = |at: usize| {
-        elf.get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-    };
-    let u32_at = |at: usize| {
-        elf.get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let u64_at = |at: usize| {
-        elf.get(at..at + 8).map(|b| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            u64::from_le_bytes(a)
-        })
-    };
-    if elf.get(0..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
-        return false;
-    }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
-    else {
-        return false;
-    };
-    (0..usize::from(phnum)).all(|i| {
-        let at = usize::try_from(phoff).unwrap_or(usize::MAX) + i * usize::from(phentsize);
-        u32_at(at).is_some_and(|kind| kind != PT_INTERP)
-    })
 }
 
 fn copy(from: &Path, to: &Path) -> Result<(), String> {
@@ -254,5 +276,43 @@ fn run(command: &mut Command) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{command:?} failed ({status})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ldd;
+    use std::path::PathBuf;
+
+    #[test]
+    fn ldd_output_gives_the_loader_and_the_resolved_libraries() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd5a3f2000)
+\tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007f0c1c5f0000)
+\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f0c1c40f000)
+\t/lib64/ld-linux-x86-64.so.2 (0x00007f0c1e2c4000)
+";
+        assert_eq!(
+            parse_ldd(text),
+            Ok(vec![
+                PathBuf::from("/lib/x86_64-linux-gnu/libgcc_s.so.1"),
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2"),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_library_ldd_cannot_find_is_an_error() {
+        let text =
+            "\tlibfoo.so.1 => not found\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n";
+        assert_eq!(
+            parse_ldd(text),
+            Err("the library libfoo.so.1 is not found".to_owned())
+        );
+    }
+
+    #[test]
+    fn output_naming_no_library_is_an_error() {
+        assert!(parse_ldd("\tlinux-vdso.so.1 (0x00007ffd5a3f2000)\n").is_err());
     }
 }

@@ -27,8 +27,8 @@ Tasks:
             (figures tables go to target/bench-reports/, see docs/benchmarks.md)
   build     Build the workspace and every dispatcher plugin; print where the .so files are
   codegen   Regenerate engine-contract's and odf's FlatBuffers code with a matching flatc (needs cmake)
-  image     Engine images FROM scratch with static binaries (--engine reference|test|ballista|all, --release)
-  engines   The engine binaries alone, built statically as the images hold them; prints their paths
+  image     Engine images FROM scratch: a binary and the libraries it loads (--engine reference|test|ballista|all, --release)
+  engines   The engine binaries the images hold (the workspace build's own); prints their paths
   help      This text
 ";
 
@@ -96,23 +96,50 @@ fn root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// A `cargo` command whose environment does not carry what cargo set for the process that runs this
+/// xtask (`cargo run` sets `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ... to xtask's; a test that runs
+/// `cargo xtask` has its own package's). Build scripts that watch such a variable (ring's watches
+/// `CARGO_MANIFEST_DIR`) would otherwise rerun, and everything above them rebuild, whenever a build is
+/// started from a shell, from xtask or from a test in turn.
+pub(crate) fn cargo_command() -> Command {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
+    for (key, _) in env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let set_by_cargo = matches!(
+            key,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+        ) || key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_BIN_EXE_");
+        if set_by_cargo {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
 fn cargo(args: &[&str]) -> Result<(), String> {
     cargo_with_env(args, &[])
 }
 
 fn cargo_with_env(args: &[&str], envs: &[(String, String)]) -> Result<(), String> {
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     for (key, value) in envs {
         eprintln!("xtask: {key}={value}");
     }
     eprintln!("xtask: cargo {}", args.join(" "));
     let started = Instant::now();
-    let status = Command::new(&cargo)
+    let status = cargo_command()
         .args(args)
         .envs(envs.iter().map(|(key, value)| (key, value)))
         .current_dir(root())
         .status()
-        .map_err(|e| format!("could not run {cargo}: {e}"))?;
+        .map_err(|e| format!("could not run cargo: {e}"))?;
     if let Ok(mut steps) = STEPS.lock() {
         steps.push((args.join(" "), started.elapsed(), status.success()));
     }

@@ -108,9 +108,9 @@ pub fn workspace_root() -> PathBuf {
         .expect("the coordinator lives in the workspace")
 }
 
-/// The engine binary `bin` (`weir-engine`, `weir-test-engine`, `weir-ballista`), built statically as the
-/// engine images hold it (`cargo xtask engines`, one build shared with the image tests; once per call
-/// site's `OnceLock`): engine binaries the tests run as `--engine process`.
+/// The engine binary `bin` (`weir-engine`, `weir-test-engine`, `weir-ballista`) the engine images hold
+/// (`cargo xtask engines`: the workspace build's own, so nothing is built again after the test suite's
+/// build; once per call site's `OnceLock`): engine binaries the tests run as `--engine process`.
 pub fn built_binary(bin: &str) -> Result<PathBuf, String> {
     let output =
         std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

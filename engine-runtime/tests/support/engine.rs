@@ -23,19 +23,6 @@ fn cargo() -> Command {
     command
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| {
-            if p.is_absolute() {
-                p
-            } else {
-                workspace_root().join(p)
-            }
-        })
-        .unwrap_or_else(|| workspace_root().join("target"))
-}
-
 fn docker_required() -> bool {
     std::env::var("WEIR_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
 }
@@ -88,27 +75,26 @@ pub fn test_engine_image() -> &'static str {
     TEST_IMAGE
 }
 
-/// The test engine built for this machine (`cargo build -p weir-test-engine`), once per test binary.
+/// The test engine binary the test image holds (`cargo xtask engines`: the workspace build's own, so
+/// nothing is built again after the test suite's build), once per test binary.
 pub fn test_engine_binary() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let output = cargo()
-            .args([
-                "build",
-                "--package",
-                "weir-test-engine",
-                "--bin",
-                "weir-test-engine",
-            ])
+            .args(["xtask", "engines"])
             .output()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
         if !output.status.success() {
             return Err(format!(
-                "building the test engine failed:\n{}",
+                "`cargo xtask engines` failed:\n{}",
                 String::from_utf8_lossy(&output.stderr)
             ));
         }
-        Ok(target_dir().join("debug").join("weir-test-engine"))
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(PathBuf::from)
+            .find(|p| p.file_name().is_some_and(|n| n == "weir-test-engine"))
+            .ok_or_else(|| "`cargo xtask engines` built no `weir-test-engine`".to_owned())
     });
     match built {
         Ok(path) => path.clone(),
