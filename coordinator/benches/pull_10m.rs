@@ -48,7 +48,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use weir_cli::commands::{self, list, pull};
-use weir_cli::engine::EngineRuntimeKind;
+use weir_engines::EngineRuntimeKind;
 
 /// Rows of the smoke run.
 const SMOKE_ROWS: u64 = 20_000;

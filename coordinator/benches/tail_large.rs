@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use weir_cli::commands::{self, pull, tail};
-use weir_cli::engine::EngineRuntimeKind;
+use weir_engines::EngineRuntimeKind;
 
 fn workspace(value_bytes: usize) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

@@ -5,7 +5,31 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::commands::Format;
-use crate::engine::EngineRuntimeKind;
+use weir_engines::EngineRuntimeKind;
+
+/// `--engine`: which runtime serves engines ([`EngineRuntimeKind`], spelled for the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineRuntime {
+    /// The reference DataFusion engine inside this process.
+    Embedded,
+    /// A local engine binary (`engines.<name>.binary` in `weir.yaml`).
+    Process,
+    /// A Docker container pinned by digest (`engines.<name>.image`).
+    Docker,
+    /// A Podman container pinned by digest.
+    Podman,
+}
+
+impl From<EngineRuntime> for EngineRuntimeKind {
+    fn from(runtime: EngineRuntime) -> Self {
+        match runtime {
+            EngineRuntime::Embedded => Self::Embedded,
+            EngineRuntime::Process => Self::Process,
+            EngineRuntime::Docker => Self::Docker,
+            EngineRuntime::Podman => Self::Podman,
+        }
+    }
+}
 
 /// Weir: datasets with a verifiable metadata chain, pulled through sandboxed, version-pinned engines.
 #[derive(Debug, Parser)]
@@ -20,8 +44,8 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Which runtime serves engines.
-    #[arg(long = "engine", id = "engine_runtime", global = true, value_enum, default_value_t = EngineRuntimeKind::Embedded)]
-    pub engine_runtime: EngineRuntimeKind,
+    #[arg(long = "engine", id = "engine_runtime", global = true, value_enum, default_value_t = EngineRuntime::Embedded)]
+    pub engine_runtime: EngineRuntime,
     /// Commands that write (pull, ingest, engine deprecate, upgrade) wait for another weir process writing the workspace
     /// to finish, instead of failing with exit 9.
     #[arg(long, global = true)]

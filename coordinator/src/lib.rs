@@ -10,9 +10,9 @@
 //! - [`weir_dataset`]: datasets' storage and metadata chains (the chain's rules, content-addressed blocks,
 //!   data and checkpoints, the head moved last, the workspace lock, the upgrade of old chains).
 //! - [`weir_ingest`]: fetch, read, check and merge (append, ledger, snapshot) for root datasets.
-//! - [`engine`]: engines by name, jobs, deadlines and the contract checks on what they return.
-//! - [`transaction`]: one transaction of one dataset, committed atomically; it reports its phase and counts
-//!   through [`weir_dataset::progress`].
+//! - [`weir_engines`]: engines by name, jobs, deadlines and the contract checks on what they return.
+//! - [`weir_transaction`]: one transaction of one dataset, committed atomically; it reports its phase and
+//!   counts through [`weir_dataset::progress`].
 //! - [`scheduler`] and [`commands::pull`]: the pull pipeline on gen-stage.
 //!
 //! # Example
@@ -28,9 +28,7 @@
 
 pub mod cli;
 pub mod commands;
-pub mod engine;
 
 pub mod exit;
 pub mod scheduler;
 pub mod scratch;
-pub mod transaction;

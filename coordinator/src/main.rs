@@ -386,7 +386,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             );
         }
     }
-    let ctx = commands::open(&cli.workspace, cli.engine_runtime, deadline)?;
+    let ctx = commands::open(&cli.workspace, cli.engine_runtime.into(), deadline)?;
     match &cli.command {
         Command::Pull {
             all,

@@ -47,6 +47,29 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("weir-sql", &["weir-odf"]),
     (
+        "weir-engines",
+        &[
+            "weir-dataset",
+            "weir-manifest",
+            "weir-reference-engine",
+            "weir-engine-runtime",
+            "weir-engine-contract",
+            "weir-engine-conformance",
+            "weir-odf",
+        ],
+    ),
+    (
+        "weir-transaction",
+        &[
+            "weir-engines",
+            "weir-dataset",
+            "weir-ingest",
+            "weir-manifest",
+            "weir-engine-runtime",
+            "weir-odf",
+        ],
+    ),
+    (
         "weir-distributed-engine",
         &[
             "weir-reference-engine",
@@ -58,6 +81,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "weir-cli",
         &[
+            "weir-transaction",
+            "weir-engines",
             "weir-dataset",
             "weir-ingest",
             "weir-manifest",
@@ -82,6 +107,9 @@ const DATAFUSION: &[&str] = &[
     "weir-reference-engine",
     "weir-distributed-engine",
     "weir-sql",
+    // the embedded engine
+    "weir-engines",
+    "weir-transaction",
     "weir-cli",
 ];
 
@@ -201,15 +229,7 @@ fn workspace_member_names() -> BTreeSet<String> {
 }
 
 /// The coordinator's modules, lowest first: each may import only the ones before it (and itself).
-const LAYERS: &[&str] = &[
-    "exit",
-    "scratch",
-    "engine",
-    "transaction",
-    "scheduler",
-    "commands",
-    "cli",
-];
+const LAYERS: &[&str] = &["exit", "scratch", "scheduler", "commands", "cli"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("a source folder").flatten() {

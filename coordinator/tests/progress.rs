@@ -8,12 +8,12 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use weir_cli::engine::EngineRuntimeKind;
-use weir_cli::transaction::TxOutcome;
 use weir_dataset::progress::{Phase, Progress, Report};
+use weir_engines::EngineRuntimeKind;
+use weir_transaction::TxOutcome;
 
 /// Runs `dataset`'s transactions until it is up to date; returns every report and the records committed.
-async fn pull(ctx: &weir_cli::transaction::Context, dataset: &str) -> (Vec<Report>, u64) {
+async fn pull(ctx: &weir_transaction::Context, dataset: &str) -> (Vec<Report>, u64) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let mut ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
@@ -190,7 +190,7 @@ content:
     let ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
     let m = &ctx.workspace.datasets["p"];
     let snapshot = weir_ingest::source_file::FileSnapshot::take(&file, "p.csv").unwrap();
-    let pushed = weir_cli::transaction::Pushed {
+    let pushed = weir_transaction::Pushed {
         source_name: "default".into(),
         read: m.push_sources[0].read.clone(),
         file: weir_ingest::fetch::Fetched {

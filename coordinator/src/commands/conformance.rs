@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::Output;
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
+use weir_transaction::Context;
 
 /// Runs `conformance`.
 pub async fn run(ctx: &Context, engine: &str) -> Result<Output, CommandError> {

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::Output;
 use super::intent::{Intent, Journal};
 use crate::commands::error::CommandError;
-use crate::transaction::{Context, TxError};
+use weir_transaction::{Context, TxError};
 
 /// Options of `weir delete`.
 #[derive(Debug, Clone, Default)]

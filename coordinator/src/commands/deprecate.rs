@@ -8,9 +8,9 @@ use serde_json::json;
 use super::Output;
 use super::verify::{ReplayedStep, replay};
 use crate::commands::error::CommandError;
-use crate::engine::compat::{self, Compatibility};
-use crate::transaction::Context;
 use weir_dataset::identity::EngineIdentity;
+use weir_engines::compat::{self, Compatibility};
+use weir_transaction::Context;
 
 /// Runs `engine deprecate`.
 pub async fn run(ctx: &Context, engine: &str, to: &str) -> Result<Output, CommandError> {

@@ -1,14 +1,14 @@
 //! The errors `weir` commands end with, their exit codes and hints.
 
-use crate::engine::EngineFailure;
 use crate::exit;
-use crate::transaction::TxError;
 use weir_dataset::chain::integrity::IntegrityError;
 use weir_dataset::chain::store::StoreError;
 use weir_dataset::chain::upgrade::UpgradeError;
 use weir_dataset::data::DataError;
 use weir_dataset::workspace_lock::LockError;
+use weir_engines::EngineFailure;
 use weir_manifest::workspace::WorkspaceError;
+use weir_transaction::TxError;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]

@@ -13,11 +13,11 @@ use weir_odf::{AddPushSource, ReadStep, SourceState};
 use super::pull::progress::ProgressLine;
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::transaction::{Context, Pushed, TxError, TxOutcome};
 use weir_dataset::progress::{Progress, Report};
 use weir_ingest::error::BadData;
 use weir_ingest::fetch::Fetched;
 use weir_ingest::source_file::{FileSnapshot, SnapshotError};
+use weir_transaction::{Context, Pushed, TxError, TxOutcome};
 
 /// A data format `--input-format` names, overriding the push source's read step kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

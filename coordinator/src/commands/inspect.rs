@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::transaction::{Context, stored_slice_schema};
 use weir_odf::MetadataEvent;
+use weir_transaction::{Context, stored_slice_schema};
 
 /// `inspect schema`: the columns of the dataset's data, as its latest `SetDataSchema` records them (`--format
 /// json`: that ODF schema, and the Arrow types of its newest data slice).

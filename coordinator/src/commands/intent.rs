@@ -25,10 +25,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::CommandError;
-use crate::transaction::TxError;
 use weir_dataset::chain::store::{Storage, StoreError};
 use weir_dataset::{durable, fault};
 use weir_odf::Multihash;
+use weir_transaction::TxError;
 
 /// The format of the record this Weir writes.
 const VERSION: u32 = 1;

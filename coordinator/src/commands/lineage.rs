@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::Format;
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
+use weir_transaction::Context;
 
 /// Runs `lineage`.
 pub fn run(ctx: &Context, dataset: Option<&str>, format: Format) -> Result<Output, CommandError> {

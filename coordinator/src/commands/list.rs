@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::{Output, table};
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
+use weir_transaction::Context;
 
 /// Runs `list`.
 pub async fn run(ctx: &Context) -> Result<Output, CommandError> {

@@ -4,10 +4,10 @@ use serde_json::json;
 
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
 use weir_dataset::identity::{self, EngineIdentity};
 use weir_manifest::support;
 use weir_odf::MetadataEvent;
+use weir_transaction::Context;
 
 /// Runs `log`: at most `limit` blocks, the newest.
 pub async fn run(ctx: &Context, dataset: &str, limit: usize) -> Result<Output, CommandError> {

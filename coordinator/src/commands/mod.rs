@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::commands::error::CommandError;
-use crate::engine::EngineResolver;
-use crate::engine::EngineRuntimeKind;
-use crate::transaction::Context;
 use weir_dataset::chain::store::Storage;
+use weir_engines::EngineResolver;
+use weir_engines::EngineRuntimeKind;
 use weir_manifest::snapshot::ManifestError;
 use weir_manifest::workspace::{Workspace, WorkspaceError};
+use weir_transaction::Context;
 
 /// What a command prints: text for people, JSON for programs.
 #[derive(Debug, Clone)]

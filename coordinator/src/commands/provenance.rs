@@ -6,11 +6,11 @@ use serde_json::json;
 
 use super::{Output, known, verify};
 use crate::commands::error::CommandError;
-use crate::engine::job::{InputRecords, ProvenanceJob};
-use crate::engine::{EngineFailure, compat};
-use crate::transaction::Context;
 use weir_dataset::identity::EngineIdentity;
+use weir_engines::job::{InputRecords, ProvenanceJob};
+use weir_engines::{EngineFailure, compat};
 use weir_odf::MetadataEvent;
+use weir_transaction::Context;
 
 /// Runs `provenance`.
 pub async fn run(ctx: &Context, dataset: &str, offset: u64) -> Result<Output, CommandError> {

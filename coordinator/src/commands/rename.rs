@@ -13,10 +13,10 @@ use serde_json::json;
 use super::intent::{Intent, Journal, ManifestText};
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::transaction::{Context, TxError};
 use weir_manifest::edit;
 use weir_manifest::snapshot::is_dataset_name;
 use weir_manifest::workspace::WorkspaceError;
+use weir_transaction::{Context, TxError};
 
 /// Runs `rename`.
 pub async fn run(ctx: &Context, old: &str, new: &str) -> Result<Output, CommandError> {

@@ -15,9 +15,9 @@ use serde_json::json;
 use super::intent::{HeadChange, Intent, Journal};
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::transaction::{Context, TxError};
 use weir_dataset::chain::store::Chain;
 use weir_odf::{DatasetId, MetadataEvent, Multihash};
+use weir_transaction::{Context, TxError};
 
 /// One dataset's head move.
 #[derive(Debug, Clone, PartialEq, Eq)]

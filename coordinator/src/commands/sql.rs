@@ -22,10 +22,10 @@ use weir_sql::{LiveSession, OutputFormat, SqlSession, StatementSplitter, Table, 
 use super::Format;
 use crate::commands::Output;
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
 use weir_dataset::chain::store::FileKind;
 use weir_dataset::chain::store::Storage;
 use weir_manifest::workspace::Workspace;
+use weir_transaction::Context;
 
 /// How `weir sql` prints rows (`--output-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

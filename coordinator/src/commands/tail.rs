@@ -10,9 +10,9 @@ use serde_json::json;
 
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
 use weir_dataset::chain::store::FileKind;
 use weir_dataset::data;
+use weir_transaction::Context;
 
 /// The most characters of one value the table shows; longer values end in `…` and their full length.
 /// (`--format json` gives every value whole.)

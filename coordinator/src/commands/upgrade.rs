@@ -23,12 +23,12 @@ use weir_odf::{DatasetId, MetadataBlock, MetadataEvent, Multihash};
 
 use super::Output;
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
 use weir_dataset::chain::legacy;
 use weir_dataset::chain::store::{DatasetStore, FileKind};
 use weir_dataset::chain::upgrade::{self, SliceFacts, StoredBlock, Upgraded, UpgradedInput};
 use weir_dataset::data;
 use weir_dataset::fault;
+use weir_transaction::Context;
 
 /// Options of `weir upgrade`.
 #[derive(Debug, Clone, Copy, Default)]

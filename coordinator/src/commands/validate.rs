@@ -6,10 +6,10 @@ use serde_json::json;
 
 use super::Output;
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
 use weir_dataset::chain::store::StoreError;
 use weir_dataset::chain::validate::check_input_against_chain;
 use weir_dataset::data;
+use weir_transaction::Context;
 
 /// What the manifests ask for that this workspace cannot do, found without data: every SQL step's engine
 /// must be served (`weir.yaml`, the runtime); a glob that matches no file is a warning (returned as text).
@@ -41,7 +41,7 @@ pub enum EngineCheck {
 
 /// The errors and warnings of [`static_checks`] for `manifests`.
 pub fn static_problems<'a>(
-    engines: &crate::engine::EngineResolver,
+    engines: &weir_engines::EngineResolver,
     root: &std::path::Path,
     manifests: impl IntoIterator<Item = &'a weir_manifest::snapshot::DatasetManifest>,
     runtime: EngineCheck,
@@ -156,8 +156,8 @@ pub async fn run(ctx: &Context) -> Result<Output, CommandError> {
                 Ok(None) => "; query not checked (an input has no records yet, or the engine cannot validate)"
                     .to_string(),
                 // The engine is not served on this runtime: the query is checked where it is.
-                Err(crate::transaction::TxError::Engine {
-                    source: e @ crate::engine::EngineFailure::NotConfigured { .. },
+                Err(weir_transaction::TxError::Engine {
+                    source: e @ weir_engines::EngineFailure::NotConfigured { .. },
                     ..
                 }) => format!("; query not checked ({e})"),
                 Err(e) => return Err(e.into()),

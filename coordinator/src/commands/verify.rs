@@ -6,12 +6,12 @@ use serde_json::json;
 
 use super::{Output, known};
 use crate::commands::error::CommandError;
-use crate::engine::{EngineFailure, EngineHandle, compat};
-use crate::transaction::{Context, PlannedInput, TransformPlan};
 use weir_dataset::chain::store::{Chain, FileKind};
 use weir_dataset::identity::{self, EngineIdentity};
+use weir_engines::{EngineFailure, EngineHandle, compat};
 use weir_odf::Multihash;
 use weir_odf::{Checkpoint, DatasetId, DatasetVocabulary, MetadataEvent};
+use weir_transaction::{Context, PlannedInput, TransformPlan};
 
 /// One replayed step.
 #[derive(Debug, Clone, Serialize)]
@@ -77,7 +77,7 @@ pub struct RecordedStep {
 
 /// The step of block `k` of `chain` (the chain of `dataset`), planned again: `None` when the block is not
 /// an `ExecuteTransform`, has no transform in force, or is a migration (which consumes no input records:
-/// replaying it is MigrateQuery's, see [`crate::transaction::is_migration`]).
+/// replaying it is MigrateQuery's, see [`weir_transaction::is_migration`]).
 pub async fn recorded_step(
     ctx: &Context,
     dataset: &str,
@@ -95,7 +95,7 @@ pub async fn recorded_step(
         .checked_sub(1)
         .and_then(|p| chain.blocks.get(p))
         .map(|(_, b)| &b.event);
-    if crate::transaction::is_migration(previous, recorded) {
+    if weir_transaction::is_migration(previous, recorded) {
         return Ok(None);
     }
     let prefix = Chain::from_blocks(dataset, &chain.blocks[..k])?;
@@ -481,7 +481,7 @@ pub async fn run(
         .iter()
         .enumerate()
         .filter(|(k, (_, b))| match &b.event {
-            MetadataEvent::ExecuteTransform(t) => crate::transaction::is_migration(
+            MetadataEvent::ExecuteTransform(t) => weir_transaction::is_migration(
                 k.checked_sub(1)
                     .and_then(|p| chain.blocks.get(p))
                     .map(|(_, b)| &b.event),

@@ -38,12 +38,12 @@ use super::Output;
 use crate::commands::error::CommandError;
 use crate::exit;
 use crate::scheduler::Scheduler;
-use crate::transaction::Context;
 use plugin::PluginBranch;
 pub use progress::ProgressEvent;
 use progress::{ProgressHub, Renderer};
 use schedule::PendingTransactions;
 pub use schedule::{Change, Done, Failure, PullReport, Task, Timing};
+use weir_transaction::Context;
 use worker::Worker;
 
 /// Options of `weir pull`.

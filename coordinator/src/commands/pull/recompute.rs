@@ -1,7 +1,7 @@
 //! `weir pull --recompute`.
 
 use crate::commands::error::CommandError;
-use crate::transaction::Context;
+use weir_transaction::Context;
 
 /// `--recompute`: every derivative among `targets` whose transform is not the one its chain records is reset
 /// to its Seed (refused, before anything changes, while datasets computed from it exist), so the pull

@@ -11,8 +11,8 @@ use super::progress::{ProgressEvent, ProgressHub};
 use super::schedule::{Change, Done, Failure, PendingTransactions, Task, Timing};
 use crate::commands::error::{tx_code, tx_hint};
 use crate::scheduler::Completion;
-use crate::transaction::{Context, TxOutcome};
 use weir_dataset::progress::{PhaseTimes, Progress, Report};
+use weir_transaction::{Context, TxOutcome};
 
 /// An engine worker: runs one transaction at a time.
 pub(super) struct Worker {

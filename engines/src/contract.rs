@@ -177,7 +177,7 @@ impl OutputCheck {
 ///
 /// ```
 /// use weir_odf::{OffsetInterval, DatasetVocabulary};
-/// use weir_cli::engine::contract::{check_transform_output, ContractViolation};
+/// use weir_engines::contract::{check_transform_output, ContractViolation};
 /// let err = check_transform_output(5, Some(OffsetInterval { start: 5, end: 6 }), None, None, &DatasetVocabulary::default());
 /// assert!(matches!(err, Err(ContractViolation::ClaimsRowsButNoFile { .. })));
 /// ```

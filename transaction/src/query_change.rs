@@ -28,11 +28,11 @@ use chrono::{DateTime, Utc};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{Context, TxError, TxOutcome, commit, last_execute_transform, stage};
-use crate::engine::job::{MigrateJob, TransformJobInput, ValidateJob};
-use crate::engine::{ContractViolation, EngineFailure, EngineHandle};
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind};
 use weir_dataset::data;
 use weir_dataset::progress::Phase;
+use weir_engines::job::{MigrateJob, TransformJobInput, ValidateJob};
+use weir_engines::{ContractViolation, EngineFailure, EngineHandle};
 use weir_manifest::snapshot::DatasetManifest;
 use weir_odf::{
     Checkpoint, DataSlice, DatasetId, DatasetVocabulary, ExecuteTransform, ExecuteTransformInput,

@@ -1,5 +1,11 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! Engines as the coordinator sees them: resolve an engine name to a pinned engine, run jobs on it with a
 //! deadline, and hold it to the contract.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod checked;
 pub mod compat;
@@ -474,7 +480,7 @@ impl EngineHandle {
 }
 
 /// How engines run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineRuntimeKind {
     /// The reference DataFusion engine inside this process.
     Embedded,

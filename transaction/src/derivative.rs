@@ -600,7 +600,7 @@ impl Context {
 #[derive(Debug)]
 pub struct EngineRun {
     /// The Success message.
-    pub report: crate::engine::job::TransformReport,
+    pub report: weir_engines::job::TransformReport,
     /// The data file, checked and hashed (`None` when there are no records).
     pub output: Option<output::CheckedOutput>,
     /// The checkpoint file.

@@ -18,7 +18,7 @@ mod tests {
     use weir_dataset::identity::EngineIdentity;
     use weir_odf::*;
 
-    use crate::transaction::metadata_events;
+    use crate::metadata_events;
     use weir_manifest::snapshot::DatasetManifest;
 
     const ROOT: &str = "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: root\n  kind: Root\n  metadata:\n    - kind: SetPollingSource\n      fetch: {kind: FilesGlob, path: 'data/*.csv'}\n      read: {kind: Csv, header: true}\n      merge: {kind: Append}\n    - kind: SetInfo\n      description: test\n";

@@ -1,6 +1,12 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The crate's API
+//!
 //! One transaction of one dataset: ingest the next source file of a root, or run the next transform step of
 //! a derivative, then commit: data, checkpoint and blocks first, the head last. A derivative whose transform
 //! changed is validated and migrated first (`query_change`).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod derivative;
 mod pinned;
@@ -26,16 +32,16 @@ use arrow::array::RecordBatch;
 use chrono::{DateTime, Utc};
 use tracing::{Instrument, info, info_span};
 
-use crate::engine::contract::ContractViolation;
-use crate::engine::exchange::{DataExchange, InputObjects, JobObjects};
-use crate::engine::job::{RawQueryJob, TransformJob, TransformJobInput};
-use crate::engine::output;
-use crate::engine::{EngineFailure, EngineHandle, EngineResolver};
 use weir_dataset::chain::store::{Chain, DatasetStore, FileKind, Storage, StoreError};
 use weir_dataset::data::{self, DataError};
 use weir_dataset::fault;
 use weir_dataset::identity;
 use weir_dataset::progress::{Phase, Progress, Report};
+use weir_engines::contract::ContractViolation;
+use weir_engines::exchange::{DataExchange, InputObjects, JobObjects};
+use weir_engines::job::{RawQueryJob, TransformJob, TransformJobInput};
+use weir_engines::output;
+use weir_engines::{EngineFailure, EngineHandle, EngineResolver};
 use weir_ingest::check::Checks;
 use weir_ingest::error::{BadData, IngestError, Unit};
 use weir_ingest::files_glob::SourceNotice;
@@ -239,7 +245,12 @@ impl Context {
         .await
     }
 
-    pub(crate) fn scratch(&self, dataset: &str) -> Result<tempfile::TempDir, TxError> {
+    /// A scratch folder for one operation on `dataset`, removed when dropped (under `TMPDIR`).
+    ///
+    /// # Errors
+    ///
+    /// [`TxError::Scratch`] when the folder cannot be made.
+    pub fn scratch(&self, dataset: &str) -> Result<tempfile::TempDir, TxError> {
         tempfile::Builder::new()
             .prefix(&format!("weir-{dataset}-"))
             .tempdir()
@@ -513,7 +524,7 @@ async fn commit(
 /// The Arrow schema of a stored slice of `dataset`, from its footer. A footer that cannot be read is
 /// diagnosed against the slice's recorded hash and size, so a missing, truncated or altered file is the
 /// storage error it is (exit 8, naming the file and the hashes), not a failure of the transaction.
-pub(crate) async fn stored_slice_schema(
+pub async fn stored_slice_schema(
     store: &DatasetStore,
     slice: &weir_odf::DataSlice,
     dataset: &str,
