@@ -326,14 +326,20 @@ pub enum EngineCommand {
 }
 
 /// The `--log` filter as tracing reads it: `weir` stands for Weir's own logs, whose targets are the module
-/// paths of the coordinator and of the dataset and ingest libraries (`weir_cli::...`, `weir_dataset::...`,
-/// `weir_ingest::...`); `weir::MODULE` names one module of them (`weir::transaction`, `weir::chain`,
-/// `weir::ingest`).
+/// paths of the coordinator and of the libraries it drives (`weir_cli::...`, `weir_transaction::...`,
+/// `weir_engines::...`, `weir_dataset::...`, `weir_ingest::...`) and `weir::engine` (the lines engines print);
+/// `weir::MODULE` names one module of them (`weir::transaction`, `weir::engine`, `weir::chain`,
+/// `weir::ingest`, `weir::commands`).
 ///
 /// ```
 /// use weir_cli::cli::log_filter;
-/// assert_eq!(log_filter("weir=debug"), "weir_cli=debug,weir_dataset=debug,weir_ingest=debug");
-/// assert_eq!(log_filter("warn,weir::transaction=trace,weir_gen_stage=info"), "warn,weir_cli::transaction=trace,weir_gen_stage=info");
+/// assert_eq!(
+///     log_filter("weir=debug"),
+///     "weir_cli=debug,weir_transaction=debug,weir_engines=debug,weir::engine=debug,weir_dataset=debug,weir_ingest=debug"
+/// );
+/// assert_eq!(log_filter("warn,weir::transaction=trace,weir_gen_stage=info"), "warn,weir_transaction=trace,weir_gen_stage=info");
+/// assert_eq!(log_filter("weir::engine=debug"), "weir_engines=debug,weir::engine=debug");
+/// assert_eq!(log_filter("weir::commands::pull=debug"), "weir_cli::commands::pull=debug");
 /// assert_eq!(log_filter("weir::chain::store=debug"), "weir_dataset::chain::store=debug");
 /// assert_eq!(log_filter("weir::ingest=debug"), "weir_ingest=debug");
 /// assert_eq!(log_filter("weirdo=debug"), "weirdo=debug");
@@ -357,12 +363,24 @@ pub fn log_filter(filter: &str) -> String {
                 .map_or((directive, ""), |i| directive.split_at(i));
             let target = target.trim();
             match target.strip_prefix("weir") {
-                Some("") => format!("weir_cli{rest},weir_dataset{rest},weir_ingest{rest}"),
+                // `weir::engine` is also the target of the lines engines print (`weir-engine-runtime`).
+                Some("") => format!(
+                    "weir_cli{rest},weir_transaction{rest},weir_engines{rest},weir::engine{rest},weir_dataset{rest},weir_ingest{rest}"
+                ),
                 Some(tail) if tail.starts_with("::") => {
                     let path = &tail[2..];
                     let module = path.split("::").next().unwrap_or_default();
-                    if module == "ingest" {
-                        format!("weir_ingest{}{rest}", &path["ingest".len()..])
+                    // A library named by its module: the rest of the path is inside it.
+                    let library = match module {
+                        "ingest" => Some("weir_ingest"),
+                        "transaction" => Some("weir_transaction"),
+                        _ => None,
+                    };
+                    if module == "engine" {
+                        let inner = &path[module.len()..];
+                        format!("weir_engines{inner}{rest},weir::engine{inner}{rest}")
+                    } else if let Some(library) = library {
+                        format!("{library}{}{rest}", &path[module.len()..])
                     } else if DATASET.contains(&module) {
                         format!("weir_dataset::{path}{rest}")
                     } else {
