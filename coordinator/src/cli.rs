@@ -116,6 +116,11 @@ pub enum Command {
         /// No progress line.
         #[arg(long)]
         quiet: bool,
+        /// Ingest the data even when it is byte for byte what the last push to this source sent. Without
+        /// it such a repeat (a rerun after a crash, say) is not ingested twice: the command names the
+        /// block that holds it and exits 0.
+        #[arg(long)]
+        again: bool,
     },
     /// Check a dataset's stored files against its chain, then replay every transform with its recorded
     /// engine and compare output hashes.

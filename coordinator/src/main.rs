@@ -419,6 +419,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
             source_name,
             input_format,
             quiet,
+            again,
         } => {
             let opts = commands::ingest::IngestOptions {
                 dataset: dataset.clone(),
@@ -426,6 +427,7 @@ async fn run(cli: &Cli) -> Result<Output, CommandError> {
                 source_name: source_name.clone(),
                 input_format: *input_format,
                 quiet: *quiet || cli.format == Format::Json,
+                again: *again,
             };
             commands::ingest::run(&ctx, &opts).await
         }

@@ -190,6 +190,7 @@ content:
     let ctx = ctx.with_progress(Progress::new(move |r| sink.lock().unwrap().push(r)));
     let m = &ctx.workspace.datasets["p"];
     let snapshot = weir_ingest::source_file::FileSnapshot::take(&file, "p.csv").unwrap();
+    let content = snapshot.sha3;
     let pushed = weir_transaction::Pushed {
         source_name: "default".into(),
         read: m.push_sources[0].read.clone(),
@@ -204,14 +205,16 @@ content:
             },
         },
         snapshot: Some(snapshot),
+        content,
+        again: false,
     };
     let outcome = ctx.ingest_pushed("p", pushed).await.unwrap();
     assert!(matches!(
         outcome,
-        TxOutcome::Committed {
+        weir_transaction::PushOutcome::Ingested(TxOutcome::Committed {
             records: 20_000,
             ..
-        }
+        })
     ));
     let reports = seen.lock().unwrap().clone();
     assert_eq!(

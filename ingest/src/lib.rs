@@ -18,6 +18,7 @@ pub mod files_glob;
 pub mod http;
 pub mod merge;
 pub mod prepare;
+pub mod push;
 pub mod read;
 pub mod schema;
 pub mod source_file;

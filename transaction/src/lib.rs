@@ -18,7 +18,7 @@ mod writer_chains;
 pub use derivative::{EngineRun, PlannedInput, TransformPlan};
 pub use pinned::InputMoved;
 pub use query_change::is_migration;
-pub use root::Pushed;
+pub use root::{PushOutcome, Pushed};
 pub use slices::{LoadError, ledger_index, snapshot_index, stored_records};
 pub use weir_dataset::chain::append::link_blocks;
 pub(crate) use weir_dataset::chain::append::{record_engine, schema_event, set_version};

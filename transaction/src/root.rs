@@ -7,18 +7,20 @@ use std::time::SystemTime;
 
 use tracing::warn;
 use weir_ingest::files_glob::{self, IngestedFiles};
+use weir_ingest::push::{LastPush, RecordedPush, last_push};
 use weir_ingest::source_file::{FileSnapshot, SnapshotError};
 use weir_odf::FetchStep;
 
 /// Batches a source file is decoded ahead of its checks and the slice's encoding.
 const READ_AHEAD: usize = 2;
 
-/// What a root's transaction read from: the snapshot of the source file it read (a glob's file), and the
-/// files of the source it did not ingest.
+/// What a root's transaction read from: the snapshot of the source file it read (a glob's file), the
+/// files of the source it did not ingest, and the source's last push when a push repeats it.
 #[derive(Debug, Default)]
 struct SourceRead {
     snapshot: Option<FileSnapshot>,
     notices: Vec<SourceNotice>,
+    repeats: Option<LastPush>,
 }
 
 /// A file pushed into one of a root's push sources (`weir ingest`).
@@ -32,6 +34,20 @@ pub struct Pushed {
     pub file: fetch::Fetched,
     /// Its snapshot before the read, checked after it; `None` for a copy this process made.
     pub snapshot: Option<FileSnapshot>,
+    /// The SHA3-256 of the file's bytes, recorded with the push ([`RecordedPush`]).
+    pub content: Multihash,
+    /// Ingest the file even when the source's last push pushed exactly these bytes.
+    pub again: bool,
+}
+
+/// The result of a push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// The transaction ran: committed, or nothing to do.
+    Ingested(TxOutcome),
+    /// The bytes are exactly what the source's last push pushed (the same size and SHA3-256), and
+    /// [`Pushed::again`] was not set: nothing was read or committed. The block holds them.
+    AlreadyIngested(LastPush),
 }
 
 impl Context {
@@ -39,12 +55,19 @@ impl Context {
     /// it was read is refused whatever else went wrong with it (a truncated CSV line, say), since what was
     /// read is then neither its content before nor after; nothing is committed.
     pub(super) async fn ingest_once(&self, m: &DatasetManifest) -> Result<TxOutcome, TxError> {
-        self.ingest_checked(m, None).await
+        self.ingest_checked(m, &mut SourceRead::default(), None)
+            .await
     }
 
     /// One transaction of a root's push source: `pushed` read, checked, merged and committed as a polled
-    /// file is.
-    pub async fn ingest_pushed(&self, dataset: &str, pushed: Pushed) -> Result<TxOutcome, TxError> {
+    /// file is, and recorded with its content hash ([`RecordedPush`]). Bytes that are exactly what the
+    /// source's last push recorded are not ingested a second time unless [`Pushed::again`] says so: a rerun
+    /// of a push that committed and was killed before it could report finds them there.
+    pub async fn ingest_pushed(
+        &self,
+        dataset: &str,
+        pushed: Pushed,
+    ) -> Result<PushOutcome, TxError> {
         let m = self
             .workspace
             .datasets
@@ -54,17 +77,25 @@ impl Context {
             })?
             .clone();
         let span = tracing::info_span!("transaction", dataset = %dataset, kind = "push");
-        self.ingest_checked(&m, Some(pushed)).instrument(span).await
+        let mut read = SourceRead::default();
+        let outcome = self
+            .ingest_checked(&m, &mut read, Some(pushed))
+            .instrument(span)
+            .await?;
+        Ok(match read.repeats {
+            Some(last) => PushOutcome::AlreadyIngested(last),
+            None => PushOutcome::Ingested(outcome),
+        })
     }
 
     async fn ingest_checked(
         &self,
         m: &DatasetManifest,
+        read: &mut SourceRead,
         push: Option<Pushed>,
     ) -> Result<TxOutcome, TxError> {
-        let mut read = SourceRead::default();
-        let outcome = self.ingest_file(m, &mut read, push).await;
-        let outcome = match (outcome, read.snapshot) {
+        let outcome = self.ingest_file(m, read, push).await;
+        let outcome = match (outcome, read.snapshot.clone()) {
             // Found changed already (after the read): no second look needed.
             (Err(e @ TxError::BadData { .. }), _) if changed_while_read(&e) => Err(e),
             (Err(e @ (TxError::BadData { .. } | TxError::Data { .. })), Some(snapshot)) => {
@@ -97,11 +128,11 @@ impl Context {
                 blocks,
                 more,
                 engine_time,
-                notices: read.notices,
+                notices: std::mem::take(&mut read.notices),
             }),
             TxOutcome::UpToDate { dataset, .. } => Ok(TxOutcome::UpToDate {
                 dataset,
-                notices: read.notices,
+                notices: std::mem::take(&mut read.notices),
             }),
         }
     }
@@ -225,6 +256,22 @@ impl Context {
                 return commit(&store, chain_ref, events, now, 0, false, Duration::ZERO).await;
             }
         };
+        // What this push records, and whether the source's last push recorded the same.
+        let push_record = push
+            .as_ref()
+            .map(|p| RecordedPush::new(&p.source_name, p.file.size, &p.content));
+        if let (Some(p), Some(record)) = (&push, &push_record)
+            && !p.again
+            && let Some(last) = last_push(&chain.blocks, &events, &p.source_name)
+            && last.pushed == *record
+        {
+            info!(dataset = %name, block = %last.block, "the source's last push holds these bytes already");
+            read.repeats = Some(last);
+            return Ok(TxOutcome::UpToDate {
+                dataset: name,
+                notices: Vec::new(),
+            });
+        }
         let read_step = &read_step;
         let pushed = push.is_some();
         let vocab = DatasetVocabulary::from(&m.vocab.clone().unwrap_or_default());
@@ -479,8 +526,12 @@ impl Context {
                 new_watermark: watermark,
                 // A push source resumes from nothing: its data comes when it is pushed.
                 new_source_state: (!pushed).then_some(file.state),
-                // What the file was when it was read (a glob's file): later pulls compare it with it.
-                extra: read.snapshot.as_ref().and_then(|s| s.recorded().to_extra()),
+                // What the file was when it was read (a glob's file): later pulls compare it with it. A push
+                // records what it pushed too: a push of the same bytes after it is a repeat.
+                extra: match &push_record {
+                    Some(p) => p.to_extra(read.snapshot.as_ref().map(|s| s.recorded()).as_ref()),
+                    None => read.snapshot.as_ref().and_then(|s| s.recorded().to_extra()),
+                },
             }));
         }
         if events.is_empty() {

@@ -3,12 +3,16 @@
 //! named by `--input-format`, and goes through the same checks, preprocess query, merge strategy and commit
 //! as a polled file: a file given by path is read from a checked snapshot (changed while read: refused,
 //! nothing committed); standard input is copied to scratch first, so what is read is what was sent.
+//!
+//! The push records the SHA3-256 of the bytes it pushed. Bytes that are exactly what the source's last push
+//! recorded are not ingested again (a rerun of a push killed after its commit, before it reported, finds
+//! them there): the command says which block holds them and exits 0; `--again` ingests them anyway.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
-use weir_odf::{AddPushSource, ReadStep, SourceState};
+use weir_odf::{AddPushSource, Multihash, ReadStep, Sha3Hasher, SourceState};
 
 use super::pull::progress::ProgressLine;
 use super::{Output, known};
@@ -17,7 +21,7 @@ use weir_dataset::progress::{Progress, Report};
 use weir_ingest::error::BadData;
 use weir_ingest::fetch::Fetched;
 use weir_ingest::source_file::{FileSnapshot, SnapshotError};
-use weir_transaction::{Context, Pushed, TxError, TxOutcome};
+use weir_transaction::{Context, PushOutcome, Pushed, TxError, TxOutcome};
 
 /// A data format `--input-format` names, overriding the push source's read step kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -43,6 +47,8 @@ pub struct IngestOptions {
     pub input_format: Option<InputFormat>,
     /// No progress line.
     pub quiet: bool,
+    /// Ingest the data even when it is exactly what the source's last push pushed.
+    pub again: bool,
 }
 
 /// Runs `weir ingest`.
@@ -71,12 +77,17 @@ pub async fn run(ctx: &Context, opts: &IngestOptions) -> Result<Output, CommandE
     let ctx = ctx.with_progress(progress.clone());
     let scratch = ctx.scratch(dataset)?;
     let file = match opts.file.as_deref() {
-        None | Some("-") => stdin_copy(dataset, scratch.path()).await.map(|f| (f, None)),
+        None | Some("-") => stdin_copy(dataset, scratch.path())
+            .await
+            .map(|(f, content)| (f, None, content)),
         Some(path) => snapshot(dataset, Path::new(path), progress)
             .await
-            .map(|(f, s)| (f, Some(s))),
+            .map(|(f, s)| {
+                let content = s.sha3;
+                (f, Some(s), content)
+            }),
     };
-    let (file, snapshot) = match file {
+    let (file, snapshot, content) = match file {
         Ok(f) => f,
         Err(e) => {
             line.finish();
@@ -91,12 +102,40 @@ pub async fn run(ctx: &Context, opts: &IngestOptions) -> Result<Output, CommandE
                 read,
                 file,
                 snapshot,
+                content,
+                again: opts.again,
             },
         )
         .await;
     line.finish();
     Ok(match outcome? {
-        TxOutcome::Committed { head, records, .. } => Output {
+        PushOutcome::AlreadyIngested(last) => Output {
+            text: format!(
+                "{dataset}: nothing ingested: these {} bytes (sha3-256 {}) are exactly what the last push to source `{}` sent, already in block #{} {} ({} record(s) added then); nothing committed. `--again` ingests them once more",
+                last.pushed.size,
+                last.pushed.sha3_256,
+                source.source_name,
+                last.sequence_number,
+                last.block,
+                last.records,
+            ),
+            json: json!({
+                "dataset": dataset,
+                "sourceName": source.source_name,
+                "recordsAdded": 0,
+                "oldHead": old_head,
+                "newHead": old_head,
+                "alreadyIngested": {
+                    "block": last.block.to_string(),
+                    "sequenceNumber": last.sequence_number,
+                    "systemTime": last.system_time.to_rfc3339(),
+                    "records": last.records,
+                    "size": last.pushed.size,
+                    "sha3-256": last.pushed.sha3_256,
+                },
+            }),
+        },
+        PushOutcome::Ingested(TxOutcome::Committed { head, records, .. }) => Output {
             text: format!(
                 "{dataset}: {records} record(s) added, head {} -> {head}",
                 old_head.as_deref().unwrap_or("(new)")
@@ -107,9 +146,10 @@ pub async fn run(ctx: &Context, opts: &IngestOptions) -> Result<Output, CommandE
                 "recordsAdded": records,
                 "oldHead": old_head,
                 "newHead": head.to_string(),
+                "alreadyIngested": null,
             }),
         },
-        TxOutcome::UpToDate { .. } => Output {
+        PushOutcome::Ingested(TxOutcome::UpToDate { .. }) => Output {
             text: format!("{dataset}: nothing to add"),
             json: json!({
                 "dataset": dataset,
@@ -117,6 +157,7 @@ pub async fn run(ctx: &Context, opts: &IngestOptions) -> Result<Output, CommandE
                 "recordsAdded": 0,
                 "oldHead": old_head,
                 "newHead": old_head,
+                "alreadyIngested": null,
             }),
         },
     })
@@ -228,25 +269,43 @@ async fn snapshot(
     Ok((file, snapshot))
 }
 
-/// Standard input, copied to `dir` as it comes.
-async fn stdin_copy(dataset: &str, dir: &Path) -> Result<Fetched, CommandError> {
+/// Standard input, copied to `dir` as it comes, and the SHA3-256 of its bytes.
+async fn stdin_copy(dataset: &str, dir: &Path) -> Result<(Fetched, Multihash), CommandError> {
     let path = dir.join("stdin");
     let target = path.clone();
-    let size = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
+    let (size, content) = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+        use std::io::{Read as _, Write as _};
         let mut out = std::fs::File::create(&target)?;
-        let n = std::io::copy(&mut std::io::stdin().lock(), &mut out)?;
+        let mut hasher = Sha3Hasher::new();
+        let mut input = std::io::stdin().lock();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        loop {
+            let got = match input.read(&mut buf) {
+                Ok(0) => break,
+                Ok(got) => got,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            hasher.update(&buf[..got]);
+            out.write_all(&buf[..got])?;
+            n += got as u64;
+        }
         out.sync_all()?;
-        Ok(n)
+        Ok((n, hasher.finish()))
     })
     .await
     .map_err(|_| bad(dataset, "standard input", "reading it failed".into()))?
     .map_err(|e| bad(dataset, "standard input", e.to_string()))?;
-    Ok(Fetched {
-        name: "standard input".into(),
-        path,
-        size,
-        state: pushed_state(),
-    })
+    Ok((
+        Fetched {
+            name: "standard input".into(),
+            path,
+            size,
+            state: pushed_state(),
+        },
+        content,
+    ))
 }
 
 /// A push source records no source state (the transaction does not write this one).
