@@ -2,7 +2,9 @@
 //!
 //! - every crate depends only on the workspace crates below it (the table in `ALLOWED`, from `Cargo.lock`),
 //!   so nothing low imports anything high and DataFusion stays in the crates that need it;
-//! - inside the coordinator, modules import only the modules below them (`LAYERS`): no circles.
+//! - inside the coordinator, modules import only the modules below them (`LAYERS`): no circles;
+//! - a crate whose integration tests are one test binary (`autotests = false`) declares every file of
+//!   its `tests/` folder in that binary or as a test target of its own, so no test is left unbuilt.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -304,4 +306,68 @@ fn every_coordinator_module_has_a_layer() {
             );
         }
     }
+}
+
+#[test]
+fn no_integration_test_file_is_left_out_of_its_test_binary() {
+    let root = workspace_root();
+    let text = std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace Cargo.toml");
+    let members = text
+        .lines()
+        .find_map(|l| l.strip_prefix("members = "))
+        .expect("a members line");
+    let mut left_out = Vec::new();
+    let mut grouped = 0;
+    for dir in members
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+    {
+        let crate_dir = root.join(dir);
+        let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("{dir}/Cargo.toml: {e}"));
+        if !manifest.lines().any(|l| l.trim() == "autotests = false") {
+            continue;
+        }
+        grouped += 1;
+        // The test targets the manifest declares, and the modules their roots declare.
+        let roots: Vec<String> = manifest
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("path = \"tests/"))
+            .map(|p| p.trim_end_matches('"').to_owned())
+            .collect();
+        assert!(
+            !roots.is_empty(),
+            "{dir}: autotests = false but no [[test]] target"
+        );
+        let mut declared: BTreeSet<String> = roots.iter().cloned().collect();
+        for test_root in &roots {
+            let source = std::fs::read_to_string(crate_dir.join("tests").join(test_root))
+                .unwrap_or_else(|e| panic!("{dir}/tests/{test_root}: {e}"));
+            declared.extend(
+                source
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("mod "))
+                    .map(|m| format!("{}.rs", m.trim_end_matches(';'))),
+            );
+        }
+        let Ok(entries) = std::fs::read_dir(crate_dir.join("tests")) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".rs") && !declared.contains(&name) {
+                left_out.push(format!("{dir}/tests/{name}"));
+            }
+        }
+    }
+    assert!(
+        grouped > 0,
+        "the coordinator's tests at least are one binary"
+    );
+    assert!(
+        left_out.is_empty(),
+        "test files no test target builds (declare them as `mod` in the crate's tests/integration.rs): {left_out:?}"
+    );
 }

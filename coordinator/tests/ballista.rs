@@ -7,9 +7,7 @@
 //! capabilities and memory and process limits.
 //!
 //! Without a Docker daemon the tests print SKIPPED and pass, unless `WEIR_REQUIRE_DOCKER=1` (CI).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

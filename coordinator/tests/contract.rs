@@ -4,9 +4,7 @@
 //!
 //! Every test starts from a derivative with one good transaction (offsets 0..=2) and a root that then
 //! receives three more records, so the lying transaction must start at offset 3.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -4,9 +4,7 @@
 //!
 //! Without a Docker daemon the container tests print SKIPPED and pass, unless `WEIR_REQUIRE_DOCKER=1`
 //! (CI), which makes them fail.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,8 +1,6 @@
 //! A process engine's binary is hashed once per run (it pins the engine in the chain), not once per
 //! operation, and a SIGTERM while it is being hashed stops `weir` at once.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;

@@ -1,7 +1,5 @@
 //! What users see when a manifest or a query is wrong.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 

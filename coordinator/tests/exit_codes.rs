@@ -1,10 +1,7 @@
 //! Every failure gets its documented exit code and a hint that helps for that error: a table of failures,
 //! each driven through the `weir` binary, with the code and what the hint must (and must not) say.
-#![allow(clippy::unwrap_used)]
-
-mod common;
-#[path = "../../engine-runtime/tests/support/moto.rs"]
-mod moto;
+use crate::common;
+use crate::moto;
 
 use std::path::Path;
 

@@ -1,8 +1,6 @@
 //! Crash safety: the coordinator killed at every step of a transaction leaves the previous head, and a rerun
 //! completes the work with the same result as an uninterrupted pull.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -2,11 +2,8 @@
 //! a certificate authority made by the test, trusted through `WEIR_CA_CERTIFICATES`): a 200 is ingested, a
 //! 304 or an unchanged body adds nothing, a 404 fails with the status and the URL, a redirect is followed,
 //! and a body that breaks off commits nothing and is fetched again by the next pull.
-#![allow(clippy::unwrap_used)]
-
-mod common;
-#[path = "support_http/mod.rs"]
-mod support_http;
+use crate::common;
+use crate::support_http;
 
 use std::path::Path;
 

@@ -1,8 +1,6 @@
 //! What ingest refuses: every refusal exits 10, names the file, the line (or row) and the column, and leaves
 //! the dataset at its previous head with its previous records.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,9 +2,7 @@
 //! `intent-step-N` abort the process there, as a crash would): the next command completes the operation
 //! before anything else, the workspace validates, and the next pull neither loses nor duplicates a record.
 //! And commands queued behind one of them (`--wait-lock`) read the workspace as it left it.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

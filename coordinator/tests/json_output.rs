@@ -1,9 +1,7 @@
 //! `--format json`: every command, whatever its outcome, writes exactly one JSON document on stdout and
 //! nothing else; a failure's document carries the error, its causes, the hint and the exit code the
 //! process exits with. Logs and progress go to stderr.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

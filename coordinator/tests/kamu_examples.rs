@@ -5,11 +5,8 @@
 //! counts run on RisingWave in kamu; `weir validate` refuses that one dataset with what would serve it.
 //! covid's union ends with an ORDER BY, which orders each transaction's output as kamu's engine does: it
 //! runs as written.
-#![allow(clippy::unwrap_used)]
-
-mod common;
-#[path = "support_http/mod.rs"]
-mod support_http;
+use crate::common;
+use crate::support_http;
 
 use std::io::Write as _;
 use std::path::Path;

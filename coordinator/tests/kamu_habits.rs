@@ -2,9 +2,7 @@
 //! --integrity`, `delete --all` with its confirmation (asked on a terminal, tested in a pseudo-terminal),
 //! `log --limit`, `tail -s`, `init`, `inspect schema|query|lineage`, progress bars on a terminal only, and a
 //! pull summary whose times add up.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

@@ -3,9 +3,7 @@
 //! kinds, `prepare` steps (gzip, zip with `subPath`, a `Pipe` command), engine names mapped in
 //! `weir.yaml`; and `weir validate` reporting every problem of every manifest in one run, at its line,
 //! with `pull` committing nothing for a workspace `validate` refuses.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::Path;

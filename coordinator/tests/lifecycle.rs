@@ -1,9 +1,7 @@
 //! The dataset lifecycle a data engineer goes through after the first pull, on the embedded engine: a query
 //! changed (validated, migrated, refused, recomputed), a dataset renamed, reset and deleted, the lineage of
 //! one dataset, and `verify --all`.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

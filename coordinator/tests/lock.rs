@@ -1,9 +1,7 @@
 //! One writer per workspace: commands that write take the workspace lock (`weir.lock` in the storage
 //! root), a second writer fails at once with exit 9 or waits with `--wait-lock`, and readers never take it.
 //! The test holds the lock itself, as another `weir` process would.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};

@@ -1,11 +1,8 @@
 //! `exchange: object-store`: the reference engine, run as a process, reads its inputs and checkpoint
 //! where an `s3://` storage keeps them and writes its output there itself, with credentials from STS
 //! scoped to the transaction; moto's S3 and STS on 127.0.0.1 stand in for the store.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
-mod common;
-#[path = "../../engine-runtime/tests/support/moto.rs"]
-mod moto;
+use crate::common;
+use crate::moto;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -1,9 +1,7 @@
 //! The datasets Weir writes are ODF datasets as kamu reads them: every block decodes with `odf`, encodes
 //! back to the identical bytes (kamu re-serialises blocks and checks the hash), is named by its hash, and
 //! the chains keep kamu's rules; every slice's logical hash is ODF's, recomputed from the stored file.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

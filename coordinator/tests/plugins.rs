@@ -1,9 +1,7 @@
 //! `weir pull --dispatcher-plugin`: real plugin libraries fed the pull's progress events. A plugin that
 //! routes by key gets each event's dataset as its key; a plugin that panics fails the pull, naming the
 //! plugin and the callback, instead of degrading quietly.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;

@@ -1,9 +1,7 @@
 //! What a transaction reports while it runs (the feed of `weir pull`'s progress bars), observed through the
 //! library: the phases in order, the counts they end with, and the totals an ETA is computed from.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,5 @@
 //! `weir pull` and `weir tail` on the example workspace with the embedded engine.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,8 +1,6 @@
 //! Push sources: `AddPushSource` in a manifest and `weir ingest DATASET [FILE|-]`, one transaction per call
 //! with the checks, merge strategy and commit of a polled file.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;

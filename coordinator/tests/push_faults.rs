@@ -2,9 +2,7 @@
 //! the head moved), a valid chain, and the same command run again ends with the records of one
 //! uninterrupted push. A push of exactly the bytes the source's last push sent is such a rerun: it is not
 //! ingested twice unless `--again` says so.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,9 +2,7 @@
 //! head), its engine stopped and every scratch folder removed; and scratch folders left by a process that
 //! was killed outright are removed by the next `weir` to start. Each test points `TMPDIR` at a folder it
 //! owns, so it can see every scratch folder `weir` makes.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

@@ -2,9 +2,7 @@
 //! pull, a file that changes while it is read is refused with nothing committed, and files the glob holds
 //! that name order has passed (late files, files changed after they were ingested) are reported, never
 //! ingested or ignored silently.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};

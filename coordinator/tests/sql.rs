@@ -1,8 +1,6 @@
 //! `weir sql` over the example workspace: one-shot statements, the shell on standard input, and the Flight
 //! SQL server's start and stop (its protocol is tested with a real ADBC client in `sql/tests`).
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;

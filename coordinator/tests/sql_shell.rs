@@ -1,9 +1,7 @@
 //! The `weir sql` shell in a pseudo-terminal, as a person uses it: prompts, multi-line statements, meta
 //! commands, history recalled with the Up arrow (and kept in a file), Ctrl-C cancelling the statement being
 //! typed or running without leaving the shell, and statements that see pulls made while the shell is open.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

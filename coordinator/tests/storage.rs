@@ -1,9 +1,7 @@
 //! The store never hands out unchecked bytes, and a lost head is never a new dataset: files swapped or
 //! corrupted under their content-addressed names, deleted outputs and a deleted head, end to end through
 //! the `weir` binary on copies of the example workspace.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

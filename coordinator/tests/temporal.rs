@@ -1,8 +1,6 @@
 //! A temporal table join through the coordinator (embedded engine): readings enriched with the station names
 //! valid at each reading's time, from a Snapshot root whose corrections and retractions change the names.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

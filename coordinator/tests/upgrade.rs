@@ -1,9 +1,7 @@
 //! Datasets written by Weir before its chains were ODF's: every command but `weir upgrade` recognises and
 //! refuses them with a message that names `weir upgrade`, never misreads them; `weir upgrade` converts them
 //! into the chains the current Weir writes, losing nothing, keeping the old chains, and is safe to rerun.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

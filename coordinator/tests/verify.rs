@@ -1,7 +1,5 @@
 //! `weir verify` and `weir engine deprecate` replay recorded transform steps.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 use weir_dataset::chain::store::Storage;

@@ -5,8 +5,6 @@
 //! The toy engine reads and writes tables as JSON through a JSON
 //! `DataFixtures` (the kit only needs engine and fixtures to agree on a
 //! format; real engines use Parquet).
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

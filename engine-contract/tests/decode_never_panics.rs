@@ -1,7 +1,5 @@
 //! Arbitrary bytes never panic any decoder: every root's decode and the
 //! protobuf envelope parser return a value or a specific error.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
 use proptest::prelude::*;
 use weir_engine_contract::grpc::Envelope;
 use weir_engine_contract::model::*;

@@ -1,8 +1,6 @@
 //! A real engine server and client over loopback TCP and a Unix socket:
 //! progress streaming, every error kind, deadlines, and misbehaving peers
 //! (two terminals, no terminal, garbage) served by a raw scripted server.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

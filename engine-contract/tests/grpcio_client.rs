@@ -5,8 +5,6 @@
 //!
 //! Needs `python3` with grpcio (`python3 -m pip install grpcio`). Without it each test prints
 //! `NOT RUN` and passes, unless `WEIR_REQUIRE_GRPCIO=1` (CI), which makes it fail.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;

@@ -1,8 +1,6 @@
 //! Every root of the typed model round-trips through bytes, with optional
 //! fields set and unset; vocabulary defaults and Weir's Progress fields
 //! behave as documented.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
 use chrono::{TimeZone, Utc};
 use weir_engine_contract::generated as fb;
 use weir_engine_contract::model::*;

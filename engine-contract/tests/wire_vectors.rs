@@ -1,8 +1,6 @@
 //! Every reference vector (WIRE.md section 8) decodes into the typed model
 //! with every field as documented, and re-encodes to bytes that decode to
 //! the same value.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, TimeZone, Utc};

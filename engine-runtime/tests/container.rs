@@ -1,8 +1,6 @@
 //! Engines in containers, against the real Docker daemon, with the test-engine image. Skipped
 //! without a daemon unless `WEIR_REQUIRE_DOCKER=1`.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;

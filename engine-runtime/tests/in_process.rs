@@ -1,6 +1,4 @@
 //! Engines inside the coordinator's process, through the same client and rules as the others.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
 use std::time::Duration;
 
 use weir_engine_contract::model::{

@@ -6,9 +6,7 @@
 //! The owning process is this test binary run again with only [`owner_process`] selected and
 //! `WEIR_TEST_OWNER` set: it starts a container engine and a process engine through
 //! engine-runtime, prints what it started, and waits for a signal.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -99,7 +97,7 @@ fn start_owner() -> Owner {
     let dir = shared_tempdir();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            "owner_process",
+            "owner_signals::owner_process",
             "--exact",
             "--nocapture",
             "--test-threads=1",

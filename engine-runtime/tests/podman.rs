@@ -2,9 +2,7 @@
 //! `podman system service` on a socket of its own (it exits by itself when idle) and copies the
 //! test-engine image into it from Docker. Skipped without `podman` (or without Docker to copy the
 //! image from) unless `WEIR_REQUIRE_PODMAN=1`.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -1,7 +1,5 @@
 //! Engines as local child processes, with the test engine binary.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

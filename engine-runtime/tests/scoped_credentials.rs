@@ -4,9 +4,7 @@
 //!
 //! moto records the session policy STS received but never applies it (an assumed role's
 //! permissions are the role's own policies only), so no test here can show a denial by the policy.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

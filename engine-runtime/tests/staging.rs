@@ -1,8 +1,6 @@
 //! Data staging: local data in place, in-memory and S3 (moto on 127.0.0.1) data downloaded and
 //! uploaded.
-#![allow(clippy::unwrap_used)] // tests: a panic is a failed test
-
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! by hand, so every ask and every piece handed to `handle_events` is seen.
 //! The numbers are GenStage's (see SEMANTICS.md).
 
-mod harness;
+use crate::harness;
 
 use harness::{Logs, Note, Notes, Recorder, RecorderCall, consumed, notes};
 use weir_gen_stage::protocol::{RawProducer, ToProducer};

@@ -1,7 +1,7 @@
 //! The producer buffer through running stages: served first, bounded,
 //! discards reported, infos kept in their place, partition queues counted.
 
-mod harness;
+use crate::harness;
 
 use std::sync::{Arc, Mutex};
 

@@ -1,7 +1,7 @@
 //! Calls, casts and infos: replies and events in GenStage's order,
 //! timeouts, stopping from a call.
 
-mod harness;
+use crate::harness;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

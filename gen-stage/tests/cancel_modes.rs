@@ -1,7 +1,7 @@
 //! Cancel modes: what a consumer does when a subscription ends, by mode and
 //! reason, whether the producer cancelled or went down.
 
-mod harness;
+use crate::harness;
 
 use harness::{Counter, Note, Recorder, RecorderCall, TIMEOUT, next_matching, notes};
 use weir_gen_stage::{

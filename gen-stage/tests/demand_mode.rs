@@ -1,7 +1,7 @@
 //! Demand modes: accumulate records demands and emitted events in order and
 //! replays them on the switch to forward.
 
-mod harness;
+use crate::harness;
 
 use harness::{Counter, Doubler, Note, Recorder, TIMEOUT, consumed, drain, notes};
 use weir_gen_stage::{DemandMode, Error, ProducerOptions, SubscribeOptions};

@@ -23,7 +23,7 @@
 //!   not compile.
 //! - "format_status/2": no `:sys` status.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::{

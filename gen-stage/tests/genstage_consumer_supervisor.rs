@@ -45,7 +45,7 @@
 //! `Err(SubscriptionRefused { .. Down(Noproc) })` (GenStage: `{:ok, ref}`
 //! followed by the `:noproc` exit).
 
-mod support;
+use crate::support;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

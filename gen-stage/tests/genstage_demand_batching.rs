@@ -5,7 +5,7 @@
 //! The Broadcast scenarios of both blocks are in `genstage_dispatchers.rs`.
 //! Nothing of these two blocks is skipped.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::{

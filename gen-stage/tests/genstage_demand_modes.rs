@@ -6,7 +6,7 @@
 //!   inspects `:sys.get_state(producer).buffer`; here a sync call to the
 //!   producer is the barrier and `estimate_buffered_count` reads the buffer.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::{

@@ -20,7 +20,7 @@
 //! [`RawConsumer`] that subscribes and never asks. `refute_received` comes
 //! after sync calls to every stage involved (a barrier).
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::protocol::RawConsumer;

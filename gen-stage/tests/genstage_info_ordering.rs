@@ -10,7 +10,7 @@
 //! the two asks are sent one after the other with a check in between, which
 //! shows the same order more precisely.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::protocol::RawConsumer;

@@ -11,7 +11,7 @@
 //!   events from buffer"; Weir's reads "producer has discarded 3 events from
 //!   its buffer" inside the stage's span, so the shared part is asserted.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::{BufferKeep, BufferSize, ProducerOptions, SubscribeOptions};

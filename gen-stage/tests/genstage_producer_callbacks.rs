@@ -26,7 +26,7 @@
 //! - "generates child_spec/1" (the first test of `gen_stage_test.exs`, outside
 //!   any describe block): stages are not started from OTP child specs.
 
-mod support;
+use crate::support;
 
 use support::*;
 use tokio::sync::oneshot;

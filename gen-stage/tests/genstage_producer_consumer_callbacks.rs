@@ -20,7 +20,7 @@
 //!   a closed enum.
 //! - "format_status/2": no `:sys` status.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::{

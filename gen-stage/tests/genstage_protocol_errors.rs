@@ -11,7 +11,7 @@
 //! (`ProducerRef<T>` only exists for stages that emit, `ConsumerRef<T>` for
 //! stages that receive), so neither message can be sent.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::protocol::{RawConsumer, RawProducer, ToConsumer, ToProducer};

@@ -20,7 +20,7 @@
 //! - "from_enumerable/2": "accepts a :link option" and "accepts a :name
 //!   option": no links, no names.
 
-mod support;
+use crate::support;
 
 use futures::StreamExt;
 use support::*;

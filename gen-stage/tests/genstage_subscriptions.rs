@@ -23,7 +23,7 @@
 //!   "can be a global name ...", "logs warning about ambiguity ..." (twice):
 //!   no names, see above. "can be pid" is ported.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::protocol::RawProducer;

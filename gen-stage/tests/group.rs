@@ -3,7 +3,7 @@
 //! shares its worker with other tasks and refuses stages once its runtime
 //! is gone.
 
-mod harness;
+use crate::harness;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

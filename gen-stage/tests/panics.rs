@@ -1,7 +1,7 @@
 //! A panic in a callback stops that stage with `Panicked`, which travels by
 //! cancel mode like any other reason; the runtime and other pipelines go on.
 
-mod harness;
+use crate::harness;
 
 use harness::{
     Counter, CounterCall, Doubler, Note, Recorder, TIMEOUT, consumed, next_matching, notes,

@@ -1,7 +1,7 @@
 //! Producer_consumers: incoming events wait in a queue for downstream
 //! demand, and so do the infos and cancellations that arrive behind them.
 
-mod harness;
+use crate::harness;
 
 use harness::{
     Counter, Doubler, Note, Recorder, RecorderCall, TIMEOUT, consumed, demand, drain, next,

@@ -1,7 +1,7 @@
 //! The subscription protocol between stages: subscribe, ack, ask, events,
 //! cancel, and each side noticing when the other goes away.
 
-mod harness;
+use crate::harness;
 
 use harness::{Counter, Note, Recorder, RecorderCall, consumed, next, next_matching, notes};
 use weir_gen_stage::protocol::{RawConsumer, RawProducer, ToConsumer, ToProducer};

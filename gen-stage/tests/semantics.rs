@@ -10,7 +10,7 @@
 //! barrier: its mailbox is FIFO per sender, so once the call returns,
 //! everything the test sent before it was handled.
 
-mod support;
+use crate::support;
 
 use support::*;
 use weir_gen_stage::dispatchers::{

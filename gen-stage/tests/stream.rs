@@ -1,6 +1,6 @@
 //! Producers consumed as a `futures::Stream`.
 
-mod harness;
+use crate::harness;
 
 use futures::StreamExt;
 use harness::{Counter, Note, TIMEOUT, demand, next_matching, notes};

@@ -2,8 +2,6 @@
 //! what Broadway's acknowledgers and producers use to ack each message its
 //! own way.
 
-mod common;
-
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,8 +3,6 @@
 //! sizes measured by a function of each message (Broadway's batch
 //! splitter).
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

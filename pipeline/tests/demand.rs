@@ -1,8 +1,6 @@
 //! Demand options as Broadway's: processor `min_demand`, and a batcher's
 //! own `max_demand`, read back through the metrics' outstanding demand.
 
-mod common;
-
 use std::time::Duration;
 
 use weir_pipeline::{BatchMode, Batcher, Error, Message, Pipeline, PipelineMetrics};

@@ -1,8 +1,6 @@
 //! `prepare_messages`: Broadway's callback over a processor's whole group
 //! of messages, before `handle_message` runs on each.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
 use weir_pipeline::{Error, Message, Pipeline, Status};

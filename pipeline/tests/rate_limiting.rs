@@ -9,8 +9,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 use weir_pipeline::{Batcher, Error, Message, NoopAcknowledger, Pipeline, RateLimiting};
 
-mod common;
-
 const SECOND: Duration = Duration::from_secs(1);
 
 /// When each message was handled, as the interval it fell in.

@@ -3,8 +3,6 @@
 //! the handlers; only a deadline that passed leaves messages unhandled, and
 //! the drain's report says so. A stopped pipeline takes no new messages.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

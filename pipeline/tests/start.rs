@@ -1,8 +1,6 @@
 //! `start` never fails for a valid topology: a finite producer cannot end
 //! before every processor has subscribed, however few messages it has.
 
-mod common;
-
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

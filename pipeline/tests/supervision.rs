@@ -3,8 +3,6 @@
 //! failed, and beyond the intensity the pipeline goes down, reported by
 //! `exited`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

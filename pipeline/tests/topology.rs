@@ -1,8 +1,6 @@
 //! Introspection as Broadway's: `topology()`, `producer_names()` and
 //! `all_running()`.
 
-mod common;
-
 use std::time::Duration;
 
 use weir_pipeline::{Batcher, Error, Message, Pipeline, all_running};

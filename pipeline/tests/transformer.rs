@@ -1,8 +1,6 @@
 //! A producer of any events, turned into messages by a transformer
 //! (Broadway's producer `transformer`).
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
 use weir_pipeline::{Error, Message, Metadata, Pipeline};

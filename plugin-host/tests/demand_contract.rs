@@ -4,7 +4,7 @@
 //! and a property test drives both with the same random calls and compares
 //! every answer.
 
-mod support;
+use crate::support;
 
 use std::sync::OnceLock;
 

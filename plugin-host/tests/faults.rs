@@ -1,7 +1,7 @@
 //! A plugin that panics or breaks the dispatcher contract never takes the
 //! host down, never loses an event, and says what happened.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use weir_dispatchers::{

@@ -2,7 +2,7 @@
 //! key always reaches the same consumer, no event is lost or duplicated, and
 //! no consumer ever gets more than it asked for.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 

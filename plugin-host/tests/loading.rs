@@ -1,6 +1,6 @@
 //! Loading real libraries: a plugin, and every way a library can fail to be one.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use weir_plugin_host::{PluginError, load};

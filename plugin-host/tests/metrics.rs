@@ -1,7 +1,7 @@
 //! The metrics plugin's snapshot, read through the ABI from the real `.so`,
 //! and its Prometheus rendering.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

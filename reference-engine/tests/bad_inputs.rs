@@ -1,7 +1,5 @@
 //! Bad queries and bad inputs: each ends in the right terminal message with a specific message.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 

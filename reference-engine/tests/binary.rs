@@ -1,8 +1,6 @@
 //! The `weir-engine` binary: serving over a Unix socket with progress and terminal messages on the
 //! wire, clean shutdown on SIGTERM, documented exit codes.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,9 +3,7 @@
 //! several; ValidateQuery and MigrateQuery of a chain; and the incremental property of join -> window
 //! -> filter: random orders and shipments split into random transactions give, as a union, exactly
 //! DataFusion's batch result of the same steps.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,8 +1,6 @@
 //! Changelogs through queries: retractions and corrections without passing `op` by hand, repaired
 //! correction pairs, and queries that cannot keep changelog semantics refused with an explanation.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 

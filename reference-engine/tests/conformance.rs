@@ -1,7 +1,5 @@
 //! The engine-contract conformance kit against this engine over real gRPC on loopback, data checks
 //! included (Parquet fixtures from this crate).
-#![allow(clippy::unwrap_used)]
-
 use std::sync::Arc;
 
 use weir_engine_contract::conformance::{self, CheckStatus, ConformanceOptions, DataSetup};

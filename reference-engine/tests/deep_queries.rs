@@ -1,9 +1,7 @@
 //! No query aborts the engine: deeply nested expressions are an InvalidQuery naming the limit, over the
 //! `weir-engine` binary on TCP and on a Unix socket, for every operation that takes SQL, and the process
 //! keeps serving. A query just inside the limit runs to the end in the binary.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

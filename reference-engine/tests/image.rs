@@ -6,8 +6,6 @@
 //!
 //! Without a Docker daemon each test prints NOT RUN and passes, unless `WEIR_REQUIRE_DOCKER=1` (CI),
 //! which makes it fail.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;

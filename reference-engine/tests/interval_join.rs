@@ -2,9 +2,7 @@
 //! kamu's `overdue_shipments` join step as written, refusals, and the incremental property: over random
 //! orders and shipments split into random transactions, the union of the committed outputs equals the
 //! same query run once over all input in DataFusion.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,7 +1,5 @@
 //! ExecuteRawQuery, ValidateQuery, MigrateQuery and DeriveProvenance.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

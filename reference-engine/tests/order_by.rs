@@ -2,9 +2,7 @@
 //! (what kamu's DataFusion engine does, and kamu's covid manifests rely on), ties in input offset
 //! order; a correction pair the order separates is written as Retract + Append. Everywhere else it has
 //! no meaning for a changelog and is an InvalidQuery saying why.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,8 +1,6 @@
 //! The SQL functions kamu's DataFusion sessions offer beyond DataFusion's own, registered in the engine:
 //! the JSON functions of `datafusion-functions-json` and its `->` / `->>` operators.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 use weir_reference_engine::arrow::array::Array;

@@ -1,9 +1,7 @@
 //! Temporal table joins: a stream (`orders`) joined with a temporal table (`prices`, primary key `city`)
 //! as of each order's event time, with the table's changelog, the table's watermark, checkpoints and the
 //! other operations.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

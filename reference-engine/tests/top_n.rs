@@ -3,9 +3,7 @@
 //! records), deduplication, refusals, and the incremental property: random scores with random
 //! retractions, split into random transactions, give as a changelog exactly DataFusion's batch result
 //! of the same query over the live records.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,7 +1,5 @@
 //! The ODF transform semantics existing coordinators rely on (WIRE.md §4-5), one test per rule.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use common::*;
 use weir_reference_engine::arrow::datatypes::DataType;

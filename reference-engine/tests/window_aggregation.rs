@@ -1,8 +1,6 @@
 //! Tumbling-window aggregation: watermark-driven output, state in a single checkpoint file, and the
 //! same output for one big transaction as for many small ones.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

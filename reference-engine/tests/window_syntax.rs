@@ -3,9 +3,7 @@
 //! RisingWave's `tumble(t, ts, size) ... EMIT ON WINDOW CLOSE` run on the tumbling-window operator:
 //! exact outputs, the same output as `date_bin` over a changelog split into transactions, and kamu's
 //! `covid19.canada.daily-cases` transform as written.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! 'sqlalchemy<2'`. Without them those tests print SKIPPED, unless `WEIR_REQUIRE_FLIGHT_SQL=1` (CI), where
 //! they fail.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::process::Stdio;

@@ -1,6 +1,6 @@
 //! The CLI's output formats over real query results.
 
-mod common;
+use crate::common;
 
 use weir_sql::{OutputFormat, format_results};
 

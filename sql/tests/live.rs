@@ -1,7 +1,7 @@
 //! Live sessions (a snapshot per statement over tables that change) and query parameters, on real Parquet
 //! files.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

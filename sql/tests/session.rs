@@ -1,6 +1,6 @@
 //! Queries over real Parquet slices: table names, read-only refusals, datasets without data, errors.
 
-mod common;
+use crate::common;
 
 use datafusion::arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::concat_batches;
