@@ -175,6 +175,14 @@ pub(crate) async fn prepare(
         });
     }
 
+    if let Some(window) = crate::window::functions::multi_window_function(&plan) {
+        return Err(EngineError::UnsupportedWindowAggregation {
+            reason: format!(
+                "a {window} window puts a record in several windows or in a session that only a window \
+                 aggregation makes; aggregate it: GROUP BY window_start, window_end[, keys]"
+            ),
+        });
+    }
     let layout = OutputLayout::new(plan.schema().as_arrow(), vocab)?;
     let (physical, query_columns) = lineage_plan(ctx, &plan, inputs, false, &order).await?;
     Ok(PreparedQuery {

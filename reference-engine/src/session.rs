@@ -26,8 +26,12 @@ pub(crate) fn new_session() -> SessionContext {
         .parquet
         .schema_force_view_types = false;
     let mut ctx = SessionContext::new_with_config(config);
-    // Hopping windows' start (Flink's `HOP`, RisingWave's `hop`, rewritten by `window::syntax`).
+    // Hopping windows' start (Flink's `HOP`, RisingWave's `hop`), cumulating and session windows'
+    // bounds (`CUMULATE`, `SESSION`), rewritten onto them by `window::syntax`.
     ctx.register_udf(crate::window::hop::HopWindowStart::udf());
+    for udf in crate::window::functions::WindowBound::udfs() {
+        ctx.register_udf(udf);
+    }
     if let Err(error) = datafusion_functions_json::register_all(&mut ctx) {
         // Registering into a fresh session cannot conflict; should it fail, the functions are missing
         // and a query using them gets DataFusion's "invalid function" message.

@@ -274,3 +274,65 @@ async fn windows_emitted_while_reading_many_files_equal_those_emitted_at_the_end
     // minutes, one late).
     assert!(expected.num_rows() > 20);
 }
+
+/// Checkpoints that an engine wrote before cumulating and session windows existed (format 1,
+/// `tumbling_window`; `tests/fixtures/`, written by that engine for the queries below over records
+/// 0-5 of `fixture_records` with the watermark at 01:00) resume: the open windows are emitted with the
+/// new records.
+#[tokio::test]
+async fn checkpoints_of_format_1_written_by_an_earlier_engine_still_resume() {
+    const HOP: &str = "SELECT HOP_START(event_time, INTERVAL '30' MINUTE, INTERVAL '1' HOUR) AS event_time, \
+        HOP_END(event_time, INTERVAL '30' MINUTE, INTERVAL '1' HOUR) AS window_end, city, \
+        count(*) AS n, sum(population) AS total \
+        FROM foo GROUP BY HOP(event_time, INTERVAL '30' MINUTE, INTERVAL '1' HOUR), city";
+    const TUMBLE: &str = "SELECT TUMBLE_START(event_time, INTERVAL '1' HOUR) AS event_time, city, \
+        count(*) AS n, sum(population) AS total \
+        FROM foo GROUP BY TUMBLE(event_time, INTERVAL '1' HOUR), city";
+    let minute = 60_000;
+    let fixture_records = [
+        record(0, APPEND, 10 * minute, "A", 5),
+        record(1, APPEND, 40 * minute, "B", 7),
+        record(2, APPEND, 70 * minute, "A", 3),
+        record(3, APPEND, 100 * minute, "B", 2),
+        record(4, RETRACT, 100 * minute, "B", 2),
+        record(5, APPEND, 110 * minute, "C", 4),
+        record(6, APPEND, 130 * minute, "A", 1),
+    ];
+    let fx = Fixture::new();
+    let slice = fx.slice(&fixture_records, SystemTypes::Compatible);
+    for (name, query, next_offset) in [("hop", HOP, 3), ("tumbling", TUMBLE, 2)] {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "tests/fixtures/{name}-window-checkpoint-format-1.parquet"
+        ));
+        let bytes = std::fs::read(&fixture).unwrap();
+        let header = br#""format":1,"kind":"tumbling_window""#;
+        assert!(
+            bytes.windows(header.len()).any(|w| w == header),
+            "{name}: a format 1 checkpoint"
+        );
+        let mut input = fx.input("foo", vec![slice.clone()], Some((6, 6)));
+        input.explicit_watermarks = vec![watermark(0, 3 * 3600)];
+        let mut request = fx.request(query, vec![input], next_offset);
+        request.prev_checkpoint_path = Some(fixture.display().to_string());
+        request.new_checkpoint_path = fx.path(&format!("{name}/checkpoint")).display().to_string();
+        request.new_data_path = fx.path(&format!("{name}/data")).display().to_string();
+        transform_ok(&request).await;
+        let out = read_parquet(&request.new_data_path);
+        let minutes = |values: &[i64]| values.iter().map(|v| v * minute).collect::<Vec<_>>();
+        if name == "hop" {
+            // The windows open at 01:00 (from 00:30 on), B's retracted record subtracted.
+            assert_eq!(
+                ints(&out, "event_time"),
+                minutes(&[30, 30, 60, 60, 90, 90, 120])
+            );
+            assert_eq!(strings(&out, "city"), ["A", "B", "A", "C", "A", "C", "A"]);
+            assert_eq!(ints(&out, "total"), [3, 7, 3, 4, 1, 4, 1]);
+        } else {
+            assert_eq!(ints(&out, "event_time"), minutes(&[60, 60, 120]));
+            assert_eq!(strings(&out, "city"), ["A", "C", "A"]);
+            assert_eq!(ints(&out, "total"), [3, 4, 1]);
+        }
+        assert_eq!(ints(&out, "n"), vec![1; out.num_rows()]);
+        assert_eq!(ints(&out, "offset")[0], next_offset as i64);
+    }
+}

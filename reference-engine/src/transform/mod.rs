@@ -160,7 +160,7 @@ fn refuse_window_checkpoint(request: &TransformRequest) -> Result<(), EngineErro
         && let Ok(kind) = checkpoint::kind_of(Path::new(path))
     {
         let state = match kind.kind.as_str() {
-            "tumbling_window" => "window aggregation",
+            "tumbling_window" | "cumulating_window" | "session_window" => "window aggregation",
             "temporal_join" => "temporal join",
             "interval_join" => "interval join",
             "top_n" => "top-N",
@@ -189,7 +189,7 @@ async fn run_window(
         Some(path) => {
             let path = PathBuf::from(path);
             let kind = checkpoint::kind_of(&path)?;
-            if kind.kind != "tumbling_window" {
+            if !checkpoint::is_window_kind(&kind.kind) {
                 return Err(EngineError::CheckpointMismatch {
                     path,
                     reason: format!(

@@ -1,7 +1,10 @@
 //! The checkpoint file of a window aggregation: one Parquet file.
 //!
 //! Its records are the buffered pre-aggregated records of open windows, in arrival order (columns
-//! `__weir_window`, `__weir_key_<i>`, `__weir_arg_<j>`, `__weir_sign`). Its key-value metadata holds
+//! `__weir_window`, `__weir_key_<i>`, `__weir_arg_<j>`, `__weir_sign`); a session window's also hold
+//! each key's last emitted session end (sign 0). Three kinds share the layout, each with its format:
+//! 1 `tumbling_window` (tumbling and hopping windows), 7 `cumulating_window` (the window column holds
+//! each window's end) and 8 `session_window` (it holds each record's event time). Its key-value metadata holds
 //! `weir.checkpoint` (JSON: format version, kind, query fingerprint, how far windows were closed, the
 //! window spec) and `weir.result_schema` (the Arrow IPC schema of the aggregation's results, hex), so
 //! that a checkpoint can be finalised without the query that wrote it (MigrateQuery).
@@ -25,15 +28,36 @@ use crate::output::writer::write_parquet_file;
 pub(crate) const HEADER_KEY: &str = "weir.checkpoint";
 /// Metadata key of the result schema.
 const RESULT_SCHEMA_KEY: &str = "weir.result_schema";
-/// Version of the checkpoint format this engine writes and reads.
-const FORMAT: u32 = 1;
+/// The formats and kinds of window checkpoints: tumbling and hopping windows, cumulating windows,
+/// session windows.
+const KINDS: [(u32, &str); 3] = [
+    (1, "tumbling_window"),
+    (7, "cumulating_window"),
+    (8, "session_window"),
+];
+
+/// Whether `kind` is one of a window aggregation's checkpoints.
+pub(crate) fn is_window_kind(kind: &str) -> bool {
+    KINDS.iter().any(|(_, k)| *k == kind)
+}
+
+/// The format and kind a window aggregation of `spec` writes.
+fn format_of(spec: &WindowSpec) -> (u32, &'static str) {
+    if spec.session {
+        KINDS[2]
+    } else if spec.step_ms.is_some() {
+        KINDS[1]
+    } else {
+        KINDS[0]
+    }
+}
 
 /// The checkpoint header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct CheckpointHeader {
     /// Format version.
     pub format: u32,
-    /// What state this is (`tumbling_window`).
+    /// What state this is (`tumbling_window`, `cumulating_window` or `session_window`).
     pub kind: String,
     /// Fingerprint of the query that wrote it.
     pub query_fingerprint: String,
@@ -46,7 +70,7 @@ pub(crate) struct CheckpointHeader {
 /// What every checkpoint header says first: its format version and kind of state.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub(crate) struct CheckpointKind {
-    /// Format version: 1 for `tumbling_window`, 2 for `temporal_join`.
+    /// Format version: 1 for `tumbling_window`, 2 for `temporal_join`, ...
     pub format: u32,
     /// What state it holds.
     pub kind: String,
@@ -108,9 +132,10 @@ pub(crate) fn write(
         path: path.to_path_buf(),
         reason,
     };
+    let (format, kind) = format_of(state.spec());
     let header = CheckpointHeader {
-        format: FORMAT,
-        kind: "tumbling_window".to_owned(),
+        format,
+        kind: kind.to_owned(),
         query_fingerprint: query_fingerprint.to_owned(),
         closed_through_ms: state.closed_through_ms(),
         spec: state.spec().clone(),
@@ -120,7 +145,7 @@ pub(crate) fn write(
     write_parquet_file(
         path,
         state.buffered_schema(),
-        state.buffered(),
+        &state.checkpoint_records(),
         vec![
             KeyValue::new(HEADER_KEY.to_owned(), header),
             KeyValue::new(RESULT_SCHEMA_KEY.to_owned(), result_schema),
@@ -159,10 +184,22 @@ pub(crate) fn read(path: &Path) -> Result<(CheckpointHeader, WindowState), Engin
     };
     let header: CheckpointHeader =
         serde_json::from_str(&value(HEADER_KEY)?).map_err(|e| failed(e.to_string()))?;
-    if header.format != FORMAT || header.kind != "tumbling_window" {
+    if !KINDS.contains(&(header.format, header.kind.as_str())) {
+        let known: Vec<String> = KINDS
+            .iter()
+            .map(|(format, kind)| format!("{format} `{kind}`"))
+            .collect();
         return Err(failed(format!(
-            "format {} of kind `{}` is not supported (this engine reads format {FORMAT} `tumbling_window`)",
-            header.format, header.kind
+            "format {} of kind `{}` is not supported (this engine reads window checkpoints of format {})",
+            header.format,
+            header.kind,
+            known.join(", ")
+        )));
+    }
+    if format_of(&header.spec) != (header.format, header.kind.as_str()) {
+        return Err(failed(format!(
+            "its window does not match its kind `{}`",
+            header.kind
         )));
     }
     let result_schema = schema_from_hex(&value(RESULT_SCHEMA_KEY)?).map_err(failed)?;

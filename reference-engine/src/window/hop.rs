@@ -37,7 +37,8 @@ impl HopWindowStart {
     }
 }
 
-fn interval_ms(value: &ColumnarValue) -> Option<i64> {
+/// The length in milliseconds of a constant interval argument (days or less), `None` otherwise.
+pub(crate) fn interval_ms(value: &ColumnarValue) -> Option<i64> {
     match value {
         ColumnarValue::Scalar(ScalarValue::IntervalMonthDayNano(Some(v))) if v.months == 0 => {
             Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)

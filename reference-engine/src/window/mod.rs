@@ -1,4 +1,5 @@
-//! Stateful tumbling-window aggregation over event time, driven by watermarks.
+//! Stateful window aggregation over event time (tumbling, hopping, cumulating and session windows),
+//! driven by watermarks.
 //!
 //! The supported SQL form (one input, any filters and projections below the GROUP BY):
 //!
@@ -19,13 +20,21 @@
 //! from the input files' row-group statistics. So a big transaction buffers only the windows open at each
 //! point of its input, not all its records; the output is the same as emitting everything at the end.
 //!
+//! Hopping and cumulating windows put each record in several windows (`hop`, `cumulate`); session
+//! windows make each key's sessions from its buffered records whenever the watermark moves
+//! (`session`). Flink's and RisingWave's window syntax is rewritten onto `date_bin` and the window
+//! bound functions before planning (`syntax`, `functions`).
+//!
 //! `query` recognises the form and builds the pre-aggregation plan; [`state`] is the sans-IO
 //! aggregation state machine.
 
 pub(crate) mod checkpoint;
+pub(crate) mod cumulate;
+pub(crate) mod functions;
 pub(crate) mod future;
 pub(crate) mod hop;
 pub(crate) mod query;
+pub(crate) mod session;
 pub mod state;
 pub(crate) mod syntax;
 

@@ -6,11 +6,14 @@ use datafusion::arrow::datatypes::IntervalMonthDayNano;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, ScalarValue};
-use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
 use datafusion::logical_expr::{
     Aggregate, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Operator, Projection,
 };
 
+use super::functions::{
+    CUMULATE_END, CUMULATE_START, PARTITION_MARKER, SESSION_END, SESSION_START,
+};
 use super::state::{AggregateKind, OutputSource, WindowSpec};
 use crate::changelog::lineage::{INPUT_CARRIER, OFFSET_CARRIER, OP_CARRIER, carry_lineage};
 use crate::error::EngineError;
@@ -61,36 +64,74 @@ pub(crate) fn recognise(
     };
     let event_time = &input.vocab.event_time_column;
 
-    // GROUP BY: one tumbling window over event time (`date_bin`, seen through the subqueries below the
-    // aggregation, possibly shifted by constant intervals: window_start, window_end, TUMBLE_END, ...);
-    // every other expression is a key.
-    let mut window: Option<(usize, WindowShape, i64, Expr)> = None;
-    let mut shifts: Vec<Option<i64>> = Vec::with_capacity(aggregate.group_expr.len());
+    // GROUP BY: one window over event time (`date_bin` or another window's bound, seen through the
+    // subqueries below the aggregation, possibly shifted by constant intervals: window_start,
+    // window_end, TUMBLE_END, ...); every other expression is a key.
+    let mut shape: Option<WindowShape> = None;
+    let mut partition: Option<Vec<Expr>> = None;
+    // The GROUP BY expression the buffered window column is computed from, and its shift.
+    let mut anchor: Option<(i64, Expr)> = None;
+    let mut shifts: Vec<Option<(Bound, i64)>> = Vec::with_capacity(aggregate.group_expr.len());
     let mut keys = Vec::new();
-    for (index, expr) in aggregate.group_expr.iter().enumerate() {
+    for expr in &aggregate.group_expr {
         if matches!(expr, Expr::GroupingSet(_)) {
             return Err(unsupported(
                 "GROUPING SETS, CUBE and ROLLUP are not supported",
             ));
         }
         let resolved = inline_columns(expr, &aggregate.input);
-        if let Some((shape, shift_ms)) = window_term(&resolved, event_time)? {
-            match &window {
-                Some((_, other, _, _)) if *other != shape => {
+        if let Some(term) = window_term(&resolved, event_time)? {
+            match &shape {
+                Some(other) if *other != term.shape => {
                     return Err(unsupported(
                         "GROUP BY has windows of different widths; group by one window",
                     ));
                 }
-                Some(_) => {}
-                None => window = Some((index, shape, shift_ms, expr.clone())),
+                _ => shape = Some(term.shape),
             }
-            shifts.push(Some(shift_ms));
+            if term.partition.is_some() {
+                partition = term.partition;
+            }
+            if anchor.is_none() && term.shape.anchor() == term.bound {
+                anchor = Some((term.shift_ms, expr.clone()));
+            }
+            shifts.push(Some((term.bound, term.shift_ms)));
         } else {
             shifts.push(None);
+            let index = shifts.len() - 1;
             keys.push((index, expr.clone()));
         }
     }
-    let Some((_, WindowShape { width_ms, slide_ms }, window_shift_ms, window_expr)) = window else {
+    if let Some(shape) = shape
+        && anchor.is_none()
+    {
+        return Err(unsupported(match shape {
+            WindowShape::Cumulating { .. } => {
+                "a cumulating window must be grouped by its end: GROUP BY window_start, window_end"
+            }
+            _ => {
+                "a session window must be grouped by its start: GROUP BY SESSION(<time column>, <gap>) \
+                 or GROUP BY window_start, window_end"
+            }
+        }));
+    }
+    if let Some(partition) = &partition {
+        let resolved: Vec<Expr> = keys
+            .iter()
+            .map(|(_, key)| strip_alias(&inline_columns(key, &aggregate.input)).clone())
+            .collect();
+        let same = resolved.len() == partition.len()
+            && resolved.iter().all(|key| partition.contains(key))
+            && partition.iter().all(|column| resolved.contains(column));
+        if !same {
+            return Err(unsupported(
+                "the GROUP BY keys of a session window table function must be its PARTITION BY \
+                 columns (sessions are per key): TABLE(SESSION(TABLE t PARTITION BY (k1, k2), \
+                 DESCRIPTOR(ts), gap)) ... GROUP BY window_start, window_end, k1, k2",
+            ));
+        }
+    }
+    let (Some(shape), Some((window_shift_ms, window_expr))) = (shape, anchor) else {
         return Err(EngineError::ChangelogUnsafe {
             explanation: format!(
                 "it aggregates records without a tumbling window over `{event_time}`, and a retraction or \
@@ -121,8 +162,8 @@ pub(crate) fn recognise(
                  (compute on the input below the GROUP BY instead)"
             ))
         };
-        // `<window> +/- INTERVAL ... +/- ...` over a window group.
-        let Some((column, extra_shift)) = shifted_column(expr)? else {
+        // `<window> +/- INTERVAL ... +/- ...` over a window group (or a session's end over its start).
+        let Some((column, ends, extra_shift)) = shifted_column(expr)? else {
             return Err(not_a_column());
         };
         let index = aggregate
@@ -130,13 +171,17 @@ pub(crate) fn recognise(
             .index_of_column(column)
             .map_err(|e| unsupported(e.strip_backtrace()))?;
         let window_shift = shifts.get(index).copied().flatten();
-        if extra_shift != 0 && window_shift.is_none() {
+        if (extra_shift != 0 || ends) && window_shift.is_none() {
             return Err(not_a_column());
         }
-        outputs.push(if let Some(shift) = window_shift {
-            match shift.saturating_add(extra_shift) {
-                0 => OutputSource::Window,
-                shift => OutputSource::ShiftedWindow(shift),
+        outputs.push(if let Some((bound, shift)) = window_shift {
+            let shift = shift.saturating_add(extra_shift);
+            match (bound, ends) {
+                (Bound::Start, false) if shift == 0 => OutputSource::Window,
+                (Bound::Start, false) => OutputSource::ShiftedWindow(shift),
+                (Bound::Start, true) => OutputSource::WindowEnd(shift),
+                (Bound::End, false) => OutputSource::WindowEnd(shift),
+                (Bound::End, true) => return Err(not_a_column()),
             }
         } else if index < groups {
             let key = keys
@@ -153,7 +198,7 @@ pub(crate) fn recognise(
         if field.name() == event_time
             && !matches!(
                 source,
-                OutputSource::Window | OutputSource::ShiftedWindow(_)
+                OutputSource::Window | OutputSource::ShiftedWindow(_) | OutputSource::WindowEnd(_)
             )
         {
             return Err(unsupported(format!(
@@ -200,6 +245,11 @@ pub(crate) fn recognise(
         .and_then(LogicalPlanBuilder::build)
         .map_err(|e| unsupported(e.strip_backtrace()))?;
 
+    let (width_ms, slide_ms, step_ms, session) = match shape {
+        WindowShape::Aligned { width_ms, slide_ms } => (width_ms, slide_ms, None, false),
+        WindowShape::Cumulating { size_ms, step_ms } => (size_ms, None, Some(step_ms), false),
+        WindowShape::Session { gap_ms } => (gap_ms, None, None, true),
+    };
     Ok(Some(WindowQuery {
         spec: WindowSpec {
             width_ms,
@@ -207,19 +257,35 @@ pub(crate) fn recognise(
             aggregates,
             outputs,
             slide_ms,
+            step_ms,
+            session,
         },
         pre_aggregation,
         result_schema,
     }))
 }
 
-/// The column under `expr` and the constant intervals added to it (`col`, `col + INTERVAL ..`, ...).
-fn shifted_column(expr: &Expr) -> Result<Option<(&Column, i64)>, EngineError> {
+/// The column under `expr`, whether it is a session's end over the column (`SESSION_END`, the end
+/// of the session whose start is the column), and the constant intervals added to it (`col`,
+/// `col + INTERVAL ..`, ...).
+fn shifted_column(expr: &Expr) -> Result<Option<(&Column, bool, i64)>, EngineError> {
     match strip_alias(expr) {
-        Expr::Column(column) => Ok(Some((column, 0))),
+        Expr::Column(column) => Ok(Some((column, false, 0))),
         Expr::Cast(cast) => shifted_column(&cast.expr),
+        Expr::ScalarFunction(function) if function.func.name() == SESSION_END => {
+            match function
+                .args
+                .get(1)
+                .map(shifted_column)
+                .transpose()?
+                .flatten()
+            {
+                Some((column, false, 0)) => Ok(Some((column, true, 0))),
+                _ => Ok(None),
+            }
+        }
         Expr::BinaryExpr(binary) if matches!(binary.op, Operator::Plus | Operator::Minus) => {
-            let Some((column, shift)) = shifted_column(&binary.left)? else {
+            let Some((column, ends, shift)) = shifted_column(&binary.left)? else {
                 return Ok(None);
             };
             let Some(ms) = interval_ms(&binary.right)? else {
@@ -230,7 +296,7 @@ fn shifted_column(expr: &Expr) -> Result<Option<(&Column, i64)>, EngineError> {
             } else {
                 ms
             };
-            Ok(Some((column, shift.saturating_add(ms))))
+            Ok(Some((column, ends, shift.saturating_add(ms))))
         }
         _ => Ok(None),
     }
@@ -280,19 +346,53 @@ fn inline_columns(expr: &Expr, plan: &LogicalPlan) -> Expr {
     }
 }
 
-/// A window's width, and its slide when it is a hopping window.
+/// The shape of a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct WindowShape {
-    width_ms: i64,
-    slide_ms: Option<i64>,
+enum WindowShape {
+    /// Windows aligned to the epoch, known by their start: tumbling (`slide_ms` none) or hopping.
+    Aligned {
+        width_ms: i64,
+        slide_ms: Option<i64>,
+    },
+    /// Cumulating windows, known by their end.
+    Cumulating { size_ms: i64, step_ms: i64 },
+    /// Sessions, known (record by record) by their start.
+    Session { gap_ms: i64 },
 }
 
-/// The window and a shift in milliseconds when `expr` is `date_bin(<interval>, <event time>[, origin])`
-/// (or a hopping window's start) plus or minus constant intervals (`shift`).
-fn window_term(expr: &Expr, event_time: &str) -> Result<Option<(WindowShape, i64)>, EngineError> {
+impl WindowShape {
+    /// The bound whose GROUP BY expression gives the buffered window column.
+    fn anchor(self) -> Bound {
+        match self {
+            Self::Cumulating { .. } => Bound::End,
+            Self::Aligned { .. } | Self::Session { .. } => Bound::Start,
+        }
+    }
+}
+
+/// Which bound of its window a window term is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    Start,
+    End,
+}
+
+/// A GROUP BY expression that is a window's bound plus or minus constant intervals.
+#[derive(Debug, Clone)]
+struct WindowTerm {
+    shape: WindowShape,
+    bound: Bound,
+    shift_ms: i64,
+    /// A session table function's PARTITION BY columns.
+    partition: Option<Vec<Expr>>,
+}
+
+/// The window term `expr` is: `date_bin(<interval>, <event time>[, origin])`, a hopping window's start,
+/// a cumulating or session window's start or end, plus or minus constant intervals.
+fn window_term(expr: &Expr, event_time: &str) -> Result<Option<WindowTerm>, EngineError> {
     match strip_cast(expr) {
         Expr::BinaryExpr(binary) if matches!(binary.op, Operator::Plus | Operator::Minus) => {
-            let Some((width, shift)) = window_term(&binary.left, event_time)? else {
+            let Some(term) = window_term(&binary.left, event_time)? else {
                 return Ok(None);
             };
             let Some(ms) = interval_ms(&binary.right)? else {
@@ -303,77 +403,174 @@ fn window_term(expr: &Expr, event_time: &str) -> Result<Option<(WindowShape, i64
             } else {
                 ms
             };
-            Ok(Some((width, shift.saturating_add(ms))))
+            Ok(Some(WindowTerm {
+                shift_ms: term.shift_ms.saturating_add(ms),
+                ..term
+            }))
         }
-        other => Ok(date_bin_width(other, event_time)?.map(|shape| (shape, 0))),
+        other => window_bound(other, event_time),
     }
 }
 
-/// The window when `expr` is `date_bin(<interval>, <event time>[, origin])` or
-/// `hop_window_start(<slide>, <size>, <event time>)`.
-fn date_bin_width(expr: &Expr, event_time: &str) -> Result<Option<WindowShape>, EngineError> {
-    let Expr::ScalarFunction(function) = strip_alias(expr) else {
-        return Ok(None);
-    };
-    if function.func.name() == super::hop::HOP_FUNCTION {
-        let on_event_time = matches!(function.args.get(2).map(strip_cast), Some(Expr::Column(c)) if c.name == event_time);
-        if !on_event_time {
-            return Err(unsupported(format!(
-                "the hopping window must be over `{event_time}`: HOP({event_time}, <slide>, <size>)"
-            )));
-        }
-        let constant = |i: usize| -> Result<i64, EngineError> {
-            function
-                .args
-                .get(i)
-                .map(interval_ms)
-                .transpose()?
-                .flatten()
-                .filter(|ms| *ms > 0)
-                .ok_or_else(|| {
-                    unsupported(
-                        "a hopping window's slide and size must be positive constant intervals",
-                    )
-                })
-        };
-        let (slide_ms, width_ms) = (constant(0)?, constant(1)?);
-        if width_ms % slide_ms != 0 {
-            return Err(unsupported(
-                "a hopping window's size must be a whole multiple of its slide",
-            ));
-        }
-        return Ok(Some(WindowShape {
-            width_ms,
-            slide_ms: (slide_ms != width_ms).then_some(slide_ms),
-        }));
-    }
-    if function.func.name() != "date_bin" {
-        return Ok(None);
-    }
-    let on_event_time = matches!(function.args.get(1).map(strip_cast), Some(Expr::Column(c)) if c.name == event_time);
-    if !on_event_time {
-        return Err(unsupported(format!(
-            "the window must bin `{event_time}`: date_bin(INTERVAL '...', {event_time})"
-        )));
-    }
-    let width_ms = function
+/// Whether argument `i` of a window function is the event time column.
+fn on_event_time(function: &ScalarFunction, i: usize, event_time: &str) -> bool {
+    matches!(function.args.get(i).map(strip_cast), Some(Expr::Column(c)) if c.name == event_time)
+}
+
+/// The positive constant interval (ms) argument `i` of a window function.
+fn constant_interval(function: &ScalarFunction, i: usize, what: &str) -> Result<i64, EngineError> {
+    function
         .args
-        .first()
+        .get(i)
         .map(interval_ms)
         .transpose()?
         .flatten()
-        .ok_or_else(|| {
-            unsupported("the window width must be a constant interval, e.g. INTERVAL '1 hour'")
-        })?;
-    if width_ms <= 0 {
-        return Err(unsupported(
-            "the window width must be a positive whole number of milliseconds",
-        ));
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| unsupported(format!("{what} must be positive constant intervals")))
+}
+
+/// The window bound `expr` is, unshifted.
+fn window_bound(expr: &Expr, event_time: &str) -> Result<Option<WindowTerm>, EngineError> {
+    let Expr::ScalarFunction(function) = strip_alias(expr) else {
+        return Ok(None);
+    };
+    let term = |shape, bound| {
+        Ok(Some(WindowTerm {
+            shape,
+            bound,
+            shift_ms: 0,
+            partition: None,
+        }))
+    };
+    match function.func.name() {
+        super::hop::HOP_FUNCTION => {
+            if !on_event_time(function, 2, event_time) {
+                return Err(unsupported(format!(
+                    "the hopping window must be over `{event_time}`: HOP({event_time}, <slide>, <size>)"
+                )));
+            }
+            let what = "a hopping window's slide and size";
+            let (slide_ms, width_ms) = (
+                constant_interval(function, 0, what)?,
+                constant_interval(function, 1, what)?,
+            );
+            if width_ms % slide_ms != 0 {
+                return Err(unsupported(
+                    "a hopping window's size must be a whole multiple of its slide",
+                ));
+            }
+            let shape = WindowShape::Aligned {
+                width_ms,
+                slide_ms: (slide_ms != width_ms).then_some(slide_ms),
+            };
+            term(shape, Bound::Start)
+        }
+        name @ (CUMULATE_START | CUMULATE_END) => {
+            if !on_event_time(function, 2, event_time) {
+                return Err(unsupported(format!(
+                    "the cumulating window must be over `{event_time}`: \
+                     TABLE(CUMULATE(TABLE t, DESCRIPTOR({event_time}), <step>, <size>))"
+                )));
+            }
+            let what = "a cumulating window's step and size";
+            let (step_ms, size_ms) = (
+                constant_interval(function, 0, what)?,
+                constant_interval(function, 1, what)?,
+            );
+            if size_ms % step_ms != 0 {
+                return Err(unsupported(
+                    "a cumulating window's size must be a whole multiple of its step",
+                ));
+            }
+            let bound = if name == CUMULATE_END {
+                Bound::End
+            } else {
+                Bound::Start
+            };
+            term(WindowShape::Cumulating { size_ms, step_ms }, bound)
+        }
+        SESSION_START => {
+            if !on_event_time(function, 1, event_time) {
+                return Err(unsupported(format!(
+                    "the session window must be over `{event_time}`: SESSION({event_time}, <gap>)"
+                )));
+            }
+            let gap_ms = constant_interval(function, 0, "a session window's gap")?;
+            let partition = match function.args.get(2) {
+                Some(Expr::Literal(
+                    ScalarValue::Utf8(Some(marker))
+                    | ScalarValue::Utf8View(Some(marker))
+                    | ScalarValue::LargeUtf8(Some(marker)),
+                    _,
+                )) if marker == PARTITION_MARKER => Some(
+                    function.args[3..]
+                        .iter()
+                        .map(|e| strip_alias(e).clone())
+                        .collect(),
+                ),
+                _ => None,
+            };
+            Ok(Some(WindowTerm {
+                shape: WindowShape::Session { gap_ms },
+                bound: Bound::Start,
+                shift_ms: 0,
+                partition,
+            }))
+        }
+        SESSION_END => {
+            let gap_ms = constant_interval(function, 0, "a session window's gap")?;
+            match function
+                .args
+                .get(1)
+                .map(|e| window_term(e, event_time))
+                .transpose()?
+                .flatten()
+            {
+                Some(start)
+                    if start.shape == (WindowShape::Session { gap_ms })
+                        && start.bound == Bound::Start
+                        && start.shift_ms == 0 =>
+                {
+                    Ok(Some(WindowTerm {
+                        bound: Bound::End,
+                        ..start
+                    }))
+                }
+                _ => Err(unsupported(
+                    "a session's end must be SESSION_END(<time column>, <gap>) of the session grouped by",
+                )),
+            }
+        }
+        "date_bin" => {
+            if !on_event_time(function, 1, event_time) {
+                return Err(unsupported(format!(
+                    "the window must bin `{event_time}`: date_bin(INTERVAL '...', {event_time})"
+                )));
+            }
+            let width_ms = function
+                .args
+                .first()
+                .map(interval_ms)
+                .transpose()?
+                .flatten()
+                .ok_or_else(|| {
+                    unsupported(
+                        "the window width must be a constant interval, e.g. INTERVAL '1 hour'",
+                    )
+                })?;
+            if width_ms <= 0 {
+                return Err(unsupported(
+                    "the window width must be a positive whole number of milliseconds",
+                ));
+            }
+            let shape = WindowShape::Aligned {
+                width_ms,
+                slide_ms: None,
+            };
+            term(shape, Bound::Start)
+        }
+        _ => Ok(None),
     }
-    Ok(Some(WindowShape {
-        width_ms,
-        slide_ms: None,
-    }))
 }
 
 /// The length in milliseconds of a constant interval, `None` when `expr` is no interval literal.

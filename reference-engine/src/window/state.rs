@@ -48,6 +48,10 @@ pub enum OutputSource {
     /// The window start shifted by this many milliseconds: `TUMBLE_END`, `window_end`,
     /// `window_end - INTERVAL '1' SECOND`, ...
     ShiftedWindow(i64),
+    /// The window end shifted by this many milliseconds, for cumulating and session windows
+    /// (`window_end`, `SESSION_END`, `window_time`); a tumbling or hopping window's end is its start
+    /// shifted by the width (`ShiftedWindow`).
+    WindowEnd(i64),
     /// The n-th GROUP BY key (besides the window).
     Key(usize),
     /// The n-th aggregate.
@@ -57,7 +61,8 @@ pub enum OutputSource {
 /// What a window aggregation computes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowSpec {
-    /// Window width in milliseconds.
+    /// Window width in milliseconds: of every window (tumbling, hopping), of the largest window
+    /// (cumulating), or the gap closing a session (sessions).
     pub width_ms: i64,
     /// Number of GROUP BY keys besides the window.
     pub keys: usize,
@@ -68,6 +73,34 @@ pub struct WindowSpec {
     /// For hopping windows: a window of `width_ms` starts every `slide_ms` (a divisor of the width).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slide_ms: Option<i64>,
+    /// For cumulating windows: windows of one start (aligned to `width_ms`) end every `step_ms` (a
+    /// divisor of the width), up to `width_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ms: Option<i64>,
+    /// Session windows: records of one key closer than `width_ms` (the gap) form one session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session: bool,
+}
+
+impl WindowSpec {
+    /// When the window known by `value` (the buffered window column: a tumbling or hopping window's
+    /// start, a cumulating window's end, a session record's event time) closes at the earliest.
+    pub(crate) fn closes_at(&self, value: i64) -> i64 {
+        if self.step_ms.is_some() {
+            value
+        } else {
+            value.saturating_add(self.width_ms)
+        }
+    }
+
+    /// The start and end of the window known by `value` (not sessions: theirs are computed).
+    fn bounds(&self, value: i64) -> (i64, i64) {
+        if self.step_ms.is_some() {
+            (super::cumulate::start_of(value, self.width_ms), value)
+        } else {
+            (value, value.saturating_add(self.width_ms))
+        }
+    }
 }
 
 /// Buffered records of open windows, and how far windows have been closed.
@@ -82,6 +115,8 @@ pub struct WindowState {
     buffered: Vec<RecordBatch>,
     closed_through_ms: Option<i64>,
     late_records: u64,
+    /// Sessions only: each key's last emitted session end, as marker records (sign 0).
+    session_ends: Option<RecordBatch>,
 }
 
 impl WindowState {
@@ -99,6 +134,7 @@ impl WindowState {
             buffered: Vec::new(),
             closed_through_ms,
             late_records: 0,
+            session_ends: None,
         }
     }
 
@@ -122,6 +158,14 @@ impl WindowState {
         &self.buffered
     }
 
+    /// What a checkpoint keeps: the records of windows still open, then (sessions) each key's last
+    /// emitted session end as a marker record of sign 0.
+    pub fn checkpoint_records(&self) -> Vec<RecordBatch> {
+        let mut records = self.buffered.clone();
+        records.extend(self.session_ends.iter().cloned());
+        records
+    }
+
     /// Number of records of windows still open.
     pub fn buffered_records(&self) -> usize {
         self.buffered.iter().map(RecordBatch::num_rows).sum()
@@ -137,8 +181,9 @@ impl WindowState {
         self.late_records
     }
 
-    /// Restores buffered records (from a checkpoint).
+    /// Restores buffered records (from a checkpoint, as [`Self::checkpoint_records`] gave them).
     pub fn restore(&mut self, batches: Vec<RecordBatch>) -> Result<(), EngineError> {
+        let mut ends = Vec::new();
         for batch in batches {
             if batch.schema().fields() != self.buffered_schema.fields() {
                 return Err(EngineError::CheckpointRead {
@@ -146,8 +191,28 @@ impl WindowState {
                     reason: "its records do not have the expected columns".to_owned(),
                 });
             }
-            self.buffered.push(batch);
+            if self.spec.session {
+                let signs = batch
+                    .column(batch.num_columns() - 1)
+                    .as_any()
+                    .downcast_ref::<Int8Array>()
+                    .cloned()
+                    .ok_or_else(|| EngineError::CheckpointRead {
+                        path: Default::default(),
+                        reason: "its records have no sign".to_owned(),
+                    })?;
+                let marker: datafusion::arrow::array::BooleanArray =
+                    signs.iter().map(|s| Some(s == Some(0))).collect();
+                ends.push(filter_record_batch(&batch, &marker)?);
+                let record = datafusion::arrow::compute::not(&marker)?;
+                self.buffered.push(filter_record_batch(&batch, &record)?);
+            } else {
+                self.buffered.push(batch);
+            }
         }
+        self.buffered.retain(|b| b.num_rows() > 0);
+        let ends = concat_batches(&self.buffered_schema, &ends)?;
+        self.session_ends = (ends.num_rows() > 0).then_some(ends);
         Ok(())
     }
 
@@ -156,12 +221,16 @@ impl WindowState {
     /// emitted are late and dropped.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), EngineError> {
         let copies;
-        let batch = match self.spec.slide_ms {
-            Some(slide) => {
+        let batch = match (self.spec.slide_ms, self.spec.step_ms) {
+            (Some(slide), _) => {
                 copies = super::hop::hop_copies(batch, self.spec.width_ms, slide)?;
                 &copies
             }
-            None => batch,
+            (None, Some(step)) => {
+                copies = super::cumulate::cumulate_copies(batch, self.spec.width_ms, step)?;
+                &copies
+            }
+            (None, None) => batch,
         };
         let columns = batch.num_columns();
         if columns < 4 || columns - 2 != self.buffered_schema.fields().len() {
@@ -193,23 +262,35 @@ impl WindowState {
         buffered.push(Arc::new(Int8Array::from(signs)));
         let buffered = RecordBatch::try_new(self.buffered_schema(), buffered)?;
         let windows = window_starts(&buffered)?;
-        let width = self.spec.width_ms;
+        let spec = &self.spec;
         let closed = self.closed_through_ms;
-        let on_time: datafusion::arrow::array::BooleanArray = windows
-            .iter()
-            .map(|start| {
-                Some(start.is_some_and(|s| closed.is_none_or(|c| s.saturating_add(width) > c)))
-            })
-            .collect();
+        let on_time: datafusion::arrow::array::BooleanArray = if spec.session {
+            super::session::on_time(&buffered, spec.keys, self.session_ends.as_ref())?
+        } else {
+            windows
+                .iter()
+                .map(|value| {
+                    Some(value.is_some_and(|v| closed.is_none_or(|c| spec.closes_at(v) > c)))
+                })
+                .collect()
+        };
         let kept = filter_record_batch(&buffered, &on_time)?;
         let dropped = buffered.num_rows() - kept.num_rows();
         if dropped > 0 {
             self.late_records += dropped as u64;
-            tracing::warn!(
-                dropped,
-                closed_through_ms = closed,
-                "dropped records without event time or of windows already emitted"
-            );
+            if spec.session {
+                tracing::warn!(
+                    dropped,
+                    closed_through_ms = closed,
+                    "dropped records without event time or of sessions already emitted"
+                );
+            } else {
+                tracing::warn!(
+                    dropped,
+                    closed_through_ms = closed,
+                    "dropped records without event time or of windows already emitted"
+                );
+            }
         }
         let buffered = kept;
         if buffered.num_rows() > 0 {
@@ -227,18 +308,52 @@ impl WindowState {
         {
             return Ok(RecordBatch::new_empty(self.result_schema()));
         }
-        let width = self.spec.width_ms;
-        let (closed, open) = self.split(|start| start.saturating_add(width) <= watermark_ms)?;
+        if self.spec.session {
+            let results = self.close_sessions(Some(watermark_ms))?;
+            self.closed_through_ms = Some(watermark_ms);
+            return Ok(results);
+        }
+        let spec = self.spec.clone();
+        let (closed, open) = self.split(|value| spec.closes_at(value) <= watermark_ms)?;
         self.buffered = open;
         self.closed_through_ms = Some(watermark_ms);
-        self.aggregate(&closed)
+        self.aggregate(&closed, None)
     }
 
     /// Emits every buffered window, whatever the watermark (finalising a query).
     pub fn flush(&mut self) -> Result<RecordBatch, EngineError> {
+        if self.spec.session {
+            return self.close_sessions(None);
+        }
         let all = concat_batches(&self.buffered_schema, &self.buffered)?;
         self.buffered.clear();
-        self.aggregate(&all)
+        self.aggregate(&all, None)
+    }
+
+    /// Makes the sessions of the buffered records and emits those ending at or before `watermark_ms`
+    /// (all with `None`), in session end then key order.
+    fn close_sessions(&mut self, watermark_ms: Option<i64>) -> Result<RecordBatch, EngineError> {
+        let all = concat_batches(&self.buffered_schema, &self.buffered)?;
+        let closed = super::session::close(
+            &all,
+            self.spec.keys,
+            self.spec.width_ms,
+            watermark_ms,
+            self.session_ends.as_ref(),
+        )?;
+        if closed.unmatched > 0 {
+            tracing::warn!(
+                dropped = closed.unmatched,
+                "dropped retractions and corrections that match no record of an open session"
+            );
+        }
+        self.buffered = if closed.open.num_rows() > 0 {
+            vec![closed.open]
+        } else {
+            Vec::new()
+        };
+        self.session_ends = closed.ends;
+        self.aggregate(&closed.emitted, Some(&closed.starts))
     }
 
     fn split(
@@ -262,8 +377,13 @@ impl WindowState {
         Ok((closed_rows, open))
     }
 
-    /// Aggregates records by (window, keys), in that order.
-    fn aggregate(&self, records: &RecordBatch) -> Result<RecordBatch, EngineError> {
+    /// Aggregates records by (window, keys), in that order. Sessions give each record's session start
+    /// (`session_starts`, the window column holding its end).
+    fn aggregate(
+        &self,
+        records: &RecordBatch,
+        session_starts: Option<&[i64]>,
+    ) -> Result<RecordBatch, EngineError> {
         let keys = 1 + self.spec.keys;
         let key_columns: Vec<ArrayRef> = records.columns()[..keys].to_vec();
         let converter = RowConverter::new(
@@ -312,19 +432,32 @@ impl WindowState {
 
         let live: Vec<&Group> = groups.values().filter(|g| g.records > 0).collect();
         let indices = UInt32Array::from_iter_values(live.iter().map(|g| g.first_row));
+        // Each live group's window: its start and end.
+        let values = window_starts(records)?;
+        let bounds: Vec<(i64, i64)> = live
+            .iter()
+            .map(|g| {
+                let row = g.first_row as usize;
+                let value = values.value(row);
+                match session_starts {
+                    Some(starts) => (starts.get(row).copied().unwrap_or(value), value),
+                    None => self.spec.bounds(value),
+                }
+            })
+            .collect();
+        let bound = |shift_ms: i64, end: bool| -> ArrayRef {
+            let shifted: TimestampMillisecondArray = bounds
+                .iter()
+                .map(|&(start, stop)| Some(if end { stop } else { start }.saturating_add(shift_ms)))
+                .collect();
+            Arc::new(shifted.with_timezone_opt(values.timezone()))
+        };
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.spec.outputs.len());
         for (field, source) in self.result_schema.fields().iter().zip(&self.spec.outputs) {
             let column = match *source {
-                OutputSource::Window => take(records.column(0).as_ref(), &indices, None)?,
-                OutputSource::ShiftedWindow(shift_ms) => {
-                    let starts = take(records.column(0).as_ref(), &indices, None)?;
-                    let starts = downcast::<TimestampMillisecondArray>(&starts)?;
-                    let shifted: TimestampMillisecondArray = starts
-                        .iter()
-                        .map(|start| start.map(|s| s.saturating_add(shift_ms)))
-                        .collect();
-                    Arc::new(shifted.with_timezone_opt(starts.timezone()))
-                }
+                OutputSource::Window => bound(0, false),
+                OutputSource::ShiftedWindow(shift_ms) => bound(shift_ms, false),
+                OutputSource::WindowEnd(shift_ms) => bound(shift_ms, true),
                 OutputSource::Key(k) => take(records.column(1 + k).as_ref(), &indices, None)?,
                 OutputSource::Aggregate(a) => {
                     let values: Vec<Value> = live
@@ -604,6 +737,8 @@ mod tests {
                 OutputSource::Aggregate(4),
             ],
             slide_ms: None,
+            step_ms: None,
+            session: false,
         };
         let buffered = Arc::new(Schema::new(vec![
             Field::new("__weir_window", ts(), true),

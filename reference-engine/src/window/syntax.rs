@@ -12,8 +12,12 @@
 //!
 //! Hopping windows (`HOP(ts, slide, size)`, `TABLE(HOP(TABLE t, DESCRIPTOR(ts), slide, size))`,
 //! RisingWave's `hop(t, ts, slide, size)`) start at `hop_window_start(slide, size, ts)`
-//! ([`super::hop`]). Cumulating and session windows, and window offsets, are refused with an
-//! explanation.
+//! ([`super::hop`]). Flink's cumulating windows (`TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), step,
+//! size))`) and session windows (`GROUP BY SESSION(ts, gap)` with `SESSION_START`, `SESSION_END`,
+//! `SESSION_ROWTIME`; `TABLE(SESSION(TABLE t [PARTITION BY (k, ...)], DESCRIPTOR(ts), gap))`) are
+//! written with the window bound functions of [`super::functions`]. Window offsets, and the forms
+//! neither system has (RisingWave's `cumulate`/`session`, Flink's group window `CUMULATE`), are refused
+//! with an explanation.
 //!
 //! The rewrite works on sqlparser's tokens (words inside strings, quoted names and comments never match)
 //! and renders them back, so everything else of the query is left as written.
@@ -21,6 +25,8 @@
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+
+use super::functions;
 
 /// `sql` with its window syntax rewritten onto `date_bin`; `Err` explains a form that is not supported.
 /// SQL that does not tokenise is returned unchanged (the planner reports it).
@@ -244,24 +250,80 @@ fn has_alias(tokens: &[Token], at: usize) -> bool {
     }
 }
 
-/// A tumbling or hopping window over a table, as a table function of either syntax.
+/// The sizes of a window over a table.
+enum Sizes {
+    Tumble {
+        size: Vec<Token>,
+    },
+    Hop {
+        slide: Vec<Token>,
+        size: Vec<Token>,
+    },
+    Cumulate {
+        step: Vec<Token>,
+        size: Vec<Token>,
+    },
+    Session {
+        gap: Vec<Token>,
+        /// The PARTITION BY columns.
+        partition: Vec<Vec<Token>>,
+    },
+}
+
+/// A window over a table, as a table function of either syntax.
 struct TableWindow {
     table: Vec<Token>,
     time: Vec<Token>,
-    size: Vec<Token>,
-    /// A hopping window's slide.
-    slide: Option<Vec<Token>>,
+    sizes: Sizes,
 }
 
 impl TableWindow {
+    /// Its start and end, as SQL over the table's columns.
+    fn bounds(&self) -> (String, String) {
+        let time = &self.time;
+        match &self.sizes {
+            Sizes::Tumble { size } => {
+                let start = window_start(None, size, time);
+                let end = format!("{start} + {}", render(size));
+                (start, end)
+            }
+            Sizes::Hop { slide, size } => {
+                let start = window_start(Some(slide), size, time);
+                let end = format!("{start} + {}", render(size));
+                (start, end)
+            }
+            Sizes::Cumulate { step, size } => {
+                let args = format!("{}, {}, {}", render(step), render(size), render(time));
+                (
+                    format!("{}({args})", functions::CUMULATE_START),
+                    format!("{}({args})", functions::CUMULATE_END),
+                )
+            }
+            Sizes::Session { gap, partition } => {
+                let mut start = format!(
+                    "{}({}, {}, '{}'",
+                    functions::SESSION_START,
+                    render(gap),
+                    render(time),
+                    functions::PARTITION_MARKER
+                );
+                for column in partition {
+                    start.push_str(&format!(", {}", render(column)));
+                }
+                start.push(')');
+                let end = format!("{}({}, {start})", functions::SESSION_END, render(gap));
+                (start, end)
+            }
+        }
+    }
+
     /// `(SELECT *, <start> AS window_start, <end> AS window_end[, <end - 1 ms> AS window_time] FROM t) [AS t]`.
     fn subquery(&self, window_time: bool, aliased: bool) -> Vec<Token> {
-        let start = window_start(self.slide.as_deref(), &self.size, &self.time);
-        let size = render(&self.size);
-        let mut sql = format!("(SELECT *, {start} AS window_start, {start} + {size} AS window_end");
+        let (start, end) = self.bounds();
+        let mut sql = format!("(SELECT *, {start} AS window_start, {end} AS window_end");
         if window_time {
             sql.push_str(&format!(
-                ", {start} + {size} - INTERVAL '1' MILLISECOND AS window_time"
+                ", {end} - INTERVAL '1' MILLISECOND AS window_time"
             ));
         }
         sql.push_str(&format!(" FROM {})", render(&self.table)));
@@ -272,34 +334,37 @@ impl TableWindow {
     }
 }
 
-fn unsupported_kind(kind: &str) -> String {
-    let base = kind.split('_').next().unwrap_or(kind);
-    match base {
-        "SESSION" => {
-            "session windows (SESSION) are not supported: use a tumbling (TUMBLE) or hopping (HOP) window"
-                .to_owned()
-        }
-        "CUMULATE" => {
-            "cumulating windows (CUMULATE) are not supported: use a tumbling (TUMBLE) or hopping (HOP) window"
-                .to_owned()
-        }
-        _ => format!("{kind} is not supported"),
-    }
-}
+/// Flink's window table functions, as they are written.
+const FLINK_FORMS: &str = "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), <size>)), \
+    TABLE(HOP(TABLE t, DESCRIPTOR(ts), <slide>, <size>)), \
+    TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), <step>, <size>)) or \
+    TABLE(SESSION(TABLE t [PARTITION BY (k1, ...)], DESCRIPTOR(ts), <gap>))";
 
-/// `TUMBLE(TABLE t, DESCRIPTOR(ts), size)` or `HOP(TABLE t, DESCRIPTOR(ts), slide, size)` (Flink's
-/// window table functions).
+/// `TUMBLE(TABLE t, DESCRIPTOR(ts), size)`, `HOP(TABLE t, DESCRIPTOR(ts), slide, size)`,
+/// `CUMULATE(TABLE t, DESCRIPTOR(ts), step, size)` or `SESSION(TABLE t [PARTITION BY k | PARTITION BY
+/// (k1, ...)], DESCRIPTOR(ts), gap)` (Flink's window table functions).
 fn flink_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWindow, String> {
-    const FORM: &str = "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL ...)) or \
-        TABLE(HOP(TABLE t, DESCRIPTOR(ts), <slide>, <size>))";
+    const FORM: &str = FLINK_FORMS;
     let expected = match kind {
-        "TUMBLE" => 3,
-        "HOP" => 4,
-        _ => return Err(unsupported_kind(kind)),
+        "TUMBLE" | "SESSION" => 3,
+        "HOP" | "CUMULATE" => 4,
+        _ => {
+            return Err(format!(
+                "{kind} is not a window table function: write {FORM}"
+            ));
+        }
     };
     if args.iter().flatten().any(|t| *t == Token::RArrow) {
         return Err(format!(
             "named arguments (=>) are not supported: write {FORM}"
+        ));
+    }
+    let partitioned = args
+        .first()
+        .is_some_and(|table| table.iter().any(|t| is_word(t, "PARTITION")));
+    if kind == "SESSION" && partitioned && args.len() > expected {
+        return Err(format!(
+            "several PARTITION BY columns are written in brackets: PARTITION BY (k1, k2); write {FORM}"
         ));
     }
     if args.len() != expected {
@@ -309,18 +374,28 @@ fn flink_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWindow, 
             format!("{kind} takes a table, a time column and its sizes: {FORM}")
         });
     }
-    let table = match args[0].split_first() {
-        Some((first, rest)) if is_keyword(first, Keyword::TABLE) => rest
-            .iter()
-            .filter(|t| !is_space(t))
-            .cloned()
-            .collect::<Vec<_>>(),
+    let (table, partition) = match args[0].split_first() {
+        Some((first, rest)) if is_keyword(first, Keyword::TABLE) => {
+            let solid: Vec<Token> = rest.iter().filter(|t| !is_space(t)).cloned().collect();
+            match solid.iter().position(|t| is_word(t, "PARTITION")) {
+                None => (solid, Vec::new()),
+                Some(_) if kind != "SESSION" => {
+                    return Err(format!(
+                        "only SESSION partitions its table (PARTITION BY): write {FORM}"
+                    ));
+                }
+                Some(at) => (solid[..at].to_vec(), partition_columns(&solid[at + 1..])?),
+            }
+        }
         _ => {
             return Err(format!(
                 "the first argument of {kind} must be `TABLE <name>`: {FORM}"
             ));
         }
     };
+    if table.is_empty() {
+        return Err(format!("{kind} must name its table: {FORM}"));
+    }
     let time = match args[1].as_slice() {
         [word, rest @ ..] if is_word(word, "DESCRIPTOR") => {
             let inner: Vec<Token> = rest.iter().filter(|t| !is_space(t)).cloned().collect();
@@ -337,17 +412,45 @@ fn flink_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWindow, 
             ));
         }
     };
-    let (slide, size) = if kind == "HOP" {
-        (Some(args[2].clone()), args[3].clone())
-    } else {
-        (None, args[2].clone())
+    let sizes = match kind {
+        "HOP" => Sizes::Hop {
+            slide: args[2].clone(),
+            size: args[3].clone(),
+        },
+        "CUMULATE" => Sizes::Cumulate {
+            step: args[2].clone(),
+            size: args[3].clone(),
+        },
+        "SESSION" => Sizes::Session {
+            gap: args[2].clone(),
+            partition,
+        },
+        _ => Sizes::Tumble {
+            size: args[2].clone(),
+        },
     };
-    Ok(TableWindow {
-        table,
-        time,
-        size,
-        slide,
-    })
+    Ok(TableWindow { table, time, sizes })
+}
+
+/// The columns after `PARTITION` in a session's table argument: `BY k` or `BY (k1, k2, ...)`.
+fn partition_columns(tokens: &[Token]) -> Result<Vec<Vec<Token>>, String> {
+    let form = "PARTITION BY <column> or PARTITION BY (<column>, ...)";
+    let Some((by, rest)) = tokens
+        .split_first()
+        .filter(|(by, _)| is_keyword(by, Keyword::BY))
+    else {
+        return Err(format!("PARTITION must be followed by BY: {form}"));
+    };
+    let _ = by;
+    let columns = match rest {
+        [Token::LParen, inner @ .., Token::RParen] => arguments(inner),
+        [] => Vec::new(),
+        column => vec![column.to_vec()],
+    };
+    if columns.is_empty() {
+        return Err(format!("PARTITION BY must name columns: {form}"));
+    }
+    Ok(columns)
 }
 
 /// `tumble(t, ts, size)` or `hop(t, ts, slide, size)` (RisingWave's window table functions).
@@ -357,14 +460,15 @@ fn risingwave_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWin
         ("TUMBLE", [table, time, size]) => Ok(TableWindow {
             table: table.clone(),
             time: time.clone(),
-            size: size.clone(),
-            slide: None,
+            sizes: Sizes::Tumble { size: size.clone() },
         }),
         ("HOP", [table, time, slide, size]) => Ok(TableWindow {
             table: table.clone(),
             time: time.clone(),
-            size: size.clone(),
-            slide: Some(slide.clone()),
+            sizes: Sizes::Hop {
+                slide: slide.clone(),
+                size: size.clone(),
+            },
         }),
         ("TUMBLE", _) if args.len() > 3 => {
             Err(format!("window offsets are not supported: write {FORM}"))
@@ -376,42 +480,76 @@ fn risingwave_table_function(kind: &str, args: &[Vec<Token>]) -> Result<TableWin
             "{} in FROM takes a table, a time column and its sizes: {FORM}",
             kind.to_ascii_lowercase()
         )),
-        _ => Err(unsupported_kind(kind)),
+        ("CUMULATE", _) => Err(
+            "cumulate(...) in FROM is no window table function (RisingWave has none): write Flink's \
+             TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), <step>, <size>))"
+                .to_owned(),
+        ),
+        ("SESSION", _) => Err(
+            "session(...) in FROM is no window table function (RisingWave has none): write Flink's \
+             TABLE(SESSION(TABLE t [PARTITION BY (k1, ...)], DESCRIPTOR(ts), <gap>)) or \
+             GROUP BY SESSION(ts, <gap>), k1, ..."
+                .to_owned(),
+        ),
+        _ => Err(format!("{kind} in FROM is not supported: write {FORM}")),
     }
 }
 
-/// `TUMBLE(ts, size)` / `HOP(ts, slide, size)` and their `_START`, `_END`, `_ROWTIME` (Flink's group
-/// window functions).
+/// `TUMBLE(ts, size)` / `HOP(ts, slide, size)` / `SESSION(ts, gap)` and their `_START`, `_END`,
+/// `_ROWTIME` (Flink's group window functions).
 fn group_window_function(kind: &str, args: &[Vec<Token>]) -> Result<Vec<Token>, String> {
     const FORM: &str = "GROUP BY TUMBLE(<time column>, INTERVAL ...) with TUMBLE_START / TUMBLE_END in \
-        SELECT, or HOP(<time column>, <slide>, <size>) with HOP_START / HOP_END";
-    let (base, hop) = if kind.starts_with("TUMBLE") {
-        ("TUMBLE", false)
+        SELECT, HOP(<time column>, <slide>, <size>) with HOP_START / HOP_END, or \
+        SESSION(<time column>, <gap>) with SESSION_START / SESSION_END";
+    let (base, expected) = if kind.starts_with("TUMBLE") {
+        ("TUMBLE", 2)
     } else if kind.starts_with("HOP") {
-        ("HOP", true)
+        ("HOP", 3)
+    } else if kind.starts_with("SESSION") {
+        ("SESSION", 2)
+    } else if kind == "CUMULATE" {
+        return Err(
+            "CUMULATE is no group window function (Flink has none): write the window table function \
+             FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), <step>, <size>)) ... GROUP BY window_start, window_end"
+                .to_owned(),
+        );
     } else {
-        return Err(unsupported_kind(kind));
+        return Err(format!("{kind} is not supported: {FORM}"));
     };
-    let expected = if hop { 3 } else { 2 };
     if args.len() != expected {
-        return Err(if args.len() > expected {
+        return Err(if args.len() > expected && base != "SESSION" {
             format!("window offsets are not supported: write {FORM}")
         } else {
             format!("{kind} takes a time column and its sizes: {FORM}")
         });
     }
     let time = &args[0];
-    let (slide, size) = if hop {
-        (Some(args[1].as_slice()), &args[2])
-    } else {
-        (None, &args[1])
+    let (start, size) = match base {
+        "HOP" => (
+            window_start(Some(&args[1]), &args[2], time),
+            render(&args[2]),
+        ),
+        "SESSION" => (
+            format!(
+                "{}({}, {})",
+                functions::SESSION_START,
+                render(&args[1]),
+                render(time)
+            ),
+            render(&args[1]),
+        ),
+        _ => (window_start(None, &args[1], time), render(&args[1])),
     };
-    let start = window_start(slide, size, time);
-    let size = render(size);
+    // A session's end is not its start plus the gap: it is the end of the session grouped by.
+    let end = if base == "SESSION" {
+        format!("{}({size}, {start})", functions::SESSION_END)
+    } else {
+        format!("{start} + {size}")
+    };
     let sql = match kind.strip_prefix(base) {
         Some("" | "_START") => start,
-        Some("_END") => format!("({start} + {size})"),
-        Some("_ROWTIME") => format!("({start} + {size} - INTERVAL '1' MILLISECOND)"),
+        Some("_END") => format!("({end})"),
+        Some("_ROWTIME") => format!("({end} - INTERVAL '1' MILLISECOND)"),
         _ => return Err(format!("{kind} is not supported: {FORM}")),
     };
     Ok(reparse(&sql))
@@ -527,7 +665,7 @@ mod tests {
     }
 
     #[test]
-    fn other_windows_and_offsets_are_refused_with_the_form_to_write() {
+    fn hopping_windows_start_at_the_latest_window_holding_the_record() {
         let hop = rewrite(
             "SELECT count(*) FROM t GROUP BY HOP(ts, INTERVAL '1' HOUR, INTERVAL '2' HOUR)",
         );
@@ -535,17 +673,98 @@ mod tests {
             hop.unwrap()
                 .contains("hop_window_start(INTERVAL '1' HOUR, INTERVAL '2' HOUR, ts)")
         );
-        let session = rewrite("SELECT count(*) FROM t GROUP BY SESSION(ts, INTERVAL '1' HOUR)");
-        assert!(session.unwrap_err().contains("session windows"));
-        let offset = rewrite(
-            "SELECT count(*) FROM t GROUP BY TUMBLE(ts, INTERVAL '1' HOUR, INTERVAL '5' MINUTE)",
+    }
+
+    #[test]
+    fn cumulating_windows_become_their_start_and_end_functions() {
+        let sql = rewrite(
+            "SELECT window_start, window_end, count(*) FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), \
+             INTERVAL '1' HOUR, INTERVAL '1' DAY)) GROUP BY window_start, window_end",
+        )
+        .unwrap();
+        assert_eq!(
+            squash(&sql),
+            "SELECT window_start, window_end, count(*) FROM (SELECT *, \
+             cumulate_window_start(INTERVAL '1' HOUR, INTERVAL '1' DAY, ts) AS window_start, \
+             cumulate_window_end(INTERVAL '1' HOUR, INTERVAL '1' DAY, ts) AS window_end, \
+             cumulate_window_end(INTERVAL '1' HOUR, INTERVAL '1' DAY, ts) - INTERVAL '1' MILLISECOND AS window_time \
+             FROM t) AS t GROUP BY window_start, window_end"
         );
-        assert!(offset.unwrap_err().contains("offsets"));
-        let cumulate = rewrite(
-            "SELECT * FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' HOUR, INTERVAL '1' DAY))",
+    }
+
+    #[test]
+    fn session_group_windows_end_at_the_end_of_the_session_grouped_by() {
+        let sql = rewrite(
+            "SELECT SESSION_START(ts, INTERVAL '5' MINUTE) AS s, SESSION_END(ts, INTERVAL '5' MINUTE) AS e, \
+             SESSION_ROWTIME(ts, INTERVAL '5' MINUTE) AS r, k, count(*) FROM t \
+             GROUP BY SESSION(ts, INTERVAL '5' MINUTE), k",
+        )
+        .unwrap();
+        assert_eq!(
+            squash(&sql),
+            "SELECT session_window_start(INTERVAL '5' MINUTE, ts) AS s, \
+             (session_window_end(INTERVAL '5' MINUTE, session_window_start(INTERVAL '5' MINUTE, ts))) AS e, \
+             (session_window_end(INTERVAL '5' MINUTE, session_window_start(INTERVAL '5' MINUTE, ts)) - INTERVAL '1' MILLISECOND) AS r, \
+             k, count(*) FROM t GROUP BY session_window_start(INTERVAL '5' MINUTE, ts), k"
         );
-        assert!(cumulate.unwrap_err().contains("cumulating"));
-        let emit = rewrite("SELECT * FROM t EMIT CHANGES");
-        assert!(emit.unwrap_err().contains("EMIT ON WINDOW CLOSE"));
+    }
+
+    #[test]
+    fn session_table_functions_carry_their_partition_columns() {
+        for (partition, columns) in [
+            ("PARTITION BY k", ", k"),
+            ("PARTITION BY (k, j)", ", k, j"),
+            ("", ""),
+        ] {
+            let sql = rewrite(&format!(
+                "SELECT * FROM TABLE(SESSION(TABLE t {partition}, DESCRIPTOR(ts), INTERVAL '5' MINUTE)) AS w"
+            ))
+            .unwrap();
+            let start =
+                format!("session_window_start(INTERVAL '5' MINUTE, ts, 'PARTITION BY'{columns})");
+            assert_eq!(
+                squash(&sql),
+                format!(
+                    "SELECT * FROM (SELECT *, {start} AS window_start, \
+                     session_window_end(INTERVAL '5' MINUTE, {start}) AS window_end, \
+                     session_window_end(INTERVAL '5' MINUTE, {start}) - INTERVAL '1' MILLISECOND AS window_time \
+                     FROM t) AS w"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn forms_neither_system_has_and_offsets_are_refused_with_the_form_to_write() {
+        for (sql, expected) in [
+            (
+                "SELECT count(*) FROM t GROUP BY TUMBLE(ts, INTERVAL '1' HOUR, INTERVAL '5' MINUTE)",
+                "offsets",
+            ),
+            (
+                "SELECT count(*) FROM t GROUP BY CUMULATE(ts, INTERVAL '1' HOUR, INTERVAL '1' DAY)",
+                "TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), <step>, <size>))",
+            ),
+            (
+                "SELECT count(*) FROM cumulate(t, ts, INTERVAL '1' HOUR, INTERVAL '1' DAY)",
+                "RisingWave has none",
+            ),
+            (
+                "SELECT count(*) FROM session(t, ts, INTERVAL '1' HOUR)",
+                "GROUP BY SESSION(ts, <gap>)",
+            ),
+            (
+                "SELECT * FROM TABLE(SESSION(TABLE t PARTITION BY k, j, DESCRIPTOR(ts), INTERVAL '1' HOUR))",
+                "PARTITION BY (k1, k2)",
+            ),
+            (
+                "SELECT * FROM TABLE(TUMBLE(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' HOUR))",
+                "only SESSION",
+            ),
+            ("SELECT * FROM t EMIT CHANGES", "EMIT ON WINDOW CLOSE"),
+        ] {
+            let message = rewrite(sql).unwrap_err();
+            assert!(message.contains(expected), "{sql}: {message}");
+        }
     }
 }
