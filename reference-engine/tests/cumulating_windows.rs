@@ -3,9 +3,7 @@
 //! Exact outputs across transactions, records late for some of their windows, the same output in one
 //! transaction or seven (with retractions and corrections), and the largest windows equal to tumbling
 //! windows of the size.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -4,9 +4,7 @@
 //! records, open sessions kept in the checkpoint, MigrateQuery, and the incremental property: the same
 //! changelog in one transaction or many gives the sessions of the records left after its retractions
 //! and corrections.
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
