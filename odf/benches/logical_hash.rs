@@ -8,6 +8,8 @@
 //! ```sh
 //! cargo bench -p weir-odf --features arrow --bench logical_hash     # `cargo xtask bench -p weir-odf` runs it too
 //! ```
+//!
+//! Under `cargo test` (no `--bench` argument) each case runs once over 20 000 records, as a smoke test.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -21,7 +23,14 @@ use arrow_digest::{RecordDigest, RecordDigestV0};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use weir_odf::logical_hash::LogicalHasher;
 
-const ROWS: usize = 1_000_000;
+/// The records hashed: 1 000 000 when measuring, 20 000 for `cargo test`'s smoke run (a debug build).
+fn rows() -> usize {
+    if std::env::args().any(|arg| arg == "--bench") {
+        1_000_000
+    } else {
+        20_000
+    }
+}
 const BATCH: usize = 64 * 1024;
 
 fn slice() -> (Arc<Schema>, Vec<RecordBatch>) {
@@ -35,10 +44,11 @@ fn slice() -> (Arc<Schema>, Vec<RecordBatch>) {
         Field::new("temperature_c", DataType::Float64, true),
         Field::new("humidity_pct", DataType::Int64, true),
     ]));
+    let rows = rows();
     let mut batches = Vec::new();
     let mut from = 0;
-    while from < ROWS {
-        let to = (from + BATCH).min(ROWS);
+    while from < rows {
+        let to = (from + BATCH).min(rows);
         let range = from as i64..to as i64;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(range.clone())),
@@ -99,6 +109,7 @@ type Portable = sha3_for_arrow_digest::Sha3_256;
 
 fn bench(c: &mut Criterion) {
     let (schema, batches) = slice();
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     assert_eq!(
         weir(&schema, &batches),
         arrow_digest::<Portable>(&schema, &batches),
@@ -112,7 +123,7 @@ fn bench(c: &mut Criterion) {
     );
     let mut group = c.benchmark_group("logical_hash");
     group
-        .throughput(Throughput::Elements(ROWS as u64))
+        .throughput(Throughput::Elements(rows as u64))
         .sample_size(20);
     group.bench_function("record_digest_v0_one_thread", |b| {
         b.iter(|| black_box(arrow_digest::<Portable>(&schema, &batches)))

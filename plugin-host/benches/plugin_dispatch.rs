@@ -100,7 +100,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn benches(c: &mut Criterion, pairs: &Pairs) {
+fn benches(c: &mut Criterion, pairs: &Pairs, measuring: bool) {
     let factory = weir_plugin_host::load(metrics_plugin(), &serde_json::json!({}))
         .expect("the metrics plugin loads");
     let sampled = weir_plugin_host::load(
@@ -119,6 +119,8 @@ fn benches(c: &mut Criterion, pairs: &Pairs) {
     ];
     for (topology, name) in [(Topology::Chain, "chain"), (Topology::Demand4, "demand4")] {
         for (max_demand, events) in [(1000usize, 1_000_000u64), (1, 50_000)] {
+            // `cargo test`'s smoke run (a debug build, no `--bench`): a hundredth of the events.
+            let events = if measuring { events } else { events / 100 };
             let workload = format!("{name}/max_demand_{max_demand}");
             let mut group = c.benchmark_group(&workload);
             group.throughput(Throughput::Elements(events));
@@ -211,7 +213,7 @@ fn main() {
     let measuring = std::env::args().any(|arg| arg == "--bench");
     let mut criterion = Criterion::default().configure_from_args();
     let pairs = Pairs::default();
-    benches(&mut criterion, &pairs);
+    benches(&mut criterion, &pairs, measuring);
     dispatch_loop(&mut criterion);
     criterion.final_summary();
     if !measuring {
