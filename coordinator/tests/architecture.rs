@@ -39,15 +39,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "weir-manifest",
         &["weir-ingest", "weir-dataset", "weir-odf"],
     ),
+    ("weir-query-depth", &[]),
     (
         "weir-reference-engine",
         &[
             "weir-engine-contract",
             "weir-engine-conformance",
+            "weir-query-depth",
             "weir-odf",
         ],
     ),
-    ("weir-sql", &["weir-odf"]),
+    ("weir-sql", &["weir-query-depth", "weir-odf"]),
     (
         "weir-engines",
         &[

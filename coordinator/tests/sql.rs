@@ -44,6 +44,24 @@ fn one_shot_statements_read_the_datasets_as_tables() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5), "read-only");
+
+    // Nested past the engine's bound: an invalid query (exit 5, a JSON document under `--format json`),
+    // never a stack overflow that aborts the process.
+    let deep = format!("SELECT {} AS x", vec!["1"; 20_000].join(" + "));
+    let out = weir(ws.path()).args(["sql", "-c", &deep]).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("levels deep"));
+    let out = weir(ws.path())
+        .args(["--format", "json", "sql", "-c", &deep])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["exitCode"], 5, "{json}");
+    assert!(
+        json["error"].as_str().unwrap().contains("levels deep"),
+        "{json}"
+    );
 }
 
 #[test]

@@ -33,7 +33,7 @@ pub enum EngineError {
         step: Option<String>,
         /// Where and how deep.
         #[source]
-        source: crate::query_depth::QueryTooDeep,
+        source: weir_query_depth::QueryTooDeep,
     },
     /// The transform has no query at all.
     #[error("the transform has no query")]

@@ -99,7 +99,6 @@ mod output;
 mod prepare;
 mod progress;
 mod provenance;
-mod query_depth;
 mod raw_query;
 pub mod request;
 mod server;
@@ -114,7 +113,6 @@ pub mod window;
 pub use engine::ReferenceEngine;
 pub use error::{EngineError, ErrorKind};
 pub use progress::{NoProgress, Phase, Progress, ProgressSink};
-pub use query_depth::{MAX_EXPRESSION_DEPTH, QueryTooDeep, check_query_depth};
 pub use request::{
     DatasetId, DatasetVocabulary, DeriveProvenanceRequest, DeriveProvenanceSuccess,
     InputProvenance, MigrateQueryRequest, MigrateQuerySuccess, OffsetInterval, OutputColumn,
@@ -126,6 +124,7 @@ pub use server::to_wire_error;
 pub use session::SessionUpgrade;
 /// The conformance kit's Parquet fixtures (from `engine-conformance`, on arrow/parquet alone).
 pub use weir_engine_conformance::ParquetFixtures;
+pub use weir_query_depth::{MAX_EXPRESSION_DEPTH, QueryTooDeep, check_query_depth};
 
 /// The DataFusion this engine runs on.
 pub use datafusion;

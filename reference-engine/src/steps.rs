@@ -10,9 +10,9 @@ use datafusion::execution::context::{SQLOptions, SessionContext};
 use datafusion::logical_expr::LogicalPlan;
 
 use crate::error::EngineError;
-use crate::query_depth::check_query_depth;
 use crate::request::TransformSql;
 use crate::temporal::syntax::{TemporalReference, rewrite};
+use weir_query_depth::check_query_depth;
 
 /// A transform's plan and the temporal clauses its steps had.
 #[derive(Debug)]

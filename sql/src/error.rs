@@ -14,6 +14,14 @@ pub enum SqlError {
         #[source]
         source: DataFusionError,
     },
+    /// The statement nests its expressions deeper than Weir plans (the reference engine's bound): refused
+    /// before it is parsed, since planning it could exhaust the stack and abort the process.
+    #[error("{source}")]
+    TooDeep {
+        /// Where and how deep.
+        #[source]
+        source: weir_query_depth::QueryTooDeep,
+    },
     /// The SQL parses but cannot be planned: an unknown table or column, a type error, an unknown function.
     #[error("{source}")]
     Plan {
@@ -125,6 +133,7 @@ impl SqlError {
         matches!(
             self,
             SqlError::Parse { .. }
+                | SqlError::TooDeep { .. }
                 | SqlError::Plan { .. }
                 | SqlError::ReadOnly { .. }
                 | SqlError::NoData { .. }

@@ -56,7 +56,9 @@ impl std::fmt::Debug for SqlSession {
 }
 
 /// A DataFusion context configured as every session's: catalog `weir`, schema `public`, information
-/// schema on, identifiers case-sensitive, strings as `Utf8`.
+/// schema on, identifiers case-sensitive, strings as `Utf8`, and the JSON functions kamu's sessions and
+/// the reference engine offer (`json_get_str`, `json_get_int`, ..., the `->` / `->>` operators), so a
+/// transform's query can be tried here as written.
 fn new_context() -> SessionContext {
     let mut config = SessionConfig::new()
         .with_default_catalog_and_schema(CATALOG, SCHEMA)
@@ -72,7 +74,13 @@ fn new_context() -> SessionContext {
         .execution
         .parquet
         .schema_force_view_types = false;
-    SessionContext::new_with_config(config)
+    let mut ctx = SessionContext::new_with_config(config);
+    if let Err(error) = datafusion_functions_json::register_all(&mut ctx) {
+        // Registering into a fresh session cannot conflict; should it fail, the functions are missing
+        // and a query using them gets DataFusion's "invalid function" message.
+        tracing::error!(%error, "cannot register the JSON functions");
+    }
+    ctx
 }
 
 impl SqlSession {
@@ -143,6 +151,8 @@ impl SqlSession {
 
     /// Parses, checks and plans one statement without running it: its result schema is known.
     pub async fn prepare(&self, sql: &str) -> Result<PreparedQuery, SqlError> {
+        // Before the parser and the planner, which recurse over the expression tree.
+        weir_query_depth::check_query_depth(sql).map_err(|source| SqlError::TooDeep { source })?;
         let mut statements = DFParserBuilder::new(sql)
             .build()
             .and_then(|mut parser| parser.parse_statements())

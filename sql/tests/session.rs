@@ -248,3 +248,49 @@ async fn a_name_given_twice_is_refused() {
         .expect_err("twice");
     assert!(matches!(err, SqlError::DuplicateTable { table } if table == "a"));
 }
+
+/// A statement nested past the reference engine's bound is refused before DataFusion parses or plans it
+/// (which would exhaust the stack and abort the process), as a query error naming where; the session
+/// goes on answering, and a statement within the bound runs.
+#[tokio::test]
+async fn a_deeply_nested_statement_is_refused_and_the_session_keeps_answering() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let session = common::session(dir.path()).await;
+    let sum = |terms: usize| vec!["1"; terms].join(" + ");
+    let ors = (0..5_000)
+        .map(|i| format!("temp = {i}"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    for sql in [
+        format!("SELECT {} AS x", sum(20_000)),
+        format!(r#"SELECT count(*) AS n FROM "readings.clean" WHERE {ors}"#),
+    ] {
+        match session.query(&sql).await {
+            Err(e @ SqlError::TooDeep { .. }) => {
+                assert!(e.is_query_error());
+                let message = e.to_string();
+                assert!(message.contains("levels deep at line 1"), "{message}");
+                assert!(message.contains("IN (...)"), "{message}");
+            }
+            other => panic!("expected a too-deep refusal, got {other:?}"),
+        }
+    }
+    let batch = one_batch(&session, &format!("SELECT {} AS x", sum(150))).await;
+    assert_eq!(ints(&batch, "x"), [150]);
+}
+
+/// The JSON functions kamu's sessions and the reference engine offer work here too, so a transform's
+/// query can be tried with `weir sql` as written.
+#[tokio::test]
+async fn kamus_json_functions_are_there() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let session = common::session(dir.path()).await;
+    let batch = one_batch(
+        &session,
+        r#"SELECT json_get_str('{"city": "Oslo", "n": 3}', 'city') AS city,
+                  json_get_int('{"city": "Oslo", "n": 3}', 'n') AS n"#,
+    )
+    .await;
+    assert_eq!(strings(&batch, "city"), ["Oslo"]);
+    assert_eq!(ints(&batch, "n"), [3]);
+}

@@ -1,11 +1,10 @@
-//! A bound on how deeply a query's expressions nest, checked on the SQL text before anything parses it.
+#![doc = include_str!("../README.md")]
 //!
-//! DataFusion plans, optimises, displays and drops expressions by recursion, so a deeply nested
-//! expression (a 300-term `1 + 1 + ...`, a 500-term `OR`) exhausts a thread's stack and aborts the whole
-//! process, whoever runs the query. sqlparser bounds the nesting it parses by recursion (parentheses,
-//! unary operators, subqueries), but a chain of left-associative binary operators is parsed in a loop
-//! into an arbitrarily deep tree. [`check_query_depth`] bounds both on the tokens alone, in one pass
-//! and with no recursion, so it is safe on any input: it refuses before a deep tree is ever built.
+//! ## How depth is counted
+//!
+//! sqlparser bounds the nesting it parses by recursion (parentheses, unary operators, subqueries), but a
+//! chain of left-associative binary operators is parsed in a loop into an arbitrarily deep tree, which
+//! DataFusion then walks by recursion: this crate bounds both.
 //!
 //! The depth it measures is an upper bound of the nesting of the expression trees the query parses into:
 //! every bracket (`(`, `[`, `{`) and every `CASE ... END` opens a level, and every operator (`+`, `=`,
@@ -14,13 +13,17 @@
 //! the query is the sum over the levels enclosing it.
 //!
 //! The bound keeps the recursion finite, not small: a query at [`MAX_EXPRESSION_DEPTH`] needs more than
-//! tokio's default 2 MiB thread stack in a debug build. The `weir-engine` binary runs its threads with
-//! 64 MiB stacks (only the pages used are committed); a process embedding the engine must give the
-//! threads that run its operations a stack of that order too.
+//! tokio's default 2 MiB thread stack in a debug build. The `weir-engine` binary and `weir` run their
+//! threads with 64 MiB stacks (only the pages used are committed); a process that plans queries checked
+//! by this crate must give the threads that plan them a stack of that order too.
+//!
+//! Weir's reference engine checks every query step of every operation with it, and `weir sql` (the
+//! shell, `-c` and the Flight SQL server) every statement, so a query is refused the same way wherever it
+//! is written.
 
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::{Token, Tokenizer, Word};
 
 /// The deepest expression nesting a query may have (see the module documentation for how it is counted).
 ///
@@ -32,7 +35,7 @@ pub const MAX_EXPRESSION_DEPTH: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the query nests expressions {depth} levels deep at line {line}, column {column}, deeper than the \
-     {limit} levels the engine plans: write long chains of OR / AND / + as `x IN (...)` lists, or split \
+     {limit} levels Weir plans: write long chains of OR / AND / + as `x IN (...)` lists, or split \
      the expression over several query steps"
 )]
 pub struct QueryTooDeep {
@@ -48,12 +51,11 @@ pub struct QueryTooDeep {
 
 /// Checks that `sql` nests its expressions at most [`MAX_EXPRESSION_DEPTH`] levels deep.
 ///
-/// Call it on every SQL text before handing it to DataFusion (the engine does for every query step
-/// of every operation). SQL that does not tokenise passes: the parser reports it. The check is one
+/// Call it on every SQL text before handing it to a parser or planner that recurses (DataFusion's). SQL that does not tokenise passes: the parser reports it. The check is one
 /// pass over the tokens with no recursion, so it cannot itself exhaust the stack.
 ///
 /// ```
-/// use weir_reference_engine::{MAX_EXPRESSION_DEPTH, check_query_depth};
+/// use weir_query_depth::{MAX_EXPRESSION_DEPTH, check_query_depth};
 ///
 /// assert!(check_query_depth("SELECT a + b * (c - 1) AS x FROM t WHERE a = 1 OR b = 2").is_ok());
 ///
